@@ -1,0 +1,81 @@
+# kvbench: `make` builds ./kvbench; `make test` runs every test; `make bench` the benchmarks.
+# make CUDA=1 adds the CUDA backend (nvcc, cuBLAS, cuSOLVER); the binary still runs
+# without a GPU. make SAN=1 builds with ASan/UBSan into build-san/.
+
+CC      ?= gcc
+NVCC    ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+OPT     ?= -O3 -march=native
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) -pthread -I/usr/include/x86_64-linux-gnu
+LDLIBS  += -lsqlite3 -lcsv -llapacke -lopenblas -lm -pthread
+
+BUILD   := build
+ifeq ($(SAN),1)
+BUILD   := build-san
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+SRC_DIRS := kernels methods workloads harness results plots model
+LIB_SRC  := $(filter-out harness/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CU_SRC   := $(wildcard kernels/*.cu)
+ifeq ($(CUDA),1)
+BUILD   := $(BUILD)-cuda
+CFLAGS  += -DKB_CUDA=1 -I$(CUDA_HOME)/include
+LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcusolver -lstdc++
+NVFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+           -Xcompiler -Wall,-Wextra,-Werror -DKB_CUDA=1
+endif
+CFLAGS  += -DKB_BUILD_FLAGS='"$(strip $(OPT) $(if $(filter 1,$(CUDA)),CUDA=1) $(if $(filter 1,$(SAN)),SAN=1))"'
+
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard tests/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: print-cflags all test bench clean model corpus demo san-test valgrind
+all: kvbench
+
+print-cflags:
+	@echo $(CFLAGS)
+
+kvbench: $(BUILD)/harness/main.o $(BUILD)/libkvbench.a
+	$(CC) $(LDFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libkvbench.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.cu.o: %.cu $(wildcard kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libkvbench.a $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkvbench.a $(LDLIBS)
+
+# The test command the README and CI use.
+test: kvbench $(TEST_BIN)
+	@BUILD=$(BUILD) bash tests/run.sh
+
+san-test:
+	$(MAKE) SAN=1 test
+
+valgrind: kvbench $(TEST_BIN)
+	@BUILD=$(BUILD) bash tests/valgrind.sh
+
+bench: kvbench $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+# The default model (SmolLM2-135M-Instruct Q4_1) into the cache, checked by SHA-256.
+model:
+	@bash tools/fetch_model.sh
+
+clean:
+	rm -rf build build-san kvbench

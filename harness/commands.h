@@ -1,0 +1,10 @@
+/* kvbench subcommands: each lives in its own file and is dispatched by main.c. */
+#ifndef KV_COMMANDS_H
+#define KV_COMMANDS_H
+int cmd_run(int argc, char **argv);       /* harness/run.c */
+int cmd_report(int argc, char **argv);    /* plots/report.c */
+int cmd_plot(int argc, char **argv);      /* plots/plot.c */
+int cmd_methods(int argc, char **argv);   /* harness/methods_cmd.c */
+int cmd_info(int argc, char **argv);      /* model/cmd_model.c */
+int cmd_generate(int argc, char **argv);  /* model/cmd_model.c */
+#endif

@@ -1,0 +1,46 @@
+/* kvbench: one binary, one subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+#include "commands.h"
+
+/* WIP(integration): weak while commands are written in parallel. */
+#pragma weak cmd_run
+#pragma weak cmd_report
+#pragma weak cmd_plot
+#pragma weak cmd_methods
+#pragma weak cmd_info
+#pragma weak cmd_generate
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "replay a workload over methods and budgets into a SQLite file"},
+    {"report", cmd_report, "print a results table (Markdown, or CSV with --csv)"},
+    {"plot", cmd_plot, "draw figures from a results file with gnuplot"},
+    {"methods", cmd_methods, "list the methods with their parameters and defaults"},
+    {"info", cmd_info, "describe a GGUF model file"},
+    {"generate", cmd_generate, "answer a prompt with a model, optionally through a method"},
+};
+#define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: kvbench COMMAND [options]   (kvbench COMMAND --help for its options)\n\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) {
+            if (!commands[i].fn) { fprintf(stderr, "kvbench: '%s' is not built yet\n", argv[1]); return 2; }
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,92 @@
+#include "method.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int kv_budget(const kv_setup *s) {
+    if (s->budget_tokens > 0) return s->budget_tokens;
+    int b = (int)floor(s->budget_frac * s->n_prompt);
+    return b < 1 ? 1 : b;
+}
+
+static const kv_param *find_param(const kv_method *m, const char *key, size_t len) {
+    for (const kv_param *p = m->params; p && p->name; p++)
+        if (strlen(p->name) == len && strncmp(p->name, key, len) == 0) return p;
+    return NULL;
+}
+
+int kv_param_check(const kv_method *m, const char *params, char *err, size_t errlen) {
+    const char *s = params;
+    while (s && *s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *eq = memchr(s, '=', len);
+        if (!eq || eq == s) {
+            snprintf(err, errlen, "%s: parameter '%.*s' is not key=value", m->name, (int)len, s);
+            return -1;
+        }
+        if (!find_param(m, s, (size_t)(eq - s))) {
+            snprintf(err, errlen, "%s: unknown parameter '%.*s' (see kvbench methods)", m->name,
+                     (int)(eq - s), s);
+            return -1;
+        }
+        s = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The value text for key: from params if given there, else the declared default. */
+static int param_text(const kv_method *m, const char *params, const char *key, char *buf,
+                      size_t buflen, char *err, size_t errlen) {
+    const kv_param *p = find_param(m, key, strlen(key));
+    if (!p) {
+        snprintf(err, errlen, "%s: internal error: no parameter '%s'", m->name, key);
+        return -1;
+    }
+    snprintf(buf, buflen, "%s", p->deflt);
+    size_t klen = strlen(key);
+    for (const char *s = params; s && *s;) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len > klen && strncmp(s, key, klen) == 0 && s[klen] == '=') {
+            size_t vlen = len - klen - 1;
+            if (vlen >= buflen) vlen = buflen - 1;
+            memcpy(buf, s + klen + 1, vlen);
+            buf[vlen] = 0;
+        }
+        s = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+int kv_param_int(const kv_method *m, const char *params, const char *key, int *out, char *err,
+                 size_t errlen) {
+    char buf[64];
+    if (param_text(m, params, key, buf, sizeof buf, err, errlen)) return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(buf, &end, 10);
+    if (errno || end == buf || *end || v < -1000000000L || v > 1000000000L) {
+        snprintf(err, errlen, "%s: parameter %s='%s' is not an integer", m->name, key, buf);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int kv_param_double(const kv_method *m, const char *params, const char *key, double *out,
+                    char *err, size_t errlen) {
+    char buf[64];
+    if (param_text(m, params, key, buf, sizeof buf, err, errlen)) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || end == buf || *end || !isfinite(v)) {
+        snprintf(err, errlen, "%s: parameter %s='%s' is not a number", m->name, key, buf);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,21 @@
+/* SnapKV-style observation-window scoring, shared by SnapKV, PyramidKV, ChunkKV and
+ * SentenceKV's pre-filter. */
+#ifndef KV_WINDOW_SCORE_H
+#define KV_WINDOW_SCORE_H
+#include "method.h"
+
+enum { POOL_MAX = 0, POOL_AVG = 1 };
+
+/* Per kv head j, score[j][i] for prefix tokens i < n - w:
+ *   s_h[i] = sum over the last w window rows of win_probs[h][row][i] (query head h),
+ *   pooled with a 1-D kernel (stride 1, padding kernel/2, max or avg; kernel 1 = none),
+ *   then aggregated over the g query heads of the group (mean; or max if agg_max).
+ * p->win must be >= w. score: [Hkv][n - w]. Returns n - w (0 if n <= w). */
+int window_scores(const kv_prefill *p, int H, int Hkv, int w, int kernel, int pool,
+                  int agg_max, float *score);
+
+/* Indices of the k largest scores among n (ties: lower index first), written to out
+ * in ascending index order. Returns min(k, n). */
+int topk_sorted(const float *score, int n, int k, int32_t *out);
+
+#endif

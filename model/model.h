@@ -1,0 +1,64 @@
+/* The built-in inference engine for Llama-family GGUF models (llama, qwen2). */
+#ifndef KV_MODEL_H
+#define KV_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "gguf.h"
+#include "tokenizer.h"
+#include "../methods/method.h"
+
+typedef struct {
+    char arch[32];            /* "llama" or "qwen2" */
+    char name[128];
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
+    float rope_base, norm_eps;
+    int has_qkv_bias;
+    int64_t n_params;
+} kv_model_config;
+
+typedef struct kv_model kv_model;
+
+/* Load weights and tokenizer; NULL with "PATH: what is wrong" in err. */
+kv_model *model_load(const char *path, char *err, size_t errlen);
+void model_free(kv_model *m);
+const kv_model_config *model_config(const kv_model *m);
+const kv_tokenizer *model_tokenizer(const kv_model *m);
+const gguf_file *model_gguf(const kv_model *m);
+/* The default model path: $KVBENCH_MODEL, else the cache file `make model` writes. */
+const char *model_default_path(void);
+
+/* The result of one prefill, shared by every method of a case: all layers' post-RoPE
+ * K/V and the statistics asked for. */
+typedef struct {
+    int n;                     /* prompt tokens */
+    int n_layer, n_head_kv, head_dim, n_head;
+    float *K, *V;              /* layer l, kv head j, token t: K + (l*n_head_kv + j)*n*d + t*d */
+    float *col_mass;           /* [L][H][n] if asked, else NULL */
+    float *win_probs;          /* [L][H][win][n] if asked, else NULL */
+    int win;
+    float *surprisal;          /* [n], surprisal[0] = 0 */
+    uint8_t *sent_end;         /* [n] */
+    float *last_logits;        /* [n_vocab]: logits after the last prompt token */
+    double seconds;
+} kv_prefill_out;
+
+/* Prefill tokens[0..n) layer by layer; fills out (free with prefill_out_free).
+ * needs: union of the statistics the methods of the case asked for.
+ * Returns 0, or -1 with err (e.g. context beyond the model). */
+int model_prefill(kv_model *m, const int32_t *ids, int n, const kv_needs *needs,
+                  kv_prefill_out *out, char *err, size_t errlen);
+void prefill_out_free(kv_prefill_out *p);
+/* The kv_prefill view of one layer, to hand to a method's ingest(). */
+kv_prefill prefill_layer(const kv_prefill_out *p, int layer);
+
+/* One decode step through a method: feeds token id at position pos, every layer's
+ * attention going through meth/st (append then attend). logits: [n_vocab]. */
+int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
+                 const kv_token *info, float *logits);
+
+/* Plain generation with the engine's own full cache (no method plumbing), greedy.
+ * Writes up to max_new ids to out; returns the count, or -1. */
+int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
+                         int32_t *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,61 @@
+/* The results database (SQLite, WAL). One run = one configuration; rerunning the same
+ * configuration finds the same run and skips (case, method, budget) rows already
+ * committed. Each result is committed in its own transaction, so kill -9 loses at most
+ * the result being computed. */
+#ifndef KV_DB_H
+#define KV_DB_H
+#include <stdint.h>
+#include "../methods/method.h"
+
+typedef struct kv_db kv_db;
+
+/* Opens or creates the file and its schema. NULL with a one-line reason naming the file. */
+kv_db *kvdb_open(const char *path, char *err, size_t errlen);
+void kvdb_close(kv_db *db);
+
+typedef struct {
+    const char *run_key;       /* identity: same key = same run (resume) */
+    const char *config_json;   /* the full configuration */
+    const char *workload, *model;
+    const char *git_commit, *build_flags, *host, *cpu, *backend;
+    uint64_t seed;
+} kvdb_run;
+/* Returns the run id (existing one if run_key is known; *resumed set to 1), or -1. */
+int64_t kvdb_run_begin(kv_db *db, const kvdb_run *r, int *resumed);
+
+typedef struct {
+    const char *case_key;      /* unique within the run, e.g. "ctx=2048,depth=0.50,needle=single" */
+    const char *workload;
+    int ctx;
+    double depth;
+    const char *variant;       /* needle kind or task name */
+    uint64_t seed;
+    double prefill_s;          /* the shared prefill, timed once */
+} kvdb_case;
+/* Insert or find the case; returns its id or -1. */
+int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c);
+
+/* 1 if (case, method, budget) is already recorded, 0 if not, -1 on error. */
+int kvdb_result_exists(kv_db *db, int64_t case_id, const char *method, double budget);
+
+typedef struct {
+    const char *method, *params, *status;   /* status: "ok", "infeasible" or "error" */
+    double budget;                           /* as given: fraction (<= 1) or token count */
+    int budget_tokens;                       /* resolved tokens per layer per kv head */
+    double score;                            /* task score in [0,1] */
+    double rel_err;                          /* mean relative error vs FullKV (attention output) */
+    double prefill_s, compress_s, decode_s;
+    int decode_tokens;
+    double tokens_per_s;
+    kv_mem mem;
+    const char *output;                      /* generated text or NULL */
+    int n_layers, n_heads;
+    const kv_headstat *heads;                /* [n_layers][n_heads] or NULL */
+    const double *layer_err;                 /* [n_layers] or NULL */
+} kvdb_result;
+/* Records one result with its per-layer/head rows in one transaction; 0 or -1. */
+int kvdb_result_put(kv_db *db, int64_t case_id, const kvdb_result *r);
+
+const char *kvdb_errmsg(kv_db *db);
+
+#endif
