@@ -18,17 +18,17 @@ endif
 
 SRC_DIRS := kernels methods workloads harness results plots model
 LIB_SRC  := $(filter-out harness/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_SRC   := $(wildcard kernels/*.cu)
 ifeq ($(CUDA),1)
 BUILD   := $(BUILD)-cuda
 CFLAGS  += -DKB_CUDA=1 -I$(CUDA_HOME)/include
-LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcusolver -lstdc++
 NVFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
            -Xcompiler -Wall,-Wextra,-Werror -DKB_CUDA=1
 endif
 CFLAGS  += -DKB_BUILD_FLAGS='"$(strip $(OPT) $(if $(filter 1,$(CUDA)),CUDA=1) $(if $(filter 1,$(SAN)),SAN=1))"'
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(if $(filter 1,$(CUDA)),$(CU_SRC:%.cu=$(BUILD)/%.cu.o))
 
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

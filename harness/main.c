@@ -3,14 +3,6 @@
 #include <string.h>
 #include "commands.h"
 
-/* WIP(integration): weak while commands are written in parallel. */
-#pragma weak cmd_run
-#pragma weak cmd_report
-#pragma weak cmd_plot
-#pragma weak cmd_methods
-#pragma weak cmd_info
-#pragma weak cmd_generate
-
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -36,10 +28,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     for (int i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(argv[1], commands[i].name)) {
-            if (!commands[i].fn) { fprintf(stderr, "kvbench: '%s' is not built yet\n", argv[1]); return 2; }
-            return commands[i].fn(argc - 1, argv + 1);
-        }
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -2,10 +2,8 @@
 #include "method.h"
 #include <strings.h>
 
-/* WIP(integration): weak while the methods are being written in parallel; made strong at integration. */
-#define W __attribute__((weak))
-extern const kv_method kv_fullkv W, kv_streamingllm W, kv_h2o W, kv_snapkv W, kv_pyramidkv W,
-    kv_chunkkv W, kv_sentencekv W;
+extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
+    kv_sentencekv;
 
 static const kv_method *const all[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv,

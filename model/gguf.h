@@ -16,7 +16,10 @@ typedef struct {
     int type;                 /* enum gguf_vtype */
     int arr_type;             /* element type when type == GGUF_ARRAY */
     uint64_t arr_n;
-    const uint8_t *data;      /* the value's bytes in the mapping (array: first element) */
+    const uint8_t *data;      /* the value's bytes in the mapping (array: first element;
+                                 string: its u64 length prefix) */
+    const uint64_t *str_off;  /* string arrays: file offset of each element's length
+                                 prefix (validated at open); else NULL */
 } gguf_kv;
 
 typedef struct {
@@ -38,11 +41,14 @@ typedef struct {
     gguf_kv *kv;
     gguf_tensor *tensors;
     size_t alignment, data_start;
+    const gguf_kv **kv_sorted;            /* by key, for gguf_find */
+    const gguf_tensor **tensors_sorted;   /* by name, for gguf_tensor_find */
 } gguf_file;
 
-/* Open and validate; returns 0, or -1 with "PATH: what is wrong (field)" in err. */
+/* Open and validate; returns 0, or -1 with "PATH: what is wrong (field)" in err.
+ * Accepts versions 2 and 3, little-endian only. On failure f is left zeroed. */
 int gguf_open(gguf_file *f, const char *path, char *err, size_t errlen);
-void gguf_close(gguf_file *f);
+void gguf_close(gguf_file *f);           /* safe on a zeroed or failed gguf_file */
 
 const gguf_kv *gguf_find(const gguf_file *f, const char *key);
 const gguf_tensor *gguf_tensor_find(const gguf_file *f, const char *name);
@@ -51,7 +57,16 @@ const gguf_tensor *gguf_tensor_find(const gguf_file *f, const char *name);
 int gguf_get_int(const gguf_file *f, const char *key, int64_t *out);
 int gguf_get_f32(const gguf_file *f, const char *key, float *out);
 int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
-/* i-th string of a string array (bounds-checked walk; O(i) the first time, cached). */
+int gguf_get_bool(const gguf_file *f, const char *key, int *out);   /* BOOL only */
+/* gguf_get_f32 accepts F32 and F64. */
+/* i-th string of a string array (offsets precomputed and validated at open: O(1)).
+ * All array getters return -1 if kv is not an array of a compatible type of f, or
+ * i >= arr_n. */
 int gguf_arr_str(const gguf_file *f, const gguf_kv *kv, uint64_t i, gguf_str *out);
+int gguf_arr_int(const gguf_file *f, const gguf_kv *kv, uint64_t i, int64_t *out);  /* any int */
+int gguf_arr_f32(const gguf_file *f, const gguf_kv *kv, uint64_t i, float *out);    /* F32/F64 */
+/* Size in bytes of one value of a fixed-size type (0 for STRING, ARRAY, unknown). */
+size_t gguf_vtype_size(int type);
+const char *gguf_vtype_name(int type);
 
 #endif

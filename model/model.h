@@ -61,4 +61,27 @@ int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int p
 int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
                          int32_t *out, char *err, size_t errlen);
 
+/* Greedy generation through a method: prefill with the method's needs, ingest every
+ * layer, then decode until a stop token or max_new tokens. setup supplies the budget,
+ * params and elem_bytes; the model's shape, n_prompt and max_decode are filled in here.
+ * on_token (optional) sees each new id as it is chosen (for streaming).
+ * Returns the number of ids written to out, or -1 with err. */
+typedef struct {
+    int n_prompt, n_new;
+    int n_steps;                /* decode forward passes (n_new, or n_new - 1 at max_new) */
+    double prefill_s, decode_s; /* prefill_s includes the method's ingest */
+    kv_mem mem;                 /* the method's memory after the last step */
+} kv_gen_stats;
+int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *setup,
+                          const int32_t *prompt, int n, int max_new, int32_t *out,
+                          void (*on_token)(void *ctx, int id), void *ctx,
+                          kv_gen_stats *stats, char *err, size_t errlen);
+
+/* Small helpers for callers that run their own decode loop. */
+int model_argmax(const float *logits, int n);                 /* first index of the max */
+double model_surprisal(const kv_model *m, const float *logits, int id);  /* -ln softmax[id] */
+int model_sent_end(const kv_model *m, int id);                /* the sent_end rule for one token */
+/* Tokens per prefill chunk (GEMM rows and attention queries at a time); 0 = default 512. */
+void model_set_prefill_chunk(kv_model *m, int chunk);
+
 #endif

@@ -16,9 +16,12 @@ size_t quant_row_bytes(int type, int64_t n);      /* n must be a multiple of the
 float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);                     /* round to nearest even */
-/* Dequantize n elements (a multiple of the block size) from src into dst. */
+/* Dequantize n elements (a multiple of the block size) from src into dst.
+ * An unsupported type fills dst with NaN (and quant_dot returns NaN). */
 void dequant_row(int type, const void *src, float *dst, int64_t n);
 /* dot(row, x) for one quantized row of n elements, without materialising the row. */
 float quant_dot(int type, const void *row, const float *x, int64_t n);
+/* The portable (no intrinsics) path of quant_dot, always built; tests compare both. */
+float quant_dot_generic(int type, const void *row, const float *x, int64_t n);
 
 #endif

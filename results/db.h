@@ -9,9 +9,17 @@
 
 typedef struct kv_db kv_db;
 
+#define KVDB_SCHEMA_VERSION 1
+
 /* Opens or creates the file and its schema. NULL with a one-line reason naming the file. */
 kv_db *kvdb_open(const char *path, char *err, size_t errlen);
+/* Opens an existing results file for reading (report, plot): never creates it; NULL with a
+ * reason when it is missing, not SQLite, or not a kvbench results file. */
+kv_db *kvdb_open_readonly(const char *path, char *err, size_t errlen);
 void kvdb_close(kv_db *db);
+/* The underlying connection, for read queries (reports, tests). */
+struct sqlite3 *kvdb_sqlite(kv_db *db);
+const char *kvdb_path(const kv_db *db);
 
 typedef struct {
     const char *run_key;       /* identity: same key = same run (resume) */
@@ -53,9 +61,22 @@ typedef struct {
     const kv_headstat *heads;                /* [n_layers][n_heads] or NULL */
     const double *layer_err;                 /* [n_layers] or NULL */
 } kvdb_result;
-/* Records one result with its per-layer/head rows in one transaction; 0 or -1. */
+/* Records one result with its per-layer/head rows in one transaction; 0 or -1.
+ * A second put for the same (case, method, budget) is rejected (-1, nothing written):
+ * resume with kvdb_result_exists. Doubles are stored bit-exact, except NaN, which SQLite
+ * cannot hold and is stored as NULL. seed (uint64) is stored as its int64 bit pattern. */
 int kvdb_result_put(kv_db *db, int64_t case_id, const kvdb_result *r);
 
 const char *kvdb_errmsg(kv_db *db);
+
+/* SeKV zoom-ins (or any method's per-step, per-head events): rows of table
+ * zoom_events(result_id, step, layer, head, expanded), created on first use. The result
+ * (case, method, budget) must already be recorded with kvdb_result_put. All n rows go in
+ * one transaction; recording the same (step, layer, head) twice is rejected. 0 or -1. */
+typedef struct {
+    int step, layer, head, expanded;
+} kvdb_zoom;
+int kvdb_zoom_put(kv_db *db, int64_t case_id, const char *method, double budget,
+                  const kvdb_zoom *ev, size_t n);
 
 #endif

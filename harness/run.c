@@ -1,0 +1,748 @@
+/* kvbench run: replay the synthetic workload over methods and budgets into a results file.
+ *
+ * Per case (workload variant x ctx x depth): generate the Q/K/V streams layer by layer,
+ * run the prefill once with the statistics every method asked for (timed), compute the
+ * FullKV reference outputs of the decode steps, then for every (method, budget) not yet
+ * in the database: init, ingest every layer (compression time), decode (append + attend
+ * per layer), score, and commit the result at once. Rerunning the same command finds the
+ * same run and skips what is committed. */
+#include "commands.h"
+#include "provenance.h"
+#include "../kernels/core.h"
+#include "../methods/method.h"
+#include "../results/db.h"
+#include "../workloads/synthetic.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_LIST = 64, PREFILL_CHUNK = 512, ELEM_BYTES = 4 };
+
+typedef struct {
+    syn_kind kinds[3];
+    int n_kinds;
+    const kv_method *methods[MAX_LIST];
+    int n_methods;
+    double budgets[MAX_LIST];
+    int n_budgets;
+    int ctxs[MAX_LIST];
+    int n_ctx;
+    double depths[MAX_LIST];
+    int n_depths;
+    uint64_t seed;
+    const char *db_path;
+    int layers, decode, heads, kv_heads, head_dim, needles, threads;
+    const char *backend;
+    int quiet;
+} run_opts;
+
+static const char *workload_name(syn_kind k) {
+    return k == SYN_MULTIKEY ? "synthetic-multikey" : k == SYN_MULTIVALUE ? "synthetic-multivalue" : "synthetic-niah";
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench run --db FILE [options]\n"
+            "\n"
+            "Replays the synthetic needle workload over methods and budgets; every result is\n"
+            "committed to the SQLite file FILE as soon as it is computed, and rerunning the same\n"
+            "command resumes where it stopped.\n"
+            "\n"
+            "  --workload LIST   synthetic-niah, synthetic-multikey, synthetic-multivalue (default synthetic-niah)\n"
+            "  --methods LIST    all, or method names (kvbench methods lists them) (default all)\n"
+            "  --budget LIST     per layer and kv head: fractions of the prompt in (0,1], or token\n"
+            "                    counts (integers > 1) (default 0.1)\n"
+            "  --ctx LIST        prompt lengths in tokens, each >= 16 (default 2048,8192)\n"
+            "  --depths LIST     needle depths in [0,1] (default 0.1,0.5,0.9)\n"
+            "  --seed N          workload seed (default 1)\n"
+            "  --db FILE         results file (created if missing; required)\n"
+            "  --layers N        layers (default 3: retrieval heads live in layers >= 1)\n"
+            "  --decode N        decode steps after the prompt (default 8)\n"
+            "  --heads N, --kv-heads N, --head-dim N   attention shape (default 8, 2, 64)\n"
+            "  --needles N       needles of multikey/multivalue (default 4)\n"
+            "  --threads N       worker threads (default: online CPUs)\n"
+            "  --backend NAME    cpu or cuda (default cpu)\n"
+            "  --quiet           no progress lines\n"
+            "  --help            this text\n"
+            "\n"
+            "LIST is comma-separated. The run is identified by the workload and its shape, seed\n"
+            "and backend; methods, budgets, ctx and depths only select which results to add.\n"
+            "Score: the fraction of (retrieval head, asked needle) probes whose attention output\n"
+            "is nearest the needle's value (see workloads/synthetic.h).\n");
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kvbench run: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return -1;
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return fail("%s '%s': expected an integer in %d..%d", flag, s, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Calls item(text, ctx) for every comma-separated item; an empty list or item fails. */
+static int each_item(const char *flag, const char *list, int (*item)(const char *flag, const char *s, void *ctx),
+                     void *ctx) {
+    if (!*list) return fail("%s: empty list", flag);
+    char buf[4096];
+    if (strlen(list) >= sizeof buf) return fail("%s: list too long", flag);
+    strcpy(buf, list);
+    char *s = buf;
+    for (;;) {
+        char *comma = strchr(s, ',');
+        if (comma) *comma = 0;
+        if (!*s) return fail("%s '%s': empty item in the list", flag, list);
+        if (item(flag, s, ctx)) return -1;
+        if (!comma) return 0;
+        s = comma + 1;
+    }
+}
+
+static int add_kind(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    syn_kind k;
+    if (strncmp(s, "synthetic-", 10) || syn_kind_parse(s, &k))
+        return fail("%s '%s': unknown workload (valid: synthetic-niah, synthetic-multikey, synthetic-multivalue)",
+                    flag, s);
+    for (int i = 0; i < o->n_kinds; i++)
+        if (o->kinds[i] == k) return 0;
+    o->kinds[o->n_kinds++] = k;
+    return 0;
+}
+
+static int add_method(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    if (!strcmp(s, "all")) {
+        for (int i = 0; i < kv_method_count() && o->n_methods < MAX_LIST; i++) {
+            int dup = 0;
+            for (int k = 0; k < o->n_methods; k++) dup |= o->methods[k] == kv_method_at(i);
+            if (!dup) o->methods[o->n_methods++] = kv_method_at(i);
+        }
+        return 0;
+    }
+    const kv_method *m = kv_method_find(s);
+    if (!m) {
+        char valid[1024] = "";
+        for (int i = 0; i < kv_method_count(); i++) {
+            size_t len = strlen(valid);
+            snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", kv_method_at(i)->name);
+        }
+        return fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
+    }
+    for (int k = 0; k < o->n_methods; k++)
+        if (o->methods[k] == m) return 0;
+    if (o->n_methods == MAX_LIST) return fail("%s: more than %d methods", flag, MAX_LIST);
+    o->methods[o->n_methods++] = m;
+    return 0;
+}
+
+static int add_budget(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    double v = 0;
+    if (parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
+        return fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
+    for (int i = 0; i < o->n_budgets; i++)
+        if (o->budgets[i] == v) return 0;
+    if (o->n_budgets == MAX_LIST) return fail("%s: more than %d budgets", flag, MAX_LIST);
+    o->budgets[o->n_budgets++] = v;
+    return 0;
+}
+
+static int add_ctx(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    int v = 0;
+    if (parse_int(flag, s, -2147483647, 2147483647, &v)) return -1;
+    if (v < 16) return fail("%s '%s': a context must be at least 16 tokens", flag, s);
+    if (v > 1 << 22) return fail("%s '%s': a context must be at most %d tokens", flag, s, 1 << 22);
+    for (int i = 0; i < o->n_ctx; i++)
+        if (o->ctxs[i] == v) return 0;
+    if (o->n_ctx == MAX_LIST) return fail("%s: more than %d contexts", flag, MAX_LIST);
+    o->ctxs[o->n_ctx++] = v;
+    return 0;
+}
+
+static int add_depth(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    double v = 0;
+    if (parse_double(s, &v) || v < 0 || v > 1) return fail("%s '%s': a depth must be a number in [0,1]", flag, s);
+    for (int i = 0; i < o->n_depths; i++)
+        if (o->depths[i] == v) return 0;
+    if (o->n_depths == MAX_LIST) return fail("%s: more than %d depths", flag, MAX_LIST);
+    o->depths[o->n_depths++] = v;
+    return 0;
+}
+
+/* 0 ok, 1 help printed, -1 error printed. */
+static int parse_args(int argc, char **argv, run_opts *o) {
+    const char *workload = "synthetic-niah", *methods = "all", *budgets = "0.1", *ctxs = "2048,8192",
+               *depths = "0.1,0.5,0.9";
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->layers = 3;
+    o->decode = 8;
+    o->heads = 8;
+    o->kv_heads = 2;
+    o->head_dim = 64;
+    o->needles = 4;
+    o->backend = "cpu";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2)) return fail("unexpected argument '%s' (see kvbench run --help)", a);
+        /* --flag value or --flag=value */
+        char flag[64];
+        const char *val, *eq = strchr(a, '=');
+        if (eq) {
+            if ((size_t)(eq - a) >= sizeof flag) return fail("unknown option '%s' (see kvbench run --help)", a);
+            memcpy(flag, a, (size_t)(eq - a));
+            flag[eq - a] = 0;
+            val = eq + 1;
+        } else {
+            if (strlen(a) >= sizeof flag) return fail("unknown option '%s' (see kvbench run --help)", a);
+            strcpy(flag, a);
+            if (i + 1 >= argc) return fail("%s needs a value", flag);
+            val = argv[++i];
+        }
+        if (!strcmp(flag, "--workload") || !strcmp(flag, "--workloads")) workload = val;
+        else if (!strcmp(flag, "--methods") || !strcmp(flag, "--method")) methods = val;
+        else if (!strcmp(flag, "--budget") || !strcmp(flag, "--budgets")) budgets = val;
+        else if (!strcmp(flag, "--ctx")) ctxs = val;
+        else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) depths = val;
+        else if (!strcmp(flag, "--db")) o->db_path = val;
+        else if (!strcmp(flag, "--backend")) o->backend = val;
+        else if (!strcmp(flag, "--seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (errno || end == val || *end || *val == '-') return fail("--seed '%s': expected a non-negative integer", val);
+            o->seed = v;
+        } else if (!strcmp(flag, "--layers")) { if (parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
+        else if (!strcmp(flag, "--decode")) { if (parse_int(flag, val, 1, 1 << 20, &o->decode)) return -1; }
+        else if (!strcmp(flag, "--heads")) { if (parse_int(flag, val, 1, 1024, &o->heads)) return -1; }
+        else if (!strcmp(flag, "--kv-heads")) { if (parse_int(flag, val, 1, 1024, &o->kv_heads)) return -1; }
+        else if (!strcmp(flag, "--head-dim")) { if (parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
+        else if (!strcmp(flag, "--needles")) { if (parse_int(flag, val, 2, SYN_MAX_NEEDLES, &o->needles)) return -1; }
+        else if (!strcmp(flag, "--threads")) { if (parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else return fail("unknown option '%s' (see kvbench run --help)", flag);
+    }
+    if (each_item("--workload", workload, add_kind, o) || each_item("--methods", methods, add_method, o) ||
+        each_item("--budget", budgets, add_budget, o) || each_item("--ctx", ctxs, add_ctx, o) ||
+        each_item("--depths", depths, add_depth, o))
+        return -1;
+    if (!o->db_path || !*o->db_path) return fail("--db FILE is required (the results file to write)");
+    if (o->heads % o->kv_heads)
+        return fail("--heads %d is not a multiple of --kv-heads %d", o->heads, o->kv_heads);
+    if (o->n_methods == 0) return fail("--methods: no methods are built into this kvbench");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- timing, strings */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fmt_bytes(char *buf, size_t len, double b) {
+    if (b >= 1 << 20) snprintf(buf, len, "%.2f MiB", b / (1 << 20));
+    else if (b >= 1 << 10) snprintf(buf, len, "%.1f KiB", b / (1 << 10));
+    else snprintf(buf, len, "%.0f B", b);
+}
+
+static void fmt_budget(char *buf, size_t len, double b) { snprintf(buf, len, "%.10g", b); }
+
+static void syn_config_of(const run_opts *o, syn_kind kind, int ctx, double depth, syn_config *c) {
+    syn_defaults(c);
+    c->n_layers = o->layers;
+    c->n_heads = o->heads;
+    c->n_kv_heads = o->kv_heads;
+    c->head_dim = o->head_dim;
+    c->ctx = ctx;
+    c->n_decode = o->decode;
+    c->depth = depth;
+    c->kind = kind;
+    c->n_needles = o->needles;
+    c->seed = o->seed;
+}
+
+/* The run's identity: everything that changes the numbers of a result, nothing that only
+ * selects which results exist (methods, budgets, ctx, depths) or how fast (threads). */
+static void run_key(const run_opts *o, syn_kind kind, char *buf, size_t len) {
+    snprintf(buf, len,
+             "synthetic/v1;workload=%s;seed=%llu;layers=%d;heads=%d;kv_heads=%d;head_dim=%d;decode=%d;"
+             "needles=%d;elem_bytes=%d;backend=%s",
+             workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim,
+             o->decode, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend);
+}
+
+static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len) {
+    size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
+    PUT("{\"workload\":\"%s\",\"generator\":\"synthetic/v1\",\"seed\":%llu,\"layers\":%d,\"heads\":%d,"
+        "\"kv_heads\":%d,\"head_dim\":%d,\"decode\":%d,\"needles\":%d,\"elem_bytes\":%d,\"backend\":\"%s\","
+        "\"threads\":%d,\"methods\":[",
+        workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim, o->decode,
+        kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, kb_threads());
+    for (int i = 0; i < o->n_methods; i++) PUT("%s\"%s\"", i ? "," : "", o->methods[i]->name);
+    PUT("],\"budgets\":[");
+    for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
+    PUT("],\"ctx\":[");
+    for (int i = 0; i < o->n_ctx; i++) PUT("%s%d", i ? "," : "", o->ctxs[i]);
+    PUT("],\"depths\":[");
+    for (int i = 0; i < o->n_depths; i++) PUT("%s%.10g", i ? "," : "", o->depths[i]);
+    PUT("]}");
+#undef PUT
+}
+
+static kv_setup setup_of(const run_opts *o, int ctx, double budget) {
+    kv_setup s = {.n_layers = o->layers, .n_heads = o->heads, .n_kv_heads = o->kv_heads, .head_dim = o->head_dim,
+                  .n_prompt = ctx, .max_decode = o->decode, .elem_bytes = ELEM_BYTES, .params = NULL};
+    if (budget <= 1) s.budget_frac = budget;
+    else s.budget_tokens = (int)budget;
+    return s;
+}
+
+/* ---------------------------------------------------------------- one case */
+
+/* Everything a case holds for its methods: all layers' K/V (prompt + decode tokens), the
+ * decode queries, the prefill statistics and the FullKV reference outputs. */
+typedef struct {
+    syn_workload *w;
+    int L, H, Hkv, d, n, ctx, T;
+    size_t kv_stride;          /* n * d */
+    float **K, **V;            /* [L] -> [Hkv][n][d] */
+    float *Qdec;               /* [L][T][H][d] */
+    float *col_mass;           /* [L][H][ctx] or NULL */
+    float *win_probs;          /* [L][H][win][ctx] or NULL */
+    int win;
+    float *ref;                /* [L][T][H][d] */
+    double prefill_s;
+} case_data;
+
+static void case_free(case_data *c) {
+    if (c->K)
+        for (int l = 0; l < c->L; l++) free(c->K[l]);
+    free(c->K);
+    free(c->V);
+    free(c->Qdec);
+    free(c->col_mass);
+    free(c->win_probs);
+    free(c->ref);
+    syn_free(c->w);
+    memset(c, 0, sizeof *c);
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        fprintf(stderr, "kvbench run: out of memory (%zu bytes)\n", n * size);
+        exit(1);
+    }
+    return p;
+}
+
+/* Generates every layer and runs the timed prefill with the statistics asked for. */
+static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *needs) {
+    char err[256];
+    memset(c, 0, sizeof *c);
+    c->w = syn_create(cfg, err, sizeof err);
+    if (!c->w) return fail("%s", err);
+    c->L = cfg->n_layers, c->H = cfg->n_heads, c->Hkv = cfg->n_kv_heads, c->d = cfg->head_dim;
+    c->ctx = cfg->ctx, c->T = cfg->n_decode, c->n = c->w->n_total;
+    c->kv_stride = (size_t)c->n * c->d;
+    c->win = needs->window > c->ctx ? c->ctx : needs->window;
+    const size_t hd = (size_t)c->H * c->d;
+    c->K = xcalloc((size_t)c->L, sizeof *c->K);
+    c->V = xcalloc((size_t)c->L, sizeof *c->V);
+    c->Qdec = xcalloc((size_t)c->L * c->T * hd, sizeof(float));
+    c->ref = xcalloc((size_t)c->L * c->T * hd, sizeof(float));
+    if (needs->col_mass) c->col_mass = xcalloc((size_t)c->L * c->H * c->ctx, sizeof(float));
+    if (c->win > 0) c->win_probs = xcalloc((size_t)c->L * c->H * c->win * c->ctx, sizeof(float));
+    float *Q = xcalloc((size_t)c->n * hd, sizeof(float));
+    float *out = xcalloc((size_t)PREFILL_CHUNK * hd, sizeof(float));
+    const kb_backend *be = kb_get();
+    for (int l = 0; l < c->L; l++) {
+        c->K[l] = xcalloc(2 * (size_t)c->Hkv * c->kv_stride, sizeof(float));
+        c->V[l] = c->K[l] + (size_t)c->Hkv * c->kv_stride;
+        syn_layer(c->w, l, Q, c->K[l], c->V[l], c->kv_stride);
+        memcpy(c->Qdec + (size_t)l * c->T * hd, Q + (size_t)c->ctx * hd, (size_t)c->T * hd * sizeof(float));
+        double t0 = now_s();
+        for (int t0q = 0; t0q < c->ctx; t0q += PREFILL_CHUNK) {
+            kb_prefill_args a = {
+                .H = c->H, .Hkv = c->Hkv, .d = c->d, .t0 = t0q,
+                .m = c->ctx - t0q < PREFILL_CHUNK ? c->ctx - t0q : PREFILL_CHUNK,
+                .Q = Q + (size_t)t0q * hd, .K = c->K[l], .V = c->V[l], .kv_stride = c->kv_stride, .out = out,
+                .col_mass = c->col_mass ? c->col_mass + (size_t)l * c->H * c->ctx : NULL, .mass_ld = (size_t)c->ctx,
+                .win_probs = c->win_probs ? c->win_probs + (size_t)l * c->H * c->win * c->ctx : NULL,
+                .win = c->win, .win_start = c->ctx - c->win, .win_ld = (size_t)c->ctx,
+            };
+            be->prefill(&a);
+        }
+        c->prefill_s += now_s() - t0;
+    }
+    free(out);
+    free(Q);
+
+    /* FullKV reference: exact attention of each decode query over every token up to itself. */
+    const int g = c->H / c->Hkv;
+    for (int l = 0; l < c->L; l++)
+        for (int s = 0; s < c->T; s++)
+            for (int j = 0; j < c->Hkv; j++) {
+                size_t at = ((size_t)l * c->T + s) * hd + (size_t)j * g * c->d;
+                kb_decode_args a = {.g = g, .d = c->d, .n = c->ctx + s + 1, .q = c->Qdec + at,
+                                    .K = c->K[l] + (size_t)j * c->kv_stride, .V = c->V[l] + (size_t)j * c->kv_stride,
+                                    .out = c->ref + at};
+                be->decode(&a);
+            }
+    return 0;
+}
+
+/* One (method, budget) on a prepared case, filling r (the strings point into buffers). */
+typedef struct {
+    kvdb_result r;
+    char output[512];
+    kv_headstat *heads;
+    double *layer_err;
+} method_result;
+
+static void run_method(const run_opts *o, case_data *c, const kv_method *m, double budget, method_result *mr) {
+    const int L = c->L, H = c->H, Hkv = c->Hkv, d = c->d, T = c->T;
+    const size_t hd = (size_t)H * d;
+    kvdb_result *r = &mr->r;
+    memset(r, 0, sizeof *r);
+    r->method = m->name;
+    r->budget = budget;
+    r->prefill_s = c->prefill_s;
+    r->n_layers = L;
+    r->n_heads = H;
+    r->score = r->rel_err = NAN;
+    kv_setup setup = setup_of(o, c->ctx, budget);
+    r->budget_tokens = kv_budget(&setup);
+    char err[256] = "";
+    kv_state *st = m->init(&setup, err, sizeof err);
+    if (!st) {
+        r->status = "infeasible";
+        snprintf(mr->output, sizeof mr->output, "%s", *err ? err : "init refused the setup");
+        r->output = mr->output;
+        return;
+    }
+    const syn_workload *w = c->w;
+    double t0 = now_s();
+    for (int l = 0; l < L; l++) {
+        kv_prefill p = {
+            .layer = l, .n = c->ctx, .K = c->K[l], .V = c->V[l], .kv_stride = c->kv_stride,
+            .col_mass = c->col_mass ? c->col_mass + (size_t)l * H * c->ctx : NULL,
+            .win_probs = c->win_probs ? c->win_probs + (size_t)l * H * c->win * c->ctx : NULL,
+            .win = c->win_probs ? c->win : 0, .surprisal = w->surprisal, .sent_end = w->sent_end,
+        };
+        if (m->ingest(st, &p, err, sizeof err)) {
+            r->status = "error";
+            snprintf(mr->output, sizeof mr->output, "ingest layer %d: %s", l, err);
+            r->output = mr->output;
+            m->free(st);
+            return;
+        }
+    }
+    double t1 = now_s();
+    float *out = xcalloc((size_t)L * T * hd, sizeof(float));
+    for (size_t i = 0; i < (size_t)L * T * hd; i++) out[i] = NAN;   /* an unwritten output fails */
+    float *k = xcalloc(2 * (size_t)Hkv * d, sizeof(float)), *v = k + (size_t)Hkv * d;
+    for (int s = 0; s < T; s++) {
+        int pos = c->ctx + s;
+        kv_token tok = {.pos = pos, .surprisal = w->surprisal[pos], .sent_end = w->sent_end[pos]};
+        for (int l = 0; l < L; l++) {
+            for (int j = 0; j < Hkv; j++) {
+                memcpy(k + (size_t)j * d, c->K[l] + j * c->kv_stride + (size_t)pos * d, (size_t)d * sizeof(float));
+                memcpy(v + (size_t)j * d, c->V[l] + j * c->kv_stride + (size_t)pos * d, (size_t)d * sizeof(float));
+            }
+            m->append(st, l, k, v, &tok);
+            size_t at = ((size_t)l * T + s) * hd;
+            m->attend(st, l, c->Qdec + at, out + at);
+        }
+    }
+    double t2 = now_s();
+    free(k);
+    m->memory(st, &r->mem);
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) m->head_stats(st, l, h, &mr->heads[(size_t)l * H + h]);
+    m->free(st);
+
+    int hits = 0, probes = 0;
+    r->score = syn_score(w, (const float *const *)c->V, c->kv_stride, out, &hits, &probes);
+    r->rel_err = syn_layer_errors(w, out, c->ref, mr->layer_err);
+    free(out);
+    r->compress_s = t1 - t0;
+    r->decode_s = t2 - t1;
+    r->decode_tokens = T;
+    r->tokens_per_s = r->decode_s > 0 ? T / r->decode_s : 0;
+    r->heads = mr->heads;
+    r->layer_err = mr->layer_err;
+    if (isfinite(r->rel_err)) {
+        r->status = "ok";
+        snprintf(mr->output, sizeof mr->output, "retrieved %d/%d", hits, probes);
+    } else {
+        r->status = "error";
+        snprintf(mr->output, sizeof mr->output, "non-finite attention output");
+    }
+    r->output = mr->output;
+}
+
+/* ---------------------------------------------------------------- summary */
+
+typedef struct {
+    syn_kind kind;
+    const char *method;
+    double budget;
+    int n_ok, n_other;
+    double score, err, fast;
+} summary_row;
+
+static void summary_add(summary_row *rows, int *n, int cap, syn_kind kind, const kvdb_result *r) {
+    summary_row *row = NULL;
+    for (int i = 0; i < *n && !row; i++)
+        if (rows[i].kind == kind && rows[i].method == r->method && rows[i].budget == r->budget) row = &rows[i];
+    if (!row) {
+        if (*n == cap) return;
+        row = &rows[(*n)++];
+        *row = (summary_row){.kind = kind, .method = r->method, .budget = r->budget};
+    }
+    if (strcmp(r->status, "ok")) {
+        row->n_other++;
+        return;
+    }
+    row->n_ok++;
+    row->score += r->score;
+    row->err += r->rel_err;
+    row->fast += (double)r->mem.fast_bytes;
+}
+
+static void summary_print(const summary_row *rows, int n) {
+    printf("\n%-22s %-14s %-8s %6s %9s %12s\n", "workload", "method", "budget", "score", "rel_err", "fast KV");
+    for (int i = 0; i < n; i++) {
+        const summary_row *r = &rows[i];
+        char b[32], f[32];
+        fmt_budget(b, sizeof b, r->budget);
+        if (!r->n_ok) {
+            printf("%-22s %-14s %-8s %6s %9s %12s\n", workload_name(r->kind), r->method, b, "-", "-", "infeasible");
+            continue;
+        }
+        fmt_bytes(f, sizeof f, r->fast / r->n_ok);
+        printf("%-22s %-14s %-8s %6.3f %9.4f %12s%s\n", workload_name(r->kind), r->method, b, r->score / r->n_ok,
+               r->err / r->n_ok, f, r->n_other ? "  (some cases not ok)" : "");
+    }
+}
+
+/* ---------------------------------------------------------------- the command */
+
+/* The case's id if it is already recorded, 0 if not, -1 on error. */
+static int64_t find_case(kv_db *db, int64_t run_id, const char *key) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT id FROM cases WHERE run_id = ? AND case_key = ?", -1, &st, NULL))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : rc == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    return id;
+}
+
+/* The statistics every (method, budget) asks for at this context length. */
+static kv_needs union_needs(const run_opts *o, int ctx) {
+    kv_needs all = {0, 0};
+    for (int i = 0; i < o->n_methods; i++)
+        for (int b = 0; b < o->n_budgets; b++) {
+            kv_setup s = setup_of(o, ctx, o->budgets[b]);
+            char err[256];
+            kv_state *st = o->methods[i]->init(&s, err, sizeof err);
+            if (!st) continue;   /* recorded as infeasible when its turn comes */
+            kv_needs nd = {0, 0};
+            o->methods[i]->needs(st, &nd);
+            o->methods[i]->free(st);
+            all.col_mass |= nd.col_mass;
+            if (nd.window > all.window) all.window = nd.window;
+        }
+    return all;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o;
+    int pr = parse_args(argc, argv, &o);
+    if (pr) return pr > 0 ? 0 : 2;
+
+    /* Every configuration must be generable before anything starts. */
+    char err[512];
+    for (int k = 0; k < o.n_kinds; k++)
+        for (int c = 0; c < o.n_ctx; c++) {
+            syn_config cfg;
+            syn_config_of(&o, o.kinds[k], o.ctxs[c], 0.5, &cfg);
+            if (syn_check(&cfg, err, sizeof err)) return fail("%s: %s", workload_name(o.kinds[k]), err), 2;
+        }
+    const char *why = NULL;
+    if (kb_select(o.backend, &why))
+        return fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;
+    if (o.threads) kb_set_threads(o.threads);
+    kv_db *db = kvdb_open(o.db_path, err, sizeof err);
+    if (!db) return fail("%s", err), 1;
+
+    provenance prov;
+    provenance_get(&prov);
+    int n_cases = o.n_kinds * o.n_ctx * o.n_depths, per_case = o.n_methods * o.n_budgets;
+    double total_w = 0, done_w = 0;
+    for (int c = 0; c < o.n_ctx; c++) total_w += (double)o.ctxs[c] * o.ctxs[c] * o.n_kinds * o.n_depths;
+    double start = now_s();
+    int case_i = 0, n_new = 0, n_skipped = 0, rc = 0;
+    summary_row *rows = xcalloc((size_t)o.n_kinds * per_case, sizeof *rows);
+    int n_rows = 0;
+    method_result mr;
+    mr.heads = xcalloc((size_t)o.layers * o.heads, sizeof *mr.heads);
+    mr.layer_err = xcalloc((size_t)o.layers, sizeof *mr.layer_err);
+
+    for (int k = 0; k < o.n_kinds && !rc; k++) {
+        char key[512], json[8192];
+        run_key(&o, o.kinds[k], key, sizeof key);
+        config_json(&o, o.kinds[k], json, sizeof json);
+        kvdb_run run = {.run_key = key, .config_json = json, .workload = workload_name(o.kinds[k]),
+                        .model = "synthetic", .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS,
+                        .host = prov.host, .cpu = prov.cpu, .backend = o.backend, .seed = o.seed};
+        int resumed = 0;
+        int64_t run_id = kvdb_run_begin(db, &run, &resumed);
+        if (run_id < 0) {
+            rc = fail("%s", kvdb_errmsg(db));
+            break;
+        }
+        if (resumed && !o.quiet)
+            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, workload_name(o.kinds[k]));
+        for (int c = 0; c < o.n_ctx && !rc; c++) {
+            int ctx = o.ctxs[c];
+            int needs_known = 0;
+            kv_needs needs = {0, 0};
+            for (int di = 0; di < o.n_depths && !rc; di++) {
+                case_i++;
+                double w_case = (double)ctx * ctx;
+                syn_config cfg;
+                syn_config_of(&o, o.kinds[k], ctx, o.depths[di], &cfg);
+                char case_key[128];
+                snprintf(case_key, sizeof case_key, "ctx=%d,depth=%.10g,variant=%s", ctx, o.depths[di],
+                         syn_kind_name(o.kinds[k]));
+                int64_t case_id = find_case(db, run_id, case_key);
+                int missing = per_case;
+                if (case_id > 0) {
+                    missing = 0;
+                    for (int i = 0; i < o.n_methods && !rc; i++)
+                        for (int b = 0; b < o.n_budgets && !rc; b++) {
+                            int e = kvdb_result_exists(db, case_id, o.methods[i]->name, o.budgets[b]);
+                            if (e < 0) rc = fail("%s", kvdb_errmsg(db));
+                            missing += e == 0;
+                        }
+                } else if (case_id < 0) {
+                    rc = fail("results db '%s': looking up case %s: %s", o.db_path, case_key,
+                              sqlite3_errmsg(kvdb_sqlite(db)));
+                }
+                if (rc) break;
+                n_skipped += per_case - missing;
+                if (!missing) {
+                    done_w += w_case;
+                    if (!o.quiet)
+                        fprintf(stderr, "[case %d/%d] %s %s: all %d results present, skipped\n", case_i, n_cases,
+                                workload_name(o.kinds[k]), case_key, per_case);
+                    continue;
+                }
+                if (!needs_known) {
+                    needs = union_needs(&o, ctx);
+                    needs_known = 1;
+                }
+                case_data cd;
+                if (case_prepare(&cd, &cfg, &needs)) {
+                    rc = -1;
+                    break;
+                }
+                kvdb_case kc = {.case_key = case_key, .workload = workload_name(o.kinds[k]), .ctx = ctx,
+                                .depth = o.depths[di], .variant = syn_kind_name(o.kinds[k]), .seed = o.seed,
+                                .prefill_s = cd.prefill_s};
+                if (case_id == 0) case_id = kvdb_case_get(db, run_id, &kc);
+                if (case_id < 0) {
+                    rc = fail("%s", kvdb_errmsg(db));
+                    case_free(&cd);
+                    break;
+                }
+                int done_here = 0;
+                for (int i = 0; i < o.n_methods && !rc; i++)
+                    for (int b = 0; b < o.n_budgets && !rc; b++) {
+                        const kv_method *m = o.methods[i];
+                        int e = kvdb_result_exists(db, case_id, m->name, o.budgets[b]);
+                        if (e) {
+                            if (e < 0) rc = fail("%s", kvdb_errmsg(db));
+                            continue;
+                        }
+                        run_method(&o, &cd, m, o.budgets[b], &mr);
+                        if (kvdb_result_put(db, case_id, &mr.r)) {
+                            rc = fail("%s", kvdb_errmsg(db));
+                            break;
+                        }
+                        n_new++;
+                        done_here++;
+                        summary_add(rows, &n_rows, o.n_kinds * per_case, o.kinds[k], &mr.r);
+                        if (!o.quiet) {
+                            double el = now_s() - start;
+                            double frac = (done_w + w_case * done_here / missing) / total_w;
+                            char b_s[32];
+                            fmt_budget(b_s, sizeof b_s, o.budgets[b]);
+                            fprintf(stderr, "[case %d/%d] %s %s  %-12s budget %-6s %-10s score %.2f err %.3g  "
+                                    "%.1fs elapsed, ETA %.0fs\n", case_i, n_cases, workload_name(o.kinds[k]),
+                                    case_key, m->name, b_s, mr.r.status, mr.r.score, mr.r.rel_err, el,
+                                    frac > 0 ? el * (1 - frac) / frac : 0.0);
+                        }
+                    }
+                done_w += w_case;
+                case_free(&cd);
+            }
+        }
+    }
+    if (!rc) {
+        if (n_rows) summary_print(rows, n_rows);
+        printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
+               n_skipped, now_s() - start, o.db_path);
+    }
+    free(rows);
+    free(mr.heads);
+    free(mr.layer_err);
+    kvdb_close(db);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,85 @@
+/* FullKV: keep every prompt and decoded row; exact attention. The accuracy and memory
+ * reference (reference §1). The budget is validated but not used. */
+#include "cacheset.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+extern const kv_method kv_fullkv;
+
+struct kv_state {
+    kv_cacheset cs;     /* first: kv_a_store relies on it */
+};
+
+static const kv_param params[] = {{NULL, NULL, NULL}};
+
+static kv_state *fullkv_init(const kv_setup *s, char *err, size_t errlen) {
+    if (kv_param_check(&kv_fullkv, s->params, err, errlen)) return NULL;
+    kv_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, errlen, "fullkv: out of memory");
+        return NULL;
+    }
+    if (cs_init(&st->cs, s, 0, s->n_prompt + s->max_decode, "fullkv", err, errlen)) {
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static void fullkv_needs(const kv_state *st, kv_needs *out) {
+    (void)st;
+    out->col_mass = 0;
+    out->window = 0;
+}
+
+static int fullkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
+    if (cs_begin_layer(&st->cs, p, "fullkv", err, errlen)) return -1;
+    int32_t *all = malloc((size_t)p->n * sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "fullkv: out of memory");
+        return -1;
+    }
+    for (int t = 0; t < p->n; t++) all[t] = t;
+    int rc = 0;
+    for (int j = 0; j < st->cs.Hkv && !rc; j++) rc = cs_load(&st->cs, p, j, all, p->n, NULL);
+    free(all);
+    if (rc) snprintf(err, errlen, "fullkv: out of memory loading layer %d", p->layer);
+    return rc;
+}
+
+static void fullkv_append(kv_state *st, int layer, const float *k, const float *v,
+                          const kv_token *t) {
+    int d = st->cs.d;
+    for (int j = 0; j < st->cs.Hkv; j++)
+        cs_push(&st->cs, cs_slot(&st->cs, layer, j), k + (size_t)j * d, v + (size_t)j * d, t->pos, 0);
+}
+
+static void fullkv_attend(kv_state *st, int layer, const float *q, float *out) {
+    cs_attend(&st->cs, layer, q, out);
+}
+
+static void fullkv_memory(const kv_state *st, kv_mem *out) { cs_memory(&st->cs, out); }
+
+static void fullkv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
+    cs_head_stats(&st->cs, layer, head, out);
+}
+
+static void fullkv_free(kv_state *st) {
+    if (!st) return;
+    cs_free(&st->cs);
+    free(st);
+}
+
+const kv_method kv_fullkv = {
+    .name = "fullkv",
+    .summary = "keep every token (exact attention; the reference)",
+    .params = params,
+    .init = fullkv_init,
+    .needs = fullkv_needs,
+    .ingest = fullkv_ingest,
+    .append = fullkv_append,
+    .attend = fullkv_attend,
+    .memory = fullkv_memory,
+    .head_stats = fullkv_head_stats,
+    .free = fullkv_free,
+};

@@ -1,0 +1,533 @@
+/* SeKV (reference §8): setup, parameters, prefill ingest and accounting. Decode-time
+ * append, compaction and zoom-in attention are in sekv_decode.c.
+ *
+ * Per layer and kv group the fast tier holds the persistent rows P (sinks, local window,
+ * anchors, short-span tokens, one coarse row per span, decoded tokens) plus the rows
+ * reconstructed at the last step; the slow tier holds each span's K and V factors.
+ * P <= B/2 after ingest (auto alpha searches for it, else the case is infeasible) and
+ * P + reconstructed <= B at every step. */
+#include "sekv_state.h"
+#include "../kernels/core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const kv_param params[] = {
+    {"alpha", "auto", "anchor threshold mu + alpha*sigma; auto = smallest of 0.5..4 with P <= B/2"},
+    {"l_min", "4", "spans shorter than this stay at full resolution"},
+    {"l_max", "64", "longer runs are split into balanced spans of at most this"},
+    {"sinks", "4", "first tokens kept at full resolution"},
+    {"local", "32", "most recent tokens kept at full resolution"},
+    {"rank", "32", "rank cap R of the span factors: 8, 32 or 64"},
+    {"dprime", "32", "routing dimension d' (fixed: 32)"},
+    {"tau", "-1", "zoom threshold on the relevance for every head; -1 = from the params (0.05 untrained)"},
+    {"zoom", "1", "0 = no reconstruction: coarse summaries only"},
+    {"trained_zoom", "1", "0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d), no W (ablation)"},
+    {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans (ablation)"},
+    {"gate", "1", "rank gate at decode: 1 = hard (component kept iff m > 0.5), 2 = soft m, 0 = off"},
+    {"params_file", "", "trained parameters (kvbench train-sekv); none = untrained routing"},
+    {NULL, NULL, NULL},
+};
+
+/* The raw text of key in "k=v,k=v" (last one wins); 1 if present. */
+static int raw_value(const char *params, const char *key, char *buf, size_t buflen) {
+    int found = 0;
+    size_t klen = strlen(key);
+    for (const char *s = params; s && *s;) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len > klen && strncmp(s, key, klen) == 0 && s[klen] == '=') {
+            size_t v = len - klen - 1 < buflen - 1 ? len - klen - 1 : buflen - 1;
+            memcpy(buf, s + klen + 1, v);
+            buf[v] = 0;
+            found = 1;
+        }
+        s = end ? end + 1 : NULL;
+    }
+    return found;
+}
+
+static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
+    const kv_method *m = &kv_sekv;
+    int dprime;
+    double tau;
+    if (kv_param_int(m, ps, "l_min", &st->l_min, err, errlen) ||
+        kv_param_int(m, ps, "l_max", &st->l_max, err, errlen) ||
+        kv_param_int(m, ps, "sinks", &st->sinks, err, errlen) ||
+        kv_param_int(m, ps, "local", &st->local, err, errlen) ||
+        kv_param_int(m, ps, "rank", &st->rank, err, errlen) ||
+        kv_param_int(m, ps, "dprime", &dprime, err, errlen) ||
+        kv_param_double(m, ps, "tau", &tau, err, errlen) ||
+        kv_param_int(m, ps, "zoom", &st->zoom, err, errlen) ||
+        kv_param_int(m, ps, "trained_zoom", &st->trained_zoom, err, errlen) ||
+        kv_param_int(m, ps, "fixed_chunk", &st->fixed_chunk, err, errlen) ||
+        kv_param_int(m, ps, "gate", &st->gate, err, errlen))
+        return -1;
+    char buf[64];
+    st->alpha = -1;
+    if (raw_value(ps, "alpha", buf, sizeof buf) && strcmp(buf, "auto") != 0) {
+        if (kv_param_double(m, ps, "alpha", &st->alpha, err, errlen)) return -1;
+        if (!(st->alpha > 0)) {
+            snprintf(err, errlen, "sekv: alpha=%g must be > 0 (or auto)", st->alpha);
+            return -1;
+        }
+    }
+    st->tau_override = tau;
+    raw_value(ps, "params_file", st->params_file, sizeof st->params_file);
+    const char *bad = NULL;
+    if (st->l_min < 1) bad = "l_min must be >= 1";
+    else if (st->l_max < st->l_min || st->l_max > 4096) bad = "l_max must be in [l_min, 4096]";
+    else if (st->sinks < 0 || st->local < 0) bad = "sinks and local must be >= 0";
+    else if (st->rank != 8 && st->rank != 32 && st->rank != 64) bad = "rank must be 8, 32 or 64";
+    else if (dprime != SEKV_DPRIME) bad = "dprime is fixed at 32";
+    else if (tau != -1 && !(tau >= 0 && tau <= 1)) bad = "tau must be in [0,1] (or -1)";
+    else if ((st->zoom | st->trained_zoom) & ~1) bad = "zoom and trained_zoom must be 0 or 1";
+    else if (st->fixed_chunk < 0) bad = "fixed_chunk must be >= 0";
+    else if (st->gate < 0 || st->gate > 2) bad = "gate must be 0 (off), 1 (hard) or 2 (soft)";
+    if (bad) {
+        snprintf(err, errlen, "sekv: %s", bad);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_prm(kv_state *st, const char *ps, char *err, size_t errlen) {
+    if (!st->params_file[0])
+        return sekv_params_init(&st->prm, st->L, st->H, st->d, st->rank, 0x5e4b5eedULL, err, errlen);
+    char why[600];
+    if (sekv_params_load(&st->prm, st->params_file, 0, why, sizeof why)) {
+        snprintf(err, errlen, "sekv: %s", why);
+        return -1;
+    }
+    if (sekv_params_check_shape(&st->prm, st->params_file, st->L, st->H, st->d, why, sizeof why)) {
+        snprintf(err, errlen, "sekv: %s", why);
+        return -1;
+    }
+    char buf[16];
+    if (raw_value(ps, "rank", buf, sizeof buf) && st->rank != st->prm.rank_cap) {
+        snprintf(err, errlen, "sekv: rank=%d but %s was trained with rank cap %d", st->rank,
+                 st->params_file, st->prm.rank_cap);
+        return -1;
+    }
+    st->rank = st->prm.rank_cap;
+    return 0;
+}
+
+static void sekv_free(kv_state *st);
+
+static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) {
+    if (kv_param_check(&kv_sekv, s->params, err, errlen)) return NULL;
+    if (s->n_layers < 1 || s->n_heads < 1 || s->n_kv_heads < 1 || s->head_dim < 1 ||
+        s->n_heads % s->n_kv_heads || s->n_prompt < 1 || s->max_decode < 0 || s->elem_bytes < 1) {
+        snprintf(err, errlen, "sekv: bad setup (layers %d, heads %d/%d, head dim %d, n_prompt %d, elem_bytes %d)",
+                 s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->n_prompt, s->elem_bytes);
+        return NULL;
+    }
+    if (s->budget_tokens < 0 || (s->budget_tokens == 0 && !(s->budget_frac > 0 && s->budget_frac <= 1))) {
+        snprintf(err, errlen, "sekv: budget must be >= 1 token or a fraction in (0,1]");
+        return NULL;
+    }
+    kv_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, errlen, "sekv: out of memory");
+        return NULL;
+    }
+    st->L = s->n_layers; st->H = s->n_heads; st->Hkv = s->n_kv_heads; st->d = s->head_dim;
+    st->g = st->H / st->Hkv; st->eb = s->elem_bytes; st->n_prompt = s->n_prompt;
+    st->B = kv_budget(s);
+    st->alpha_used = NAN;
+    if (read_params(st, s->params, err, errlen) || load_prm(st, s->params, err, errlen)) {
+        sekv_free(st);
+        return NULL;
+    }
+    st->layer = calloc((size_t)st->L, sizeof *st->layer);
+    if (!st->layer) {
+        snprintf(err, errlen, "sekv: out of memory");
+        sekv_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static void sekv_needs(const kv_state *st, kv_needs *out) {
+    (void)st;
+    out->col_mass = 0;
+    out->window = 0;
+}
+
+/* ---------------------------------------------------------------- growth */
+
+int sekv_grow_rows(kv_state *st, sekv_layer *ly, int need) {
+    if (need <= ly->row_cap) return 0;
+    int cap = ly->row_cap ? ly->row_cap : 64;
+    while (cap < need) cap *= 2;
+    size_t rb = (size_t)cap * st->d * sizeof(float);
+    int32_t *rs = realloc(ly->row_span, (size_t)cap * sizeof *rs);
+    if (rs) ly->row_span = rs;
+    int32_t *rp = realloc(ly->row_pos, (size_t)cap * sizeof *rp);
+    if (rp) ly->row_pos = rp;
+    if (!rs || !rp) return -1;
+    for (int j = 0; j < st->Hkv; j++) {
+        float *K = realloc(ly->kv[j].K, rb);
+        if (K) ly->kv[j].K = K;
+        float *V = realloc(ly->kv[j].V, rb);
+        if (V) ly->kv[j].V = V;
+        if (!K || !V) return -1;
+    }
+    ly->row_cap = cap;
+    return 0;
+}
+
+int sekv_grow_spans(kv_state *st, sekv_layer *ly, int need) {
+    if (need <= ly->span_cap) return 0;
+    int cap = ly->span_cap ? ly->span_cap : 16;
+    while (cap < need) cap *= 2;
+    int H = st->H, Hkv = st->Hkv, dp = st->prm.dp, old = ly->span_cap;
+    sekv_span *sp = realloc(ly->span, (size_t)cap * sizeof *sp);
+    if (sp) ly->span = sp;
+    int32_t *sr = realloc(ly->span_row, (size_t)cap * sizeof *sr);
+    if (sr) ly->span_row = sr;
+    float *kh = malloc((size_t)H * cap * dp * sizeof *kh);
+    int32_t *sel = malloc((size_t)Hkv * cap * sizeof *sel);
+    int32_t *rr = malloc((size_t)Hkv * cap * sizeof *rr);
+    uint8_t *zh = calloc((size_t)H * cap, 1);
+    if (!sp || !sr || !kh || !sel || !rr || !zh) {
+        free(kh), free(sel), free(rr), free(zh);
+        return -1;
+    }
+    for (int h = 0; h < H && ly->khat; h++)   /* keep the routing keys, new row stride */
+        memcpy(kh + (size_t)h * cap * dp, ly->khat + (size_t)h * old * dp, (size_t)ly->ns * dp * sizeof *kh);
+    free(ly->khat), free(ly->sel), free(ly->recon_row), free(ly->zoom_h);
+    ly->khat = kh, ly->sel = sel, ly->recon_row = rr, ly->zoom_h = zh;
+    for (int j = 0; j < Hkv; j++) {
+        sekv_basis *b = realloc(ly->kv[j].basis, (size_t)cap * sizeof *b);
+        if (!b) return -1;
+        memset(b + old, 0, (size_t)(cap - old) * sizeof *b);
+        ly->kv[j].basis = b;
+    }
+    ly->span_cap = cap;
+    return 0;
+}
+
+void sekv_refresh_span_rows(sekv_layer *ly) {
+    for (int r = 0; r < ly->n_rows; r++)
+        if (ly->row_span[r] >= 0) ly->span_row[ly->row_span[r]] = r;
+}
+
+/* ---------------------------------------------------------------- spans */
+
+int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const float *V,
+                    const float *surp, float *kbar, float *vbar) {
+    sekv_layer *ly = &st->layer[layer];
+    int len = ly->span[s].len, d = st->d, R = st->rank;
+    sekv_coarse(K, V, surp, len, d, kbar, vbar, NULL);
+    sekv_basis *b = &ly->kv[j].basis[s];
+    size_t nf = sekv_factor_floats(len, d, R);
+    b->buf = malloc(2 * nf * sizeof(float));
+    if (!b->buf) return -1;
+    if (sekv_factorize(K, len, d, R, b->buf, &b->fk) || sekv_factorize(V, len, d, R, b->buf + nf, &b->fv))
+        return -1;
+    int r = b->fk.r;
+    if (st->gate == 0) {
+        for (int i = 0; i < r; i++) b->mk[i] = b->mv[i] = 1;
+    } else {
+        sekv_gate_forward(&st->prm, b->fk.s, r, kbar, b->mk, NULL);
+        sekv_gate_forward(&st->prm, b->fv.s, r, kbar, b->mv, NULL);
+        if (st->gate == 1)
+            for (int i = 0; i < r; i++) {
+                b->mk[i] = b->mk[i] > 0.5f;
+                b->mv[i] = b->mv[i] > 0.5f;
+            }
+    }
+    int dp = st->prm.dp;
+    for (int h = j * st->g; h < (j + 1) * st->g; h++)
+        sekv_route_key(st->prm.W + ((size_t)layer * st->H + h) * dp * d, kbar, d, dp,
+                       ly->khat + ((size_t)h * ly->span_cap + s) * dp);
+    return 0;
+}
+
+void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) {
+    if (strcmp(kb_get()->name, "cpu") == 0) {
+        kb_parallel_for(n, fn, ctx);
+        return;
+    }
+    for (int i = 0; i < n; i++) fn(ctx, i);
+}
+
+/* ---------------------------------------------------------------- segmentation */
+
+/* Picks the segmentation at the first ingest: the given alpha, or the smallest alpha of
+ * the grid (then with l_min lowered to 2) whose persistent part fits in B/2. Raising
+ * l_min would keep more tokens at full resolution, so only lowering it can help. */
+static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen) {
+    static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
+    int n = st->n_prompt, half = st->B / 2;
+    int auto_ = st->alpha < 0 && !st->fixed_chunk;
+    int n_alpha = auto_ ? (int)(sizeof grid / sizeof grid[0]) : 1;
+    int lmins[2] = {st->l_min, 2}, n_lmin = st->alpha < 0 && st->l_min > 2 ? 2 : 1;
+    int best_p = -1;
+    double best_a = 0;
+    int best_l = 0;
+    for (int li = 0; li < n_lmin; li++)
+        for (int ai = 0; ai < n_alpha; ai++) {
+            double a = auto_ ? grid[ai] : st->alpha > 0 ? st->alpha : 1.0;
+            sekv_seg sg;
+            if (sekv_segment_ex(surp, n, a, lmins[li], st->l_max, st->fixed_chunk, st->sinks,
+                                st->local, &sg)) {
+                snprintf(err, errlen, "sekv: out of memory segmenting %d tokens", n);
+                return -1;
+            }
+            int P = sekv_seg_persistent(&sg);
+            if (P <= half) {
+                st->seg = sg;
+                st->have_seg = 1;
+                st->alpha_used = st->fixed_chunk ? NAN : a;
+                st->lmin_used = lmins[li];
+                st->threshold = st->fixed_chunk ? INFINITY : sg.threshold;
+                return 0;
+            }
+            if (best_p < 0 || P < best_p) best_p = P, best_a = a, best_l = lmins[li];
+            sekv_seg_free(&sg);
+        }
+    snprintf(err, errlen,
+             "infeasible: persistent part P=%d exceeds half the budget B=%d (best: alpha=%g, l_min=%d%s)",
+             best_p, st->B, best_a, best_l, st->fixed_chunk ? ", fixed chunks" : "");
+    return -1;
+}
+
+/* ---------------------------------------------------------------- ingest */
+
+typedef struct {
+    kv_state *st;
+    const kv_prefill *p;
+    int failed;
+} ingest_ctx;
+
+static void ingest_task(void *c_, int i) {
+    ingest_ctx *c = c_;
+    kv_state *st = c->st;
+    sekv_layer *ly = &st->layer[c->p->layer];
+    int s = i / st->Hkv, j = i % st->Hkv, d = st->d;
+    const sekv_span *sp = &ly->span[s];
+    const float *K = c->p->K + (size_t)j * c->p->kv_stride + (size_t)sp->start * d;
+    const float *V = c->p->V + (size_t)j * c->p->kv_stride + (size_t)sp->start * d;
+    int r = ly->span_row[s];
+    if (sekv_build_span(st, c->p->layer, s, j, K, V, c->p->surprisal + sp->start,
+                        ly->kv[j].K + (size_t)r * d, ly->kv[j].V + (size_t)r * d))
+        __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+}
+
+static int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
+    if (p->layer < 0 || p->layer >= st->L || st->layer[p->layer].ingested ||
+        (p->layer > 0 && !st->layer[p->layer - 1].ingested)) {
+        snprintf(err, errlen, "sekv: ingest of layer %d out of order", p->layer);
+        return -1;
+    }
+    if (p->n != st->n_prompt || !p->K || !p->V || p->kv_stride < (size_t)p->n * st->d) {
+        snprintf(err, errlen, "sekv: layer %d: prefill of %d tokens, expected %d", p->layer, p->n,
+                 st->n_prompt);
+        return -1;
+    }
+    if (!p->surprisal) {
+        snprintf(err, errlen, "sekv: layer %d: the prefill gave no surprisal", p->layer);
+        return -1;
+    }
+    int n = p->n, d = st->d;
+    sekv_track_peak(st, (size_t)n * st->Hkv * 2 * d * st->eb);   /* the full layer, transient */
+    if (!st->have_seg) {
+        if (choose_seg(st, p->surprisal, err, errlen)) return -1;
+        st->surp_cap = n + 64;
+        st->surp = malloc((size_t)st->surp_cap * sizeof *st->surp);
+        if (!st->surp) goto oom;
+        memcpy(st->surp, p->surprisal, (size_t)n * sizeof *st->surp);
+    }
+    const sekv_seg *sg = &st->seg;
+    sekv_layer *ly = &st->layer[p->layer];
+    ly->kv = calloc((size_t)st->Hkv, sizeof *ly->kv);
+    ly->n_sel = calloc((size_t)st->Hkv, sizeof *ly->n_sel);
+    ly->kept = calloc((size_t)st->H, sizeof *ly->kept);
+    ly->events = calloc((size_t)st->H, sizeof *ly->events);
+    if (!ly->kv || !ly->n_sel || !ly->kept || !ly->events) goto oom;
+    int P = sekv_seg_persistent(sg);
+    if (sekv_grow_rows(st, ly, (P > st->B ? P : st->B) + 64) || sekv_grow_spans(st, ly, sg->n_spans + 1))
+        goto oom;
+    /* Rows in position order: full-resolution tokens and a coarse row at each span start. */
+    int si = 0, r = 0;
+    for (int t = 0; t < n; r++) {
+        if (si < sg->n_spans && sg->span[si].start == t) {
+            ly->span[si] = sg->span[si];
+            ly->row_span[r] = si;
+            ly->row_pos[r] = t;
+            t += sg->span[si++].len;
+            continue;
+        }
+        ly->row_span[r] = -1;
+        ly->row_pos[r] = t;
+        for (int j = 0; j < st->Hkv; j++) {
+            memcpy(ly->kv[j].K + (size_t)r * d, p->K + (size_t)j * p->kv_stride + (size_t)t * d, d * sizeof(float));
+            memcpy(ly->kv[j].V + (size_t)r * d, p->V + (size_t)j * p->kv_stride + (size_t)t * d, d * sizeof(float));
+        }
+        t++;
+    }
+    ly->n_rows = r;
+    ly->ns = sg->n_spans;
+    sekv_refresh_span_rows(ly);
+    ingest_ctx c = {st, p, 0};
+    sekv_par_for(ly->ns * st->Hkv, ingest_task, &c);
+    if (c.failed) {
+        snprintf(err, errlen, "sekv: layer %d: span factorisation failed (memory or SVD)", p->layer);
+        return -1;
+    }
+    for (int s = 0; s < ly->ns; s++)
+        st->slow_bytes += st->Hkv * 2 * sekv_factor_floats(ly->span[s].len, d, st->rank) * sizeof(float);
+    if (st->slow_bytes > st->slow_peak) st->slow_peak = st->slow_bytes;
+    ly->total = n;
+    int lw = st->local < n ? st->local : n;
+    ly->frontier = n - lw > st->sinks ? n - lw : (st->sinks < n ? st->sinks : n);
+    ly->ingested = 1;
+    sekv_track_peak(st, 0);
+    return 0;
+oom:
+    snprintf(err, errlen, "sekv: out of memory ingesting layer %d", p->layer);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- accounting */
+
+size_t sekv_fast_bytes(const kv_state *st, size_t *aux, long *tokens) {
+    size_t rows = 0, a = 0;
+    for (int l = 0; l < st->L; l++) {
+        const sekv_layer *ly = &st->layer[l];
+        if (!ly->ingested) continue;
+        for (int j = 0; j < st->Hkv; j++) rows += (size_t)ly->n_rows + ly->kv[j].n_recon;
+        if (st->zoom && st->trained_zoom) a += (size_t)st->H * ly->ns * st->prm.dp * sizeof(float);
+    }
+    /* The trained parameters the decode uses live on the fast tier too. */
+    const sekv_params *p = &st->prm;
+    if (st->zoom && st->trained_zoom) a += ((size_t)p->n_layers * p->n_heads * (p->dp * p->head_dim + 1)) * sizeof(float);
+    if (st->zoom && st->gate) a += (sekv_params_count(p) - (size_t)p->n_layers * p->n_heads * (p->dp * p->head_dim + 1)) * sizeof(float);
+    if (aux) *aux = a;
+    if (tokens) *tokens = (long)rows;
+    return rows * 2 * st->d * st->eb + a;
+}
+
+void sekv_track_peak(kv_state *st, size_t extra_fast) {
+    size_t f = sekv_fast_bytes(st, NULL, NULL) + extra_fast;
+    if (f > st->fast_peak) st->fast_peak = f;
+}
+
+static void sekv_memory(const kv_state *st, kv_mem *out) {
+    memset(out, 0, sizeof *out);
+    out->fast_bytes = sekv_fast_bytes(st, &out->fast_aux_bytes, &out->fast_tokens);
+    out->fast_peak = st->fast_peak > out->fast_bytes ? st->fast_peak : out->fast_bytes;
+    out->slow_bytes = st->slow_bytes;
+    out->slow_peak = st->slow_peak;
+}
+
+static void sekv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
+    const sekv_layer *ly = &st->layer[layer];
+    out->kept = ly->kept ? ly->kept[head] : 0;
+    out->events = ly->events ? (double)ly->events[head] : 0;
+}
+
+static void sekv_free(kv_state *st) {
+    if (!st) return;
+    for (int l = 0; st->layer && l < st->L; l++) {
+        sekv_layer *ly = &st->layer[l];
+        for (int j = 0; ly->kv && j < st->Hkv; j++) {
+            for (int s = 0; s < ly->ns; s++) free(ly->kv[j].basis[s].buf);
+            free(ly->kv[j].basis), free(ly->kv[j].K), free(ly->kv[j].V);
+        }
+        free(ly->kv), free(ly->row_span), free(ly->row_pos), free(ly->span), free(ly->span_row);
+        free(ly->khat), free(ly->sel), free(ly->n_sel), free(ly->recon_row), free(ly->zoom_h);
+        free(ly->kept), free(ly->events);
+    }
+    free(st->layer);
+    sekv_params_free(&st->prm);
+    sekv_seg_free(&st->seg);
+    free(st->surp), free(st->zlog), free(st->scores), free(st->idx), free(st->bias);
+    free(st);
+}
+
+/* ---------------------------------------------------------------- views */
+
+double sekv_chosen_alpha(const kv_state *st, int *l_min) {
+    if (l_min) *l_min = st->have_seg ? st->lmin_used : st->l_min;
+    return st->have_seg ? st->alpha_used : NAN;
+}
+
+void sekv_describe(const kv_state *st, char *buf, size_t len) {
+    int ns = st->layer[0].ingested ? st->layer[0].ns : 0;
+    snprintf(buf, len,
+             "sekv: alpha=%g%s l_min=%d l_max=%d spans=%d P=%d B=%d rank=%d zoom=%d%s gate=%d %s",
+             st->alpha_used, st->alpha < 0 && !st->fixed_chunk ? " (auto)" : "",
+             st->have_seg ? st->lmin_used : st->l_min, st->l_max, ns,
+             st->have_seg ? sekv_seg_persistent(&st->seg) : -1, st->B, st->rank, st->zoom,
+             st->trained_zoom ? "" : " (untrained zoom)", st->gate,
+             st->params_file[0] ? (st->prm.trained ? "params: trained" : "params: file, untrained")
+                                : "params: none (untrained routing)");
+}
+
+size_t sekv_zoom_log(const kv_state *st, const sekv_zoom_event **events) {
+    *events = st->zlog;
+    return st->n_zlog;
+}
+
+const sekv_seg *sekv_segmentation(const kv_state *st) { return st->have_seg ? &st->seg : NULL; }
+
+int sekv_resident(const kv_state *st, int layer, int kv_head, int *persistent, int *recon) {
+    const sekv_layer *ly = &st->layer[layer];
+    int P = ly->ingested ? ly->n_rows : 0, R = ly->ingested ? ly->kv[kv_head].n_recon : 0;
+    if (persistent) *persistent = P;
+    if (recon) *recon = R;
+    return P + R;
+}
+
+int sekv_span_count(const kv_state *st, int layer) { return st->layer[layer].ns; }
+sekv_span sekv_span_at(const kv_state *st, int layer, int s) { return st->layer[layer].span[s]; }
+
+int sekv_rows(const kv_state *st, int layer, int32_t *pos, int32_t *span) {
+    const sekv_layer *ly = &st->layer[layer];
+    for (int r = 0; r < ly->n_rows; r++) {
+        if (pos) pos[r] = ly->row_pos[r];
+        if (span) span[r] = ly->row_span[r];
+    }
+    return ly->n_rows;
+}
+
+void sekv_row(const kv_state *st, int layer, int kv_head, int r, const float **k, const float **v) {
+    const sekv_kvh *kv = &st->layer[layer].kv[kv_head];
+    *k = kv->K + (size_t)r * st->d;
+    *v = kv->V + (size_t)r * st->d;
+}
+
+void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *K, float *V) {
+    const sekv_basis *b = &st->layer[layer].kv[kv_head].basis[s];
+    sekv_reconstruct(&b->fk, NULL, K);
+    sekv_reconstruct(&b->fv, NULL, V);
+}
+
+int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans) {
+    const sekv_layer *ly = &st->layer[layer];
+    int n = 0;
+    for (int s = 0; ly->zoom_h && s < ly->ns; s++)
+        if (ly->zoom_h[(size_t)head * ly->span_cap + s]) spans[n++] = s;
+    return n;
+}
+
+const kv_method kv_sekv = {
+    .name = "sekv",
+    .summary = "surprisal spans: coarse entries on the fast tier, low-rank factors on the slow tier, "
+               "trained zoom-in under the budget (untrained routing without params_file)",
+    .params = params,
+    .init = sekv_init,
+    .needs = sekv_needs,
+    .ingest = sekv_ingest,
+    .append = sekv_append,
+    .attend = sekv_attend,
+    .memory = sekv_memory,
+    .head_stats = sekv_head_stats,
+    .free = sekv_free,
+};

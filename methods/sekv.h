@@ -1,0 +1,46 @@
+/* SeKV (reference §8) as a kv_method: surprisal spans, coarse entries on the fast tier,
+ * low-rank span factors on the slow tier, per-step zoom-in under the budget B.
+ * These views let the driver record what SeKV chose and let tests look inside; call
+ * them only on a state made by kv_sekv. */
+#ifndef KV_SEKV_H
+#define KV_SEKV_H
+#include "method.h"
+#include "sekv_spans.h"
+
+extern const kv_method kv_sekv;
+
+/* The anchor threshold alpha used (auto-selected or given); NAN before the first ingest
+ * or with fixed-chunk segmentation. *l_min (optional) receives the l_min used. */
+double sekv_chosen_alpha(const kv_state *st, int *l_min);
+/* One line for logs and the results: alpha, l_min, spans, P, B, params (trained or not). */
+void sekv_describe(const kv_state *st, char *buf, size_t len);
+
+/* Zoom-ins: one record per (decode step, layer, query head) with at least one span
+ * expanded for that head (zero counts are not logged). step counts attend() calls on
+ * the layer, from 0. Valid until the next attend(). */
+typedef struct {
+    int32_t step, layer, head, expanded;
+} sekv_zoom_event;
+size_t sekv_zoom_log(const kv_state *st, const sekv_zoom_event **events);
+
+/* The prompt's segmentation (NULL before the first ingest). */
+const sekv_seg *sekv_segmentation(const kv_state *st);
+/* Rows resident for (layer, kv head): persistent rows P (full resolution + one coarse
+ * row per span) and reconstructed rows held from the last attend(). Returns P + recon. */
+int sekv_resident(const kv_state *st, int layer, int kv_head, int *persistent, int *recon);
+/* Spans of a layer (prompt spans, then spans made at decode time), in position order. */
+int sekv_span_count(const kv_state *st, int layer);
+sekv_span sekv_span_at(const kv_state *st, int layer, int s);
+/* Persistent rows of a layer in position order: pos[i] their first position, span[i]
+ * the span index of a coarse row or -1 for a full-resolution token (either array may be
+ * NULL). Returns the count. */
+int sekv_rows(const kv_state *st, int layer, int32_t *pos, int32_t *span);
+/* Row r of kv head j: its key and value (d floats each). */
+void sekv_row(const kv_state *st, int layer, int kv_head, int r, const float **k, const float **v);
+/* Span s of kv head j rebuilt from its factors with every component (no gate): K, V [len][d]. */
+void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *K, float *V);
+/* Spans expanded for query head h at the last attend(): writes their indices (ascending)
+ * and returns the count. */
+int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans);
+
+#endif

@@ -1,0 +1,216 @@
+/* SeKV at decode time: append() adds the token at full resolution and keeps the budget
+ * (sekv_fold.c); attend() routes every query head over the spans, expands the most
+ * relevant ones per kv group within B - P (gap fix 4) and runs one softmax per head over
+ * full, coarse and reconstructed rows. */
+#include "sekv_state.h"
+#include "../kernels/core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sekv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
+    sekv_layer *ly = &st->layer[layer];
+    if (!ly->ingested) sekv_die("append before ingest", layer);
+    int pos = ly->total, d = st->d;
+    if (pos >= st->surp_cap) {
+        int cap = 2 * st->surp_cap;
+        float *s = realloc(st->surp, (size_t)cap * sizeof *s);
+        if (!s) sekv_die("out of memory", layer);
+        st->surp = s, st->surp_cap = cap;
+    }
+    st->surp[pos] = t->surprisal;
+    if (sekv_grow_rows(st, ly, ly->n_rows + 1 + st->B)) sekv_die("out of memory", layer);
+    int r = ly->n_rows++;
+    ly->row_span[r] = -1;
+    ly->row_pos[r] = pos;
+    for (int j = 0; j < st->Hkv; j++) {
+        ly->kv[j].n_recon = 0;   /* last step's reconstruction is dropped */
+        memcpy(ly->kv[j].K + (size_t)r * d, k + (size_t)j * d, d * sizeof(float));
+        memcpy(ly->kv[j].V + (size_t)r * d, v + (size_t)j * d, d * sizeof(float));
+    }
+    ly->total++;
+    sekv_keep_budget(st, layer);
+    sekv_track_peak(st, 0);
+}
+
+/* ---------------------------------------------------------------- attend */
+
+typedef struct {
+    float score;
+    int s;
+} cand;
+
+static int by_score(const void *a_, const void *b_) {
+    const cand *a = a_, *b = b_;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    return a->s - b->s;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    kv_state *st;
+    sekv_layer *ly;
+    int *task_j, *task_k;
+} recon_ctx;
+
+static void recon_task(void *c_, int i) {
+    recon_ctx *c = c_;
+    int j = c->task_j[i], s = c->ly->sel[(size_t)j * c->ly->span_cap + c->task_k[i]];
+    const sekv_basis *b = &c->ly->kv[j].basis[s];
+    size_t row = (size_t)c->ly->recon_row[(size_t)j * c->ly->span_cap + s] * c->st->d;
+    sekv_reconstruct(&b->fk, b->mk, c->ly->kv[j].K + row);
+    sekv_reconstruct(&b->fv, b->mv, c->ly->kv[j].V + row);
+}
+
+/* Relevance of every span for every query head: scores [H][ns]. */
+static void route(kv_state *st, int layer, const float *q, float *scores) {
+    sekv_layer *ly = &st->layer[layer];
+    int d = st->d, dp = st->prm.dp, ns = ly->ns;
+    float qhat[SEKV_DPRIME];
+    for (int h = 0; h < st->H; h++) {
+        const float *qh = q + (size_t)h * d;
+        float *a = scores + (size_t)h * ns;
+        if (st->trained_zoom) {
+            sekv_route_query(st->prm.W + ((size_t)layer * st->H + h) * dp * d, qh, d, dp, qhat);
+            const float *kh = ly->khat + (size_t)h * ly->span_cap * dp;
+            for (int s = 0; s < ns; s++) a[s] = sekv_route_score(qhat, kh + (size_t)s * dp, dp, ly->span[s].len);
+        } else {   /* untrained zoom: raw similarity to the coarse key, no size term */
+            const float *K = ly->kv[h / st->g].K;
+            for (int s = 0; s < ns; s++) {
+                const float *kb = K + (size_t)ly->span_row[s] * d;
+                double dot = 0;
+                for (int i = 0; i < d; i++) dot += (double)qh[i] * kb[i];
+                a[s] = (float)(1.0 / (1.0 + exp(-dot / sqrt((double)d))));
+            }
+        }
+    }
+}
+
+static float tau_of(const kv_state *st, int layer, int h) {
+    return st->tau_override >= 0 ? (float)st->tau_override : st->prm.tau[(size_t)layer * st->H + h];
+}
+
+/* Picks the spans group j reconstructs: candidates have some head's relevance above its
+ * tau; by descending max relevance over the group's heads, each taken if its |S| rows
+ * still fit in room (spans that do not fit are skipped). Marks zoom_h for the heads
+ * that asked for each taken span. Returns the rows used. */
+static int select_group(kv_state *st, int layer, int j, const float *scores, int room, cand *cs) {
+    sekv_layer *ly = &st->layer[layer];
+    int ns = ly->ns, nc = 0, used = 0;
+    for (int s = 0; s < ns; s++) {
+        float best = 0;
+        int want = 0;
+        for (int h = j * st->g; h < (j + 1) * st->g; h++) {
+            float a = scores[(size_t)h * ns + s];
+            want |= a > tau_of(st, layer, h);
+            if (a > best) best = a;
+        }
+        if (want) cs[nc++] = (cand){best, s};
+    }
+    qsort(cs, (size_t)nc, sizeof *cs, by_score);
+    int32_t *sel = ly->sel + (size_t)j * ly->span_cap, n = 0;
+    for (int i = 0; i < nc && used < room; i++) {
+        int len = ly->span[cs[i].s].len;
+        if (len > room - used) continue;
+        sel[n++] = cs[i].s;
+        used += len;
+    }
+    qsort(sel, (size_t)n, sizeof *sel, cmp_i32);
+    int32_t *rr = ly->recon_row + (size_t)j * ly->span_cap;
+    for (int s = 0; s < ns; s++) rr[s] = -1;
+    int row = ly->n_rows;
+    for (int i = 0; i < n; i++) {
+        int s = sel[i];
+        rr[s] = row;
+        row += ly->span[s].len;
+        for (int h = j * st->g; h < (j + 1) * st->g; h++)
+            ly->zoom_h[(size_t)h * ly->span_cap + s] = scores[(size_t)h * ns + s] > tau_of(st, layer, h);
+    }
+    ly->n_sel[j] = n;
+    ly->kv[j].n_recon = used;
+    return used;
+}
+
+static void log_zoom(kv_state *st, int step, int layer, int head, int expanded) {
+    if (st->n_zlog == st->zlog_cap) {
+        size_t cap = st->zlog_cap ? 2 * st->zlog_cap : 1024;
+        sekv_zoom_event *z = realloc(st->zlog, cap * sizeof *z);
+        if (!z) sekv_die("out of memory (zoom log)", layer);
+        st->zlog = z, st->zlog_cap = cap;
+    }
+    st->zlog[st->n_zlog++] = (sekv_zoom_event){step, layer, head, expanded};
+}
+
+void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
+    sekv_layer *ly = &st->layer[layer];
+    if (!ly->ingested) sekv_die("attend before ingest", layer);
+    int d = st->d, ns = ly->ns, H = st->H, Hkv = st->Hkv, P = ly->n_rows;
+    int room = st->B - P;
+    /* scratch */
+    size_t need_scores = (size_t)H * ns + (size_t)ns * sizeof(cand) / sizeof(float) + 1;
+    if ((size_t)st->scores_cap < need_scores) {
+        free(st->scores);
+        st->scores = malloc(need_scores * sizeof *st->scores);
+        if (!st->scores) sekv_die("out of memory", layer);
+        st->scores_cap = (int)need_scores;
+    }
+    if (st->idx_cap < ly->row_cap) {
+        free(st->idx), free(st->bias);
+        st->idx = malloc((size_t)ly->row_cap * sizeof *st->idx);
+        st->bias = malloc((size_t)ly->row_cap * sizeof *st->bias);
+        if (!st->idx || !st->bias) sekv_die("out of memory", layer);
+        st->idx_cap = ly->row_cap;
+    }
+    memset(ly->zoom_h, 0, (size_t)H * ly->span_cap);
+    int n_tasks = 0;
+    for (int j = 0; j < Hkv; j++) ly->n_sel[j] = 0, ly->kv[j].n_recon = 0;
+    if (st->zoom && ns > 0 && room > 0) {
+        route(st, layer, q, st->scores);
+        cand *cs = (cand *)(st->scores + (size_t)H * ns);
+        for (int j = 0; j < Hkv; j++) {
+            select_group(st, layer, j, st->scores, room, cs);
+            n_tasks += ly->n_sel[j];
+        }
+    }
+    if (n_tasks) {   /* reconstruct the selected spans of every group on the worker threads */
+        int *tj = malloc(2 * (size_t)n_tasks * sizeof *tj), *tk = tj + n_tasks, t = 0;
+        if (!tj) sekv_die("out of memory", layer);
+        for (int j = 0; j < Hkv; j++)
+            for (int k = 0; k < ly->n_sel[j]; k++) tj[t] = j, tk[t++] = k;
+        recon_ctx rc = {st, ly, tj, tk};
+        sekv_par_for(n_tasks, recon_task, &rc);
+        free(tj);
+    }
+    /* One softmax per query head over its entries, in position order. */
+    for (int h = 0; h < H; h++) {
+        int j = h / st->g, n = 0, expanded = 0;
+        const uint8_t *zh = ly->zoom_h + (size_t)h * ly->span_cap;
+        const int32_t *rr = ly->recon_row + (size_t)j * ly->span_cap;
+        for (int r = 0; r < P; r++) {
+            int s = ly->row_span[r];
+            if (s < 0) {
+                st->idx[n] = r, st->bias[n++] = 0;
+            } else if (zh[s]) {
+                for (int i = 0; i < ly->span[s].len; i++) st->idx[n] = rr[s] + i, st->bias[n++] = 0;
+                expanded++;
+            } else {
+                st->idx[n] = r, st->bias[n++] = logf((float)ly->span[s].len);
+            }
+        }
+        kb_decode_args a = {.g = 1, .d = d, .n = n, .q = q + (size_t)h * d, .K = ly->kv[j].K,
+                            .V = ly->kv[j].V, .idx = st->idx, .bias = st->bias,
+                            .out = out + (size_t)h * d, .probs = NULL};
+        kb_get()->decode(&a);
+        ly->kept[h] = n;
+        ly->events[h] += expanded;
+        if (expanded) log_zoom(st, ly->steps, layer, h, expanded);
+    }
+    ly->steps++;
+    sekv_track_peak(st, 0);
+}

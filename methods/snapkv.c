@@ -1,0 +1,140 @@
+/* SnapKV (reference §4): the last w prompt queries vote for which earlier tokens to
+ * keep. Per kv head: window_scores (sum of the window's probability rows, 1-D pooling,
+ * mean over the g query heads of the group), keep the top B - w prefix tokens in
+ * original order, then the w window tokens. If n <= B everything is kept. A window
+ * larger than the budget is clamped to B.
+ *
+ * Decoding: tokens are appended; once a kv head's cache exceeds B, the prompt row with
+ * the lowest pooled score is evicted (window rows and decoded tokens rank highest, and
+ * among those the oldest goes first), the project's rule that the budget holds while
+ * decoding. */
+#include "cacheset.h"
+#include "window_score.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+extern const kv_method kv_snapkv;
+
+struct kv_state {
+    kv_cacheset cs;     /* first: kv_a_store relies on it */
+    int window, kernel, pool, agg_max;
+};
+
+static const kv_param params[] = {
+    {"window", "32", "observation window: last prompt queries that vote (kept as well)"},
+    {"kernel", "7", "pooling kernel size (1 = no pooling)"},
+    {"pool", "0", "pooling: 0 = max (SnapKV paper runs), 1 = avg (kvpress)"},
+    {"agg", "0", "GQA aggregation of the g query heads' scores: 0 = mean, 1 = max"},
+    {NULL, NULL, NULL},
+};
+
+static kv_state *snapkv_init(const kv_setup *s, char *err, size_t errlen) {
+    const kv_method *m = &kv_snapkv;
+    int window, kernel, pool, agg;
+    if (kv_param_check(m, s->params, err, errlen) ||
+        kv_param_int(m, s->params, "window", &window, err, errlen) ||
+        kv_param_int(m, s->params, "kernel", &kernel, err, errlen) ||
+        kv_param_int(m, s->params, "pool", &pool, err, errlen) ||
+        kv_param_int(m, s->params, "agg", &agg, err, errlen))
+        return NULL;
+    if (window < 1 || kernel < 1 || (pool != POOL_MAX && pool != POOL_AVG) || (agg != 0 && agg != 1)) {
+        snprintf(err, errlen, "snapkv: need window >= 1, kernel >= 1, pool 0|1, agg 0|1 "
+                 "(got %d, %d, %d, %d)", window, kernel, pool, agg);
+        return NULL;
+    }
+    kv_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, errlen, "snapkv: out of memory");
+        return NULL;
+    }
+    if (cs_init(&st->cs, s, 1, 1, "snapkv", err, errlen)) {
+        free(st);
+        return NULL;
+    }
+    st->window = window < st->cs.budget ? window : st->cs.budget;
+    st->kernel = kernel;
+    st->pool = pool;
+    st->agg_max = agg;
+    return st;
+}
+
+static void snapkv_needs(const kv_state *st, kv_needs *out) {
+    out->col_mass = 0;
+    out->window = st->window;
+}
+
+static int snapkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
+    kv_cacheset *c = &st->cs;
+    if (cs_begin_layer(c, p, "snapkv", err, errlen)) return -1;
+    int n = p->n, w = st->window < n ? st->window : n, m = n - w;
+    if (m > 0 && (!p->win_probs || p->win < w)) {
+        snprintf(err, errlen, "snapkv: layer %d: prefill gave %d window rows, need %d", p->layer,
+                 p->win_probs ? p->win : 0, w);
+        return -1;
+    }
+    float *score = malloc(((size_t)c->Hkv * (m > 0 ? m : 1)) * sizeof *score);
+    double *row_score = malloc((size_t)n * sizeof *row_score);
+    int32_t *keep = malloc((size_t)n * sizeof *keep);
+    int rc = !score || !row_score || !keep;
+    if (!rc && m > 0 &&
+        window_scores(p, c->H, c->Hkv, w, st->kernel, st->pool, st->agg_max, score) != m)
+        rc = 1;
+    for (int j = 0; j < c->Hkv && !rc; j++) {
+        const float *sj = score + (size_t)j * m;
+        int nk = topk_sorted(sj, m, c->budget - w, keep);
+        if (nk < 0) {
+            rc = 1;
+            break;
+        }
+        for (int t = 0; t < m; t++) row_score[t] = sj[t];
+        for (int t = m; t < n; t++) {
+            row_score[t] = INFINITY;
+            keep[nk++] = t;
+        }
+        rc = cs_load(c, p, j, keep, nk, row_score);
+    }
+    free(score); free(row_score); free(keep);
+    if (rc) snprintf(err, errlen, "snapkv: out of memory in layer %d", p->layer);
+    return rc;
+}
+
+static void snapkv_append(kv_state *st, int layer, const float *k, const float *v,
+                          const kv_token *t) {
+    kv_cacheset *c = &st->cs;
+    for (int j = 0; j < c->Hkv; j++) {
+        kv_slot *s = cs_slot(c, layer, j);
+        cs_push(c, s, k + (size_t)j * c->d, v + (size_t)j * c->d, t->pos, INFINITY);
+        if (s->kv.n > c->budget) cs_remove(c, s, cs_argmin(s, s->kv.n));
+    }
+}
+
+static void snapkv_attend(kv_state *st, int layer, const float *q, float *out) {
+    cs_attend(&st->cs, layer, q, out);
+}
+
+static void snapkv_memory(const kv_state *st, kv_mem *out) { cs_memory(&st->cs, out); }
+
+static void snapkv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
+    cs_head_stats(&st->cs, layer, head, out);
+}
+
+static void snapkv_free(kv_state *st) {
+    if (!st) return;
+    cs_free(&st->cs);
+    free(st);
+}
+
+const kv_method kv_snapkv = {
+    .name = "snapkv",
+    .summary = "observation-window voting with pooling, prompt compressed once (kv-head mean)",
+    .params = params,
+    .init = snapkv_init,
+    .needs = snapkv_needs,
+    .ingest = snapkv_ingest,
+    .append = snapkv_append,
+    .attend = snapkv_attend,
+    .memory = snapkv_memory,
+    .head_stats = snapkv_head_stats,
+    .free = snapkv_free,
+};

@@ -1,0 +1,63 @@
+/* The engine's private parts: the loaded model's weights, and the forward-pass building
+ * blocks (norm, RoPE, SwiGLU, threaded mat-vec, GEMM) shared by prefill and decode. */
+#ifndef KV_ENGINE_H
+#define KV_ENGINE_H
+#include "model.h"
+
+/* One 2-D weight: W [rows][cols] (GGUF ne = [cols, rows]); y = W x. */
+typedef struct {
+    const gguf_tensor *t;   /* quantized, in the mapping (decode reads it with quant_dot) */
+    size_t row_bytes;
+    int rows, cols;
+    float *f32;             /* [rows][cols] dequantized for prefill GEMMs, once, on first use */
+} weight;
+
+typedef struct {
+    float *attn_norm, *ffn_norm;          /* [n_embd] */
+    float *bq, *bk, *bv;                  /* qwen2's Q/K/V biases, else NULL */
+    weight wq, wk, wv, wo, gate, up, down;
+} layer_weights;
+
+struct kv_model {
+    gguf_file gf;
+    kv_model_config cfg;
+    kv_tokenizer *tok;
+    int n_rot;               /* rotated dims per head (the rest pass through) */
+    int rope_neox;           /* 1: pairs (i, i + n_rot/2) (qwen2); 0: adjacent pairs (llama) */
+    double rope_pos_scale;   /* linear rope scaling: positions are multiplied by this */
+    layer_weights *layers;
+    float *output_norm;
+    weight embd, output;     /* output is a copy of embd (sharing its f32) when tied */
+    int tied;
+    float *small;            /* owner of the norms and biases */
+    float *f32_all;          /* owner of every weight's f32 copy; NULL until prefill needs it */
+    uint8_t *sent_end;       /* [n_vocab]: 1 where the token's text ends a sentence */
+    int prefill_chunk;
+};
+
+/* ops.c */
+void rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+/* cs[2i] = cos, cs[2i+1] = sin of pos * base^(-2i/n_rot), i < n_rot/2 (double inside). */
+void rope_cossin(const kv_model *m, int pos, float *cs);
+void rope_rotate(const kv_model *m, float *x, int n_heads, const float *cs);
+void silu_mul(float *g, const float *u, int n);           /* g = silu(g) * u */
+/* y = W x (+ bias) from the quantized rows, several matrices at once, rows split
+ * across kb_parallel_for. */
+typedef struct { const weight *w; const float *x; float *y; const float *bias; } matvec_job;
+void matvec_many(const matvec_job *jobs, int n_jobs);
+/* Y[n][rows] = X[n][cols] W^T + beta Y with the f32 copy (cblas_sgemm). */
+void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y);
+/* -ln softmax(logits)[id], log-sum-exp in double. */
+double logits_surprisal(const float *logits, int n, int id);
+
+/* prefill.c: dequantize every weight to f32 once. 0, or -1 with err. */
+int engine_weights_f32(kv_model *m, char *err, size_t errlen);
+
+/* decode.c: one token through every layer; attention goes through attn(ctx, ...),
+ * which receives the post-RoPE q [H][d], k and v [Hkv][d] and writes out [H][d]. */
+typedef void (*engine_attn_fn)(void *ctx, int layer, const float *q, const float *k,
+                               const float *v, float *out);
+int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void *ctx,
+                         float *logits);
+
+#endif

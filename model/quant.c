@@ -1,0 +1,477 @@
+/* ggml tensor types: block layouts, f16/bf16 conversion, dequantization and the fused
+ * dequant+dot used by every matrix-vector product of the engine. Layouts follow
+ * model-format.md section 2. Blocks are packed with no padding, so every multi-byte
+ * field is read with memcpy. */
+#include "quant.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define QUANT_AVX2 1
+#endif
+
+typedef struct { int type; const char *name; int block, bytes; } qtype;
+static const qtype QTYPES[] = {
+    {GGML_F32, "F32", 1, 4},       {GGML_F16, "F16", 1, 2},       {GGML_BF16, "BF16", 1, 2},
+    {GGML_Q4_0, "Q4_0", 32, 18},   {GGML_Q4_1, "Q4_1", 32, 20},   {GGML_Q5_0, "Q5_0", 32, 22},
+    {GGML_Q5_1, "Q5_1", 32, 24},   {GGML_Q8_0, "Q8_0", 32, 34},   {GGML_Q4_K, "Q4_K", 256, 144},
+    {GGML_Q5_K, "Q5_K", 256, 176}, {GGML_Q6_K, "Q6_K", 256, 210},
+};
+#define N_QTYPES (int)(sizeof QTYPES / sizeof QTYPES[0])
+
+static const qtype *qfind(int type) {
+    for (int i = 0; i < N_QTYPES; i++)
+        if (QTYPES[i].type == type) return &QTYPES[i];
+    return NULL;
+}
+
+int quant_info(int type, int *block, int *block_bytes) {
+    const qtype *q = qfind(type);
+    if (!q) return -1;
+    if (block) *block = q->block;
+    if (block_bytes) *block_bytes = q->bytes;
+    return 0;
+}
+
+const char *quant_name(int type) {
+    static _Thread_local char buf[24];
+    const qtype *q = qfind(type);
+    if (q) return q->name;
+    snprintf(buf, sizeof buf, "type %d", type);
+    return buf;
+}
+
+size_t quant_row_bytes(int type, int64_t n) {
+    const qtype *q = qfind(type);
+    if (!q || n < 0 || n % q->block) return 0;
+    return (size_t)(n / q->block) * (size_t)q->bytes;
+}
+
+/* ---- scalar conversions ---- */
+
+static inline uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline float bits_f32(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+
+/* Exact binary16 -> binary32 by bit manipulation (subnormals renormalised). */
+static inline float f16_portable(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023u;
+    if (exp == 31) return bits_f32(sign | 0x7f800000u | man << 13);
+    if (exp) return bits_f32(sign | (exp + 112) << 23 | man << 13);
+    if (!man) return bits_f32(sign);
+    uint32_t e = 113;                      /* 2^(p-24) for the top set bit p of man */
+    while (!(man & 1024u)) { man <<= 1; e--; }
+    return bits_f32(sign | e << 23 | (man & 1023u) << 13);
+}
+
+float f16_to_f32(uint16_t h) {
+#ifdef QUANT_AVX2
+    return _cvtsh_ss(h);
+#else
+    return f16_portable(h);
+#endif
+}
+
+float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return sign | 0x7e00u | ((ax >> 13) & 0x3ffu);   /* quiet NaN */
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;      /* >= 65520 rounds to inf */
+    if (ax < 0x38800000u) {                            /* below 2^-14: f16 subnormal */
+        uint32_t e = ax >> 23;
+        if (e < 102) return sign;                      /* below 2^-25: rounds to 0 */
+        uint32_t m = (ax & 0x7fffffu) | 0x800000u;     /* value = m * 2^(e-150) */
+        int shift = 126 - (int)e;                      /* result = m * 2^(e-126) ulps */
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return sign | (uint16_t)q;
+    }
+    uint32_t q = (ax >> 13) - (112u << 10), rem = ax & 0x1fffu;   /* rebias exponent */
+    if (rem > 0x1000u || (rem == 0x1000u && (q & 1))) q++;         /* carry is correct */
+    return sign | (uint16_t)q;
+}
+
+/* ---- one block -> f32 (scalar, exact per section 2) ---- */
+
+static void deq_q4_0(const uint8_t *b, float *y) {
+    float d = f16_portable(rd16(b));
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)((b[2 + j] & 15) - 8) * d;
+        y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+    }
+}
+
+static void deq_q4_1(const uint8_t *b, float *y) {
+    float d = f16_portable(rd16(b)), m = f16_portable(rd16(b + 2));
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)(b[4 + j] & 15) * d + m;
+        y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
+    }
+}
+
+static void deq_q5_0(const uint8_t *b, float *y) {
+    float d = f16_portable(rd16(b));
+    uint32_t h;
+    memcpy(&h, b + 2, 4);
+    const uint8_t *qs = b + 6;
+    for (int j = 0; j < 16; j++) {
+        int lo = (qs[j] & 15) | (int)((h >> j) & 1) << 4;
+        int hi = (qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
+        y[j] = (float)(lo - 16) * d;
+        y[j + 16] = (float)(hi - 16) * d;
+    }
+}
+
+static void deq_q5_1(const uint8_t *b, float *y) {
+    float d = f16_portable(rd16(b)), m = f16_portable(rd16(b + 2));
+    uint32_t h;
+    memcpy(&h, b + 4, 4);
+    const uint8_t *qs = b + 8;
+    for (int j = 0; j < 16; j++) {
+        int lo = (qs[j] & 15) | (int)((h >> j) & 1) << 4;
+        int hi = (qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
+        y[j] = (float)lo * d + m;
+        y[j + 16] = (float)hi * d + m;
+    }
+}
+
+static void deq_q8_0(const uint8_t *b, float *y) {
+    float d = f16_portable(rd16(b));
+    for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)b[2 + j] * d;
+}
+
+/* 6-bit scale and min of sub-block s of a Q4_K/Q5_K super-block. */
+static inline void kscale(const uint8_t *sc, int s, int *scale, int *min) {
+    if (s < 4) {
+        *scale = sc[s] & 63;
+        *min = sc[s + 4] & 63;
+    } else {
+        *scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
+        *min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+    }
+}
+
+static void deq_q4_k(const uint8_t *b, float *y) {
+    float d = f16_portable(rd16(b)), dmin = f16_portable(rd16(b + 2));
+    const uint8_t *scales = b + 4, *qs = b + 16;
+    for (int c = 0; c < 4; c++) {
+        int sc0, mn0, sc1, mn1;
+        kscale(scales, 2 * c, &sc0, &mn0);
+        kscale(scales, 2 * c + 1, &sc1, &mn1);
+        float d0 = d * (float)sc0, m0 = dmin * (float)mn0;
+        float d1 = d * (float)sc1, m1 = dmin * (float)mn1;
+        for (int l = 0; l < 32; l++) {
+            y[64 * c + l] = d0 * (float)(qs[32 * c + l] & 15) - m0;
+            y[64 * c + 32 + l] = d1 * (float)(qs[32 * c + l] >> 4) - m1;
+        }
+    }
+}
+
+static void deq_q5_k(const uint8_t *b, float *y) {
+    float d = f16_portable(rd16(b)), dmin = f16_portable(rd16(b + 2));
+    const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + 48;
+    for (int c = 0; c < 4; c++) {
+        int sc0, mn0, sc1, mn1;
+        kscale(scales, 2 * c, &sc0, &mn0);
+        kscale(scales, 2 * c + 1, &sc1, &mn1);
+        float d0 = d * (float)sc0, m0 = dmin * (float)mn0;
+        float d1 = d * (float)sc1, m1 = dmin * (float)mn1;
+        for (int l = 0; l < 32; l++) {
+            int lo = (qs[32 * c + l] & 15) + 16 * ((qh[l] >> (2 * c)) & 1);
+            int hi = (qs[32 * c + l] >> 4) + 16 * ((qh[l] >> (2 * c + 1)) & 1);
+            y[64 * c + l] = d0 * (float)lo - m0;
+            y[64 * c + 32 + l] = d1 * (float)hi - m1;
+        }
+    }
+}
+
+static void deq_q6_k(const uint8_t *b, float *y) {
+    float d = f16_portable(rd16(b + 208));
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+        const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+        float *o = y + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q1 = ((ql[l] & 15) | ((qh[l] >> 0 & 3) << 4)) - 32;
+            int q2 = ((ql[l + 32] & 15) | ((qh[l] >> 2 & 3) << 4)) - 32;
+            int q3 = ((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
+            int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
+            o[l] = d * (float)sc[is + 0] * (float)q1;
+            o[l + 32] = d * (float)sc[is + 2] * (float)q2;
+            o[l + 64] = d * (float)sc[is + 4] * (float)q3;
+            o[l + 96] = d * (float)sc[is + 6] * (float)q4;
+        }
+    }
+}
+
+typedef void (*deq_fn)(const uint8_t *, float *);
+static deq_fn block_fn(int type) {
+    switch (type) {
+    case GGML_Q4_0: return deq_q4_0;
+    case GGML_Q4_1: return deq_q4_1;
+    case GGML_Q5_0: return deq_q5_0;
+    case GGML_Q5_1: return deq_q5_1;
+    case GGML_Q8_0: return deq_q8_0;
+    case GGML_Q4_K: return deq_q4_k;
+    case GGML_Q5_K: return deq_q5_k;
+    case GGML_Q6_K: return deq_q6_k;
+    default: return NULL;
+    }
+}
+
+void dequant_row(int type, const void *src, float *dst, int64_t n) {
+    const uint8_t *s = src;
+    int block, bytes;
+    if (quant_info(type, &block, &bytes) != 0) {   /* misuse: make it visible */
+        for (int64_t i = 0; i < n; i++) dst[i] = NAN;
+        return;
+    }
+    int64_t nb = n / block;
+    switch (type) {
+    case GGML_F32: memcpy(dst, s, (size_t)nb * 4); return;
+    case GGML_F16: for (int64_t i = 0; i < nb; i++) dst[i] = f16_portable(rd16(s + 2 * i)); return;
+    case GGML_BF16: for (int64_t i = 0; i < nb; i++) dst[i] = bf16_to_f32(rd16(s + 2 * i)); return;
+    default: break;
+    }
+    deq_fn fn = block_fn(type);
+    for (int64_t b = 0; b < nb; b++) fn(s + b * bytes, dst + b * block);
+}
+
+/* ---- fused dot products, portable ----
+ * Partial sums live in LANES independent f32 accumulators (plain loops gcc vectorises;
+ * no reassociation flags needed), summed in double once per row. */
+
+#define LANES 16
+static double lanes_sum(const float *acc, int n) {
+    double s = 0;
+    for (int j = 0; j < n; j++) s += acc[j];
+    return s;
+}
+
+/* Q4_1, and Q4_0 as Q4_1 with m = -8d: sum((q*d + m)*x) = d*sum(q*x) + m*sum(x). */
+static double dot_q4(const uint8_t *r, const float *x, int64_t nb, int has_min) {
+    float acc[LANES] = {0};
+    int bytes = has_min ? 20 : 18;
+    for (int64_t b = 0; b < nb; b++, r += bytes, x += 32) {
+        float d = f16_portable(rd16(r));
+        float m = has_min ? f16_portable(rd16(r + 2)) : -8.0f * d;
+        const uint8_t *qs = r + (has_min ? 4 : 2);
+        for (int j = 0; j < 16; j++)
+            acc[j] += d * ((float)(qs[j] & 15) * x[j] + (float)(qs[j] >> 4) * x[j + 16]) + m * (x[j] + x[j + 16]);
+    }
+    return lanes_sum(acc, LANES);
+}
+
+static double dot_q8_0(const uint8_t *r, const float *x, int64_t nb) {
+    float acc[32] = {0};
+    for (int64_t b = 0; b < nb; b++, r += 34, x += 32) {
+        const int8_t *q = (const int8_t *)(r + 2);
+        float d = f16_portable(rd16(r));
+        for (int j = 0; j < 32; j++) acc[j] += d * ((float)q[j] * x[j]);
+    }
+    return lanes_sum(acc, 32);
+}
+
+static double dot_q4_k(const uint8_t *r, const float *x, int64_t nb) {
+    float acc[32] = {0};
+    for (int64_t b = 0; b < nb; b++, r += 144, x += 256) {
+        float d = f16_portable(rd16(r)), dmin = f16_portable(rd16(r + 2));
+        const uint8_t *scales = r + 4, *qs = r + 16;
+        for (int c = 0; c < 4; c++) {
+            int sc0, mn0, sc1, mn1;
+            kscale(scales, 2 * c, &sc0, &mn0);
+            kscale(scales, 2 * c + 1, &sc1, &mn1);
+            float a0 = d * (float)sc0, b0 = dmin * (float)mn0, a1 = d * (float)sc1, b1 = dmin * (float)mn1;
+            const uint8_t *q = qs + 32 * c;
+            const float *x0 = x + 64 * c, *x1 = x0 + 32;
+            for (int l = 0; l < 32; l++)
+                acc[l] += a0 * ((float)(q[l] & 15) * x0[l]) - b0 * x0[l] + a1 * ((float)(q[l] >> 4) * x1[l]) -
+                          b1 * x1[l];
+        }
+    }
+    return lanes_sum(acc, 32);
+}
+
+static double dot_q6_k(const uint8_t *r, const float *x, int64_t nb) {
+    float acc[LANES] = {0};
+    for (int64_t b = 0; b < nb; b++, r += 210, x += 256) {
+        float d = f16_portable(rd16(r + 208));
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = r + 64 * h, *qh = r + 128 + 32 * h;
+            const int8_t *sc = (const int8_t *)(r + 192 + 8 * h);
+            const float *xh = x + 128 * h;
+            for (int g = 0; g < 2; g++) {   /* 16 outputs per scale: l = 16g + j */
+                const uint8_t *L = ql + 16 * g, *H = qh + 16 * g;
+                const float *xg = xh + 16 * g;
+                float c0 = d * (float)sc[g], c1 = d * (float)sc[g + 2], c2 = d * (float)sc[g + 4],
+                      c3 = d * (float)sc[g + 6];
+                for (int j = 0; j < 16; j++)
+                    acc[j] += c0 * ((float)(((L[j] & 15) | ((H[j] >> 0 & 3) << 4)) - 32) * xg[j]) +
+                              c1 * ((float)(((L[j + 32] & 15) | ((H[j] >> 2 & 3) << 4)) - 32) * xg[j + 32]) +
+                              c2 * ((float)(((L[j] >> 4) | ((H[j] >> 4 & 3) << 4)) - 32) * xg[j + 64]) +
+                              c3 * ((float)(((L[j + 32] >> 4) | ((H[j] >> 6 & 3) << 4)) - 32) * xg[j + 96]);
+            }
+        }
+    }
+    return lanes_sum(acc, LANES);
+}
+
+static double dot_f32(const float *w, const float *x, int64_t n) {
+    float acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += w[i + j] * x[i + j];
+    double total = lanes_sum(acc, LANES);
+    for (; i < n; i++) total += (double)(w[i] * x[i]);
+    return total;
+}
+
+static double dot_f16(const uint8_t *w, const float *x, int64_t n) {
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) total += (double)(f16_portable(rd16(w + 2 * i)) * x[i]);
+    return total;
+}
+
+/* Any other type: one block at a time through a stack buffer. */
+static double dot_via_blocks(int type, const uint8_t *r, const float *x, int64_t n) {
+    int block = 0, bytes = 0;
+    if (quant_info(type, &block, &bytes) != 0) return NAN;
+    float buf[256];
+    double total = 0;
+    if (type == GGML_BF16) {
+        for (int64_t i = 0; i < n; i++) total += (double)(bf16_to_f32(rd16(r + 2 * i)) * x[i]);
+        return total;
+    }
+    deq_fn fn = block_fn(type);
+    for (int64_t b = 0; b < n / block; b++, r += bytes, x += block) {
+        fn(r, buf);
+        total += dot_f32(buf, x, block);
+    }
+    return total;
+}
+
+float quant_dot_generic(int type, const void *row, const float *x, int64_t n) {
+    const uint8_t *r = row;
+    switch (type) {
+    case GGML_F32: return (float)dot_f32(row, x, n);
+    case GGML_F16: return (float)dot_f16(r, x, n);
+    case GGML_Q4_0: return (float)dot_q4(r, x, n / 32, 0);
+    case GGML_Q4_1: return (float)dot_q4(r, x, n / 32, 1);
+    case GGML_Q8_0: return (float)dot_q8_0(r, x, n / 32);
+    case GGML_Q4_K: return (float)dot_q4_k(r, x, n / 256);
+    case GGML_Q6_K: return (float)dot_q6_k(r, x, n / 256);
+    default:
+        if (quant_info(type, NULL, NULL) != 0) return NAN;
+        return (float)dot_via_blocks(type, r, x, n);
+    }
+}
+
+/* ---- AVX2 fast paths for the types on the decode hot path ----
+ * Eight f32 lanes accumulate across blocks (per-block sums scaled by d with FMA);
+ * one horizontal sum per row. */
+#ifdef QUANT_AVX2
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256 i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+
+/* One 32-element Q4_0/Q4_1 block: d*sum(q*x) + m*sum(x), as 8 lanes. Bytes 0..7
+ * zero-extended to 32-bit lanes give elements 0..7 (low nibbles) and 16..23 (high),
+ * bytes 8..15 give 8..15 and 24..31: two shuffles per block. */
+static inline __m256 avx2_q4_block(const uint8_t *r, const float *x, int has_min) {
+    const __m256i low4 = _mm256_set1_epi32(15);
+    float d = _cvtsh_ss(rd16(r));
+    float m = has_min ? _cvtsh_ss(rd16(r + 2)) : -8.0f * d;
+    const uint8_t *qs = r + (has_min ? 4 : 2);
+    __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+    __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8)));
+    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+    __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+    __m256 sq = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(a, low4)), x0);
+    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, low4)), x1, sq);
+    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), x2, sq);
+    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), x3, sq);
+    __m256 sx = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+    return _mm256_fmadd_ps(_mm256_set1_ps(d), sq, _mm256_mul_ps(_mm256_set1_ps(m), sx));
+}
+
+/* Two accumulators so consecutive blocks do not wait on each other's add. */
+static float avx2_q4(const uint8_t *r, const float *x, int64_t nb, int has_min) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int bytes = has_min ? 20 : 18;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, r += 2 * bytes, x += 64) {
+        acc0 = _mm256_add_ps(acc0, avx2_q4_block(r, x, has_min));
+        acc1 = _mm256_add_ps(acc1, avx2_q4_block(r + bytes, x + 32, has_min));
+    }
+    if (b < nb) acc0 = _mm256_add_ps(acc0, avx2_q4_block(r, x, has_min));
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+static inline __m256 avx2_q8_block(const uint8_t *r, const float *x) {
+    const uint8_t *q = r + 2;
+    __m256 s = _mm256_mul_ps(i8x8_ps(_mm_loadl_epi64((const __m128i *)q)), _mm256_loadu_ps(x));
+    s = _mm256_fmadd_ps(i8x8_ps(_mm_loadl_epi64((const __m128i *)(q + 8))), _mm256_loadu_ps(x + 8), s);
+    s = _mm256_fmadd_ps(i8x8_ps(_mm_loadl_epi64((const __m128i *)(q + 16))), _mm256_loadu_ps(x + 16), s);
+    s = _mm256_fmadd_ps(i8x8_ps(_mm_loadl_epi64((const __m128i *)(q + 24))), _mm256_loadu_ps(x + 24), s);
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(rd16(r))), s);
+}
+
+static float avx2_q8_0(const uint8_t *r, const float *x, int64_t nb) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, r += 68, x += 64) {
+        acc0 = _mm256_add_ps(acc0, avx2_q8_block(r, x));
+        acc1 = _mm256_add_ps(acc1, avx2_q8_block(r + 34, x + 32));
+    }
+    if (b < nb) acc0 = _mm256_add_ps(acc0, avx2_q8_block(r, x));
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+static float avx2_f32(const float *w, const float *x, int64_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    float s = hsum8(_mm256_add_ps(a0, a1));
+    for (; i < n; i++) s += w[i] * x[i];
+    return s;
+}
+
+static float avx2_f16(const uint8_t *w, const float *x, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))),
+                              _mm256_loadu_ps(x + i), acc);
+    float s = hsum8(acc);
+    for (; i < n; i++) s += _cvtsh_ss(rd16(w + 2 * i)) * x[i];
+    return s;
+}
+#endif
+
+float quant_dot(int type, const void *row, const float *x, int64_t n) {
+#ifdef QUANT_AVX2
+    const uint8_t *r = row;
+    switch (type) {
+    case GGML_F32: return avx2_f32(row, x, n);
+    case GGML_F16: return avx2_f16(r, x, n);
+    case GGML_Q4_0: return avx2_q4(r, x, n / 32, 0);
+    case GGML_Q4_1: return avx2_q4(r, x, n / 32, 1);
+    case GGML_Q8_0: return avx2_q8_0(r, x, n / 32);
+    default: break;
+    }
+#endif
+    return quant_dot_generic(type, row, x, n);
+}

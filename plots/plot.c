@@ -1,0 +1,357 @@
+/* kvbench plot: figures from a results file, drawn by gnuplot. The data (NAME.dat) and
+ * the script (NAME.gp) are kept next to the images so a figure can be redrawn or edited
+ * by hand: `gnuplot NAME.gp` from the directory kvbench ran in.
+ *
+ * niah: the score heatmap of needle-in-a-haystack runs, context length x needle depth,
+ * one panel per method and budget, mean score over the cases of a cell (status ok). */
+#include <errno.h>
+#include <math.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "../harness/commands.h"
+#include "runinfo.h"
+
+extern char **environ;
+
+typedef struct {
+    char *method;
+    double budget;
+    int n_points;
+} panel;
+
+typedef struct {
+    int np, nx, ny;
+    panel *panels;
+    int *ctx;          /* [nx] */
+    double *depth;     /* [ny] */
+    double *score;     /* [np][nx][ny] mean score in %, NAN where nothing finished */
+} heatmap;
+
+static void heatmap_free(heatmap *m) {
+    for (int p = 0; p < m->np; p++) free(m->panels[p].method);
+    free(m->panels), free(m->ctx), free(m->depth), free(m->score);
+    memset(m, 0, sizeof *m);
+}
+
+static int panel_cmp(const void *a, const void *b) {
+    const panel *x = a, *y = b;
+    int c = kv_method_cmp(x->method, y->method);
+    return c ? c : (x->budget > y->budget) - (x->budget < y->budget);
+}
+
+/* Loads the cells; -1 after printing why. variant: NULL for all. */
+static int load_niah(sqlite3 *h, int64_t run, const char *variant, heatmap *m) {
+    static const char *cell_sql =
+        "SELECT r.method, r.budget, c.ctx, c.depth, avg(r.score) FROM results r JOIN cases c ON c.id = r.case_id"
+        " WHERE c.run_id = ?1 AND r.status = 'ok' AND r.score IS NOT NULL AND c.ctx > 0 AND c.depth IS NOT NULL"
+        " AND (?2 IS NULL OR c.variant = ?2) GROUP BY 1, 2, 3, 4";
+    static const char *axis_sql[2] = {
+        "SELECT DISTINCT c.ctx FROM cases c JOIN results r ON r.case_id = c.id WHERE c.run_id = ?1 AND c.ctx > 0"
+        " AND c.depth IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) ORDER BY 1",
+        "SELECT DISTINCT c.depth FROM cases c JOIN results r ON r.case_id = c.id WHERE c.run_id = ?1 AND c.ctx > 0"
+        " AND c.depth IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) ORDER BY 1",
+    };
+    static const char *panel_sql =
+        "SELECT DISTINCT r.method, r.budget FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?1"
+        " AND c.ctx > 0 AND c.depth IS NOT NULL AND (?2 IS NULL OR c.variant = ?2)";
+    sqlite3_stmt *st = NULL;
+    int cap;
+    for (int a = 0; a < 2; a++) {
+        if (sqlite3_prepare_v2(h, axis_sql[a], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+        sqlite3_bind_int64(st, 1, run);
+        if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
+        cap = 0;
+        int n = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                void *p = a == 0 ? realloc(m->ctx, cap * sizeof *m->ctx) : realloc(m->depth, cap * sizeof *m->depth);
+                if (!p) goto oom;
+                if (a == 0) m->ctx = p;
+                else m->depth = p;
+            }
+            if (a == 0) m->ctx[n++] = sqlite3_column_int(st, 0);
+            else m->depth[n++] = sqlite3_column_double(st, 0);
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        if (a == 0) m->nx = n;
+        else m->ny = n;
+    }
+    if (sqlite3_prepare_v2(h, panel_sql, -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+    sqlite3_bind_int64(st, 1, run);
+    if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
+    cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (m->np == cap) {
+            cap = cap ? 2 * cap : 16;
+            panel *p = realloc(m->panels, cap * sizeof *p);
+            if (!p) goto oom;
+            m->panels = p;
+        }
+        const unsigned char *name = sqlite3_column_text(st, 0);
+        m->panels[m->np++] = (panel){strdup(name ? (const char *)name : "?"), sqlite3_column_double(st, 1), 0};
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (m->np) qsort(m->panels, m->np, sizeof *m->panels, panel_cmp);
+    size_t ncell = (size_t)m->np * m->nx * m->ny;
+    m->score = malloc((ncell + 1) * sizeof *m->score);
+    if (!m->score) goto oom;
+    for (size_t i = 0; i < ncell; i++) m->score[i] = NAN;
+    if (sqlite3_prepare_v2(h, cell_sql, -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+    sqlite3_bind_int64(st, 1, run);
+    if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        double budget = sqlite3_column_double(st, 1), depth = sqlite3_column_double(st, 3);
+        int ctx = sqlite3_column_int(st, 2), p = -1, x = -1, y = -1;
+        for (int k = 0; k < m->np; k++)
+            if (!strcmp(m->panels[k].method, name ? name : "?") && m->panels[k].budget == budget) p = k;
+        for (int k = 0; k < m->nx; k++)
+            if (m->ctx[k] == ctx) x = k;
+        for (int k = 0; k < m->ny; k++)
+            if (m->depth[k] == depth) y = k;
+        if (p < 0 || x < 0 || y < 0) continue;   /* cannot happen: same join as the axes */
+        m->score[((size_t)p * m->nx + x) * m->ny + y] = 100 * sqlite3_column_double(st, 4);
+        m->panels[p].n_points++;
+    }
+    sqlite3_finalize(st);
+    return 0;
+sqlerr:
+    fprintf(stderr, "kvbench plot: reading results: %s\n", sqlite3_errmsg(h));
+    sqlite3_finalize(st);
+    return -1;
+oom:
+    fprintf(stderr, "kvbench plot: out of memory\n");
+    sqlite3_finalize(st);
+    return -1;
+}
+
+/* A gnuplot single-quoted string: only ' needs escaping, as ''. */
+static void gp_str(FILE *f, const char *s) {
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', f);
+        if (*s != '\n') fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+static int write_dat(const char *path, const heatmap *m) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "# one block per panel (gnuplot index): x = context index, y = depth index, score %%, ctx, depth %%\n");
+    int block = 0;
+    for (int p = 0; p < m->np; p++) {
+        if (!m->panels[p].n_points) continue;
+        fprintf(f, "%s# %s @ %g\n", block++ ? "\n\n" : "", m->panels[p].method, m->panels[p].budget);
+        for (int x = 0; x < m->nx; x++)
+            for (int y = 0; y < m->ny; y++) {
+                double s = m->score[((size_t)p * m->nx + x) * m->ny + y];
+                if (!isnan(s)) fprintf(f, "%d %d %.6f %d %g\n", x, y, s, m->ctx[x], 100 * m->depth[y]);
+            }
+    }
+    return fclose(f);
+}
+
+static int write_gp(const char *path, const char *out, const char *dat, const kv_runinfo *ri, const heatmap *m,
+                    const char *variant) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    int shown = 0;
+    for (int p = 0; p < m->np; p++) shown += m->panels[p].n_points > 0;
+    int cols = (int)ceil(sqrt((double)shown)), rows = (shown + cols - 1) / cols;
+    int w = 460 * cols, h = 380 * rows + 60;
+    char png[1100], svg[1100], title[1400], line[1024];
+    snprintf(png, sizeof png, "%s.png", out);
+    snprintf(svg, sizeof svg, "%s.svg", out);
+    kv_runinfo_line(ri, line, sizeof line);
+    snprintf(title, sizeof title, "NIAH score (%%)%s%s, %s", variant ? ", variant " : "", variant ? variant : "", line);
+
+    fprintf(f, "# kvbench plot --figure niah: written by kvbench, redraw with `gnuplot %s`\n", path);
+    fprintf(f, "# pngcairo when this gnuplot has it, else the libgd png terminal\n");
+    fprintf(f, "pngterm = strstrt(GPVAL_TERMINALS, 'pngcairo') > 0 ? 'pngcairo' : 'png'\n");
+    fprintf(f, "do for [fmt in 'png svg'] {\n");
+    fprintf(f, "  if (fmt eq 'png') {\n");
+    fprintf(f, "    if (pngterm eq 'pngcairo') { set terminal pngcairo noenhanced size %d,%d font 'sans,10' }"
+               " else { set terminal png noenhanced size %d,%d }\n", w, h, w, h);
+    fprintf(f, "    set output ");
+    gp_str(f, png);
+    fprintf(f, "\n  } else {\n    set terminal svg noenhanced size %d,%d font 'sans,10' background '#ffffff'\n"
+               "    set output ", w, h);
+    gp_str(f, svg);
+    fprintf(f, "\n  }\n");
+    fprintf(f, "  set multiplot layout %d,%d title ", rows, cols);
+    gp_str(f, title);
+    fprintf(f, "\n");
+    fprintf(f, "  set palette defined (0 '#d73027', 50 '#fee08b', 100 '#1a9850')\n");
+    fprintf(f, "  set cbrange [0:100]\n  set cblabel 'score %%'\n  set colorbox\n");
+    fprintf(f, "  set xrange [-0.5:%g]\n  set yrange [-0.5:%g]\n", m->nx - 0.5, m->ny - 0.5);
+    fprintf(f, "  set xtics (");
+    for (int x = 0; x < m->nx; x++) fprintf(f, "%s'%d' %d", x ? ", " : "", m->ctx[x], x);
+    fprintf(f, ")\n  set ytics (");
+    for (int y = 0; y < m->ny; y++) fprintf(f, "%s'%g' %d", y ? ", " : "", 100 * m->depth[y], y);
+    fprintf(f, ")\n");
+    fprintf(f, "  set xlabel 'context length (tokens)'\n  set ylabel 'needle depth (%%)'\n");
+    fprintf(f, "  set tics nomirror\n  set style fill solid 1.0 noborder\n");
+    int block = 0;
+    for (int p = 0; p < m->np; p++) {
+        if (!m->panels[p].n_points) continue;
+        char t[256];
+        snprintf(t, sizeof t, "%s @ budget %g", m->panels[p].method, m->panels[p].budget);
+        fprintf(f, "  set title ");
+        gp_str(f, t);
+        fprintf(f, " textcolor rgb '%s'\n", kv_method_color(m->panels[p].method));
+        fprintf(f, "  plot ");
+        gp_str(f, dat);
+        fprintf(f, " index %d using 1:2:(0.5):(0.5):3 with boxxyerror lc palette notitle, \\\n       ", block);
+        gp_str(f, dat);
+        fprintf(f, " index %d using 1:2:(sprintf('%%.0f', $3)) with labels font ',8' notitle\n", block);
+        block++;
+    }
+    fprintf(f, "  unset multiplot\n  set output\n}\n");
+    return fclose(f);
+}
+
+/* Runs `gnuplot script`; 0 on success, else prints why. */
+static int run_gnuplot(const char *script) {
+    char *args[] = {"gnuplot", (char *)script, NULL};
+    pid_t pid;
+    int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, args, environ);
+    if (err) {
+        if (err == ENOENT) fprintf(stderr, "kvbench plot: gnuplot not found on PATH (install gnuplot)\n");
+        else fprintf(stderr, "kvbench plot: cannot start gnuplot: %s\n", strerror(err));
+        return -1;
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            fprintf(stderr, "kvbench plot: waiting for gnuplot: %s\n", strerror(errno));
+            return -1;
+        }
+    if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+        if (WIFEXITED(status)) fprintf(stderr, "kvbench plot: gnuplot failed (exit %d) on %s\n", WEXITSTATUS(status), script);
+        else fprintf(stderr, "kvbench plot: gnuplot killed by signal %d on %s\n", WTERMSIG(status), script);
+        return -1;
+    }
+    return 0;
+}
+
+/* The image must exist, be non-empty and start as its format says. */
+static int check_image(const char *path, const char *magic, size_t n) {
+    FILE *f = fopen(path, "rb");
+    char head[16] = {0};
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    if (got < n || memcmp(head, magic, n)) {
+        fprintf(stderr, "kvbench plot: gnuplot did not write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench plot --db FILE [--run ID] [--figure niah] [--variant V] [--out PATH]\n"
+            "  Draws a figure of one run with gnuplot: PATH.png and PATH.svg, plus the data (PATH.dat)\n"
+            "  and gnuplot script (PATH.gp) to redraw it.\n"
+            "  --figure niah  score heatmap, context length x needle depth, one panel per method and\n"
+            "                 budget; mean score (%%) over the finished cases of each cell (default)\n"
+            "  --db FILE      results file written by kvbench run\n"
+            "  --run ID       run id (default: the latest run)\n"
+            "  --variant V    only cases of this variant (needle kind); default: all\n"
+            "  --out PATH     output name without extension (default: FIGURE-runID in this directory)\n");
+}
+
+int cmd_plot(int argc, char **argv) {
+    const char *path = NULL, *figure = "niah", *out_arg = NULL, *variant = NULL;
+    long long run = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        int known = !strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--figure") || !strcmp(a, "--out") ||
+                    !strcmp(a, "--variant");
+        if (!known) {
+            fprintf(stderr, "kvbench plot: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kvbench plot: %s needs a value\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--db")) path = v;
+        else if (!strcmp(a, "--figure")) figure = v;
+        else if (!strcmp(a, "--out")) out_arg = v;
+        else if (!strcmp(a, "--variant")) variant = v;
+        else {
+            char *end;
+            run = strtoll(v, &end, 10);
+            if (*end || run <= 0) {
+                fprintf(stderr, "kvbench plot: --run '%s' is not a positive run id\n", v);
+                return 2;
+            }
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "kvbench plot: --db FILE is required (see --help)\n");
+        return 2;
+    }
+    if (strcmp(figure, "niah")) {
+        fprintf(stderr, "kvbench plot: --figure '%s' is unknown (figures: niah)\n", figure);
+        return 2;
+    }
+    kv_runinfo ri;
+    kv_db *db = kv_report_open("plot", path, run, &ri);
+    if (!db) return 1;
+    heatmap m = {0};
+    int rc = load_niah(kvdb_sqlite(db), ri.id, variant, &m);
+    kvdb_close(db);
+    int shown = 0;
+    for (int p = 0; p < m.np; p++) shown += m.panels[p].n_points > 0;
+    if (rc == 0 && !shown) {
+        fprintf(stderr, "kvbench plot: run %lld in '%s' has no finished cases with a context length and depth%s%s\n",
+                (long long)ri.id, path, variant ? " for variant " : "", variant ? variant : "");
+        rc = -1;
+    }
+    for (int p = 0; rc == 0 && p < m.np; p++)
+        if (!m.panels[p].n_points)
+            fprintf(stderr, "kvbench plot: %s @ %g has no finished cases; panel left out\n", m.panels[p].method,
+                    m.panels[p].budget);
+    char out[1024], gp[1100], dat[1100], png[1100], svg[1100];
+    if (out_arg) {
+        size_t n = strlen(out_arg);   /* a given .png/.svg extension is dropped */
+        if (n > 4 && (!strcmp(out_arg + n - 4, ".png") || !strcmp(out_arg + n - 4, ".svg"))) n -= 4;
+        snprintf(out, sizeof out, "%.*s", (int)n, out_arg);
+    } else {
+        snprintf(out, sizeof out, "%s-run%lld", figure, (long long)ri.id);
+    }
+    snprintf(gp, sizeof gp, "%s.gp", out);
+    snprintf(dat, sizeof dat, "%s.dat", out);
+    snprintf(png, sizeof png, "%s.png", out);
+    snprintf(svg, sizeof svg, "%s.svg", out);
+    if (rc == 0) {
+        unlink(png);   /* so a stale image cannot pass the check below */
+        unlink(svg);
+        if (write_dat(dat, &m) || write_gp(gp, out, dat, &ri, &m, variant)) {
+            fprintf(stderr, "kvbench plot: cannot write %s / %s: %s\n", dat, gp, strerror(errno));
+            rc = -1;
+        }
+    }
+    if (rc == 0) rc = run_gnuplot(gp);
+    if (rc == 0) rc = check_image(png, "\x89PNG\r\n\x1a\n", 8) | check_image(svg, "<?xml", 5);
+    if (rc == 0) printf("wrote %s and %s (data %s, script %s)\n", png, svg, dat, gp);
+    heatmap_free(&m);
+    kv_runinfo_free(&ri);
+    return rc ? 1 : 0;
+}

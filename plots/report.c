@@ -1,0 +1,379 @@
+/* kvbench report: one table per run from the results file. Rows are methods (at each
+ * budget), columns are workload variants (or budgets, or context lengths); each column
+ * shows the mean score over the cases that finished ("ok"), the mean fast-tier peak KV
+ * bytes and the decode latency. Markdown to stdout, or CSV through libcsv. */
+#include <csv.h>
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../harness/commands.h"
+#include "runinfo.h"
+
+enum by { BY_VARIANT, BY_BUDGET, BY_CTX };
+
+typedef struct {
+    char *method;
+    double budget;        /* NAN when the columns are budgets */
+} row_key;
+
+typedef struct {
+    char *match;          /* the value as SQLite prints it, to match query rows */
+    double value;         /* the budget or context length */
+    char label[64];
+} col_key;
+
+typedef struct {
+    int n;                /* ok results with a score */
+    double score;         /* mean, in [0,1] */
+    double kv;            /* mean fast_peak bytes, NAN if none */
+    double ms;            /* mean decode ms per token, NAN if none */
+} cell;
+
+typedef struct {
+    int nr, nc;
+    row_key *rows;
+    col_key *cols;
+    cell *cells;          /* [nr][nc+1]; the last column is the row average */
+    int n_infeasible, n_error;
+} table;
+
+/* The three groupings, as fixed SQL; the run id is the only bound value. */
+static const char *rows_sql[] = {
+    [BY_VARIANT] = "SELECT DISTINCT r.method, r.budget FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
+    [BY_BUDGET] = "SELECT DISTINCT r.method, NULL FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
+    [BY_CTX] = "SELECT DISTINCT r.method, r.budget FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
+};
+static const char *cols_sql[] = {
+    [BY_VARIANT] = "SELECT ifnull(c.variant, '-'), NULL FROM cases c JOIN results r ON r.case_id = c.id"
+                   " WHERE c.run_id = ? GROUP BY 1 ORDER BY min(c.id)",
+    [BY_BUDGET] = "SELECT r.budget, r.budget FROM cases c JOIN results r ON r.case_id = c.id"
+                  " WHERE c.run_id = ? GROUP BY 1 ORDER BY 1",
+    [BY_CTX] = "SELECT c.ctx, c.ctx FROM cases c JOIN results r ON r.case_id = c.id"
+               " WHERE c.run_id = ? GROUP BY 1 ORDER BY 1",
+};
+#define CELL_AGG                                                                                     \
+    " count(r.score), avg(r.score), avg(r.fast_peak),"                                                \
+    " avg(CASE WHEN r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END)"              \
+    " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? AND r.status = 'ok'"
+static const char *cells_sql[] = {
+    [BY_VARIANT] = "SELECT r.method, r.budget, ifnull(c.variant, '-')," CELL_AGG " GROUP BY 1, 2, 3",
+    [BY_BUDGET] = "SELECT r.method, NULL, r.budget," CELL_AGG " GROUP BY 1, 3",
+    [BY_CTX] = "SELECT r.method, r.budget, c.ctx," CELL_AGG " GROUP BY 1, 2, 3",
+};
+
+static int row_cmp(const void *a, const void *b) {
+    const row_key *x = a, *y = b;
+    int c = kv_method_cmp(x->method, y->method);
+    if (c) return c;
+    return (x->budget > y->budget) - (x->budget < y->budget);
+}
+
+static double col_real(sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+static void table_free(table *t) {
+    for (int i = 0; i < t->nr; i++) free(t->rows[i].method);
+    for (int j = 0; j < t->nc; j++) free(t->cols[j].match);
+    free(t->rows), free(t->cols), free(t->cells);
+    memset(t, 0, sizeof *t);
+}
+
+static int find_row(const table *t, const char *method, double budget) {
+    for (int i = 0; i < t->nr; i++)
+        if (!strcmp(t->rows[i].method, method) &&
+            ((isnan(budget) && isnan(t->rows[i].budget)) || budget == t->rows[i].budget))
+            return i;
+    return -1;
+}
+static int find_col(const table *t, const char *match) {
+    for (int j = 0; j < t->nc; j++)
+        if (!strcmp(t->cols[j].match, match)) return j;
+    return -1;
+}
+
+static const char *text_or(sqlite3_stmt *st, int i, const char *dflt) {
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s ? (const char *)s : dflt;
+}
+
+static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
+    sqlite3_stmt *st = NULL;
+    int cap;
+    /* rows */
+    if (sqlite3_prepare_v2(h, rows_sql[by], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+    sqlite3_bind_int64(st, 1, run);
+    cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (t->nr == cap) {
+            cap = cap ? 2 * cap : 16;
+            row_key *r = realloc(t->rows, cap * sizeof *r);
+            if (!r) goto oom;
+            t->rows = r;
+        }
+        t->rows[t->nr].method = strdup(text_or(st, 0, "?"));
+        t->rows[t->nr].budget = col_real(st, 1);
+        t->nr++;
+    }
+    sqlite3_finalize(st);
+    if (t->nr) qsort(t->rows, t->nr, sizeof *t->rows, row_cmp);
+    /* columns */
+    if (sqlite3_prepare_v2(h, cols_sql[by], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+    sqlite3_bind_int64(st, 1, run);
+    cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (t->nc == cap) {
+            cap = cap ? 2 * cap : 16;
+            col_key *c = realloc(t->cols, cap * sizeof *c);
+            if (!c) goto oom;
+            t->cols = c;
+        }
+        col_key *c = &t->cols[t->nc++];
+        c->match = strdup(text_or(st, 0, "-"));
+        c->value = col_real(st, 1);
+        if (by == BY_VARIANT) snprintf(c->label, sizeof c->label, "%s", c->match);
+        else if (by == BY_CTX) snprintf(c->label, sizeof c->label, "ctx %d", sqlite3_column_int(st, 1));
+        else {
+            char b[32];
+            kv_budget_str(sqlite3_column_double(st, 1), b, sizeof b);
+            snprintf(c->label, sizeof c->label, "budget %s", b);
+        }
+    }
+    sqlite3_finalize(st);
+    /* cells */
+    t->cells = calloc((size_t)t->nr * (t->nc + 1) + 1, sizeof *t->cells);
+    if (!t->cells) goto oom;
+    for (int i = 0; i < t->nr * (t->nc + 1); i++) t->cells[i] = (cell){0, NAN, NAN, NAN};
+    if (sqlite3_prepare_v2(h, cells_sql[by], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+    sqlite3_bind_int64(st, 1, run);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int i = find_row(t, text_or(st, 0, "?"), col_real(st, 1));
+        int j = find_col(t, text_or(st, 2, "-"));
+        if (i < 0 || j < 0) continue;   /* cannot happen: rows and columns came from the same join */
+        cell *c = &t->cells[i * (t->nc + 1) + j];
+        c->n = sqlite3_column_int(st, 3);
+        c->score = c->n ? col_real(st, 4) : NAN;
+        c->kv = col_real(st, 5);
+        c->ms = col_real(st, 6);
+    }
+    sqlite3_finalize(st);
+    /* row averages: the mean of the column values present */
+    for (int i = 0; i < t->nr; i++) {
+        double s[3] = {0}; int k[3] = {0}, n = 0;
+        for (int j = 0; j < t->nc; j++) {
+            const cell *c = &t->cells[i * (t->nc + 1) + j];
+            n += c->n;
+            if (!isnan(c->score)) s[0] += c->score, k[0]++;
+            if (!isnan(c->kv)) s[1] += c->kv, k[1]++;
+            if (!isnan(c->ms)) s[2] += c->ms, k[2]++;
+        }
+        t->cells[i * (t->nc + 1) + t->nc] =
+            (cell){n, k[0] ? s[0] / k[0] : NAN, k[1] ? s[1] / k[1] : NAN, k[2] ? s[2] / k[2] : NAN};
+    }
+    /* what was left out */
+    if (sqlite3_prepare_v2(h,
+                           "SELECT sum(r.status = 'infeasible'), sum(r.status = 'error') FROM results r"
+                           " JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto sqlerr;
+    sqlite3_bind_int64(st, 1, run);
+    if (sqlite3_step(st) == SQLITE_ROW) t->n_infeasible = sqlite3_column_int(st, 0), t->n_error = sqlite3_column_int(st, 1);
+    sqlite3_finalize(st);
+    return 0;
+sqlerr:
+    fprintf(stderr, "kvbench report: reading results: %s\n", sqlite3_errmsg(h));
+    sqlite3_finalize(st);
+    return -1;
+oom:
+    fprintf(stderr, "kvbench report: out of memory\n");
+    sqlite3_finalize(st);
+    return -1;
+}
+
+static void fmt_ms(double ms, char *buf, size_t n) {
+    if (isnan(ms)) snprintf(buf, n, "-");
+    else if (ms >= 0.1) snprintf(buf, n, "%.2f", ms);
+    else snprintf(buf, n, "%.2g", ms);
+}
+
+/* Bold marks the best score of each column (ties all bold). */
+static double column_best(const table *t, int j) {
+    double best = NAN;
+    for (int i = 0; i < t->nr; i++) {
+        double s = t->cells[i * (t->nc + 1) + j].score;
+        if (!isnan(s) && (isnan(best) || s > best)) best = s;
+    }
+    return best;
+}
+
+static void print_cell(FILE *f, const cell *c, double best) {
+    char kv[32], ms[32];
+    if (isnan(c->score)) fprintf(f, " - |");
+    else if (fabs(c->score - best) <= 1e-12) fprintf(f, " **%.1f** |", 100 * c->score);
+    else fprintf(f, " %.1f |", 100 * c->score);
+    if (isnan(c->kv)) snprintf(kv, sizeof kv, "-");
+    else kv_human_bytes(c->kv, kv, sizeof kv);
+    fmt_ms(c->ms, ms, sizeof ms);
+    fprintf(f, " %s | %s |", kv, ms);
+}
+
+static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum by by) {
+    char line[1024], b[32];
+    kv_runinfo_line(ri, line, sizeof line);
+    fprintf(f, "## kvbench report, %s\n\n", line);
+    fprintf(f, "score: mean task score over cases, %%; KV: mean fast-tier peak bytes; ms/tok: decode time per token;"
+               " avg: mean of the %s columns. Best score per column in bold.\n\n",
+            by == BY_VARIANT ? "variant" : by == BY_BUDGET ? "budget" : "context");
+    fprintf(f, "| method |");
+    if (by != BY_BUDGET) fprintf(f, " budget |");
+    for (int j = 0; j <= t->nc; j++) {
+        const char *l = j < t->nc ? t->cols[j].label : "avg";
+        fprintf(f, " %s score | %s KV | %s ms/tok |", l, l, l);
+    }
+    fprintf(f, "\n|---|");
+    if (by != BY_BUDGET) fprintf(f, "---:|");
+    for (int j = 0; j <= t->nc; j++) fprintf(f, "---:|---:|---:|");
+    fprintf(f, "\n");
+    double *best = malloc((t->nc + 1) * sizeof *best);
+    for (int j = 0; best && j <= t->nc; j++) best[j] = column_best(t, j);
+    for (int i = 0; i < t->nr; i++) {
+        fprintf(f, "| %s |", t->rows[i].method);
+        if (by != BY_BUDGET) {
+            kv_budget_str(t->rows[i].budget, b, sizeof b);
+            fprintf(f, " %s |", b);
+        }
+        for (int j = 0; j <= t->nc; j++) print_cell(f, &t->cells[i * (t->nc + 1) + j], best ? best[j] : NAN);
+        fprintf(f, "\n");
+    }
+    free(best);
+    if (t->n_infeasible || t->n_error)
+        fprintf(f, "\nNot in the means: %d infeasible and %d failed results.\n", t->n_infeasible, t->n_error);
+}
+
+static void csv_field(FILE *f, const char *s, int last) {
+    csv_fwrite(f, s, strlen(s));
+    fputc(last ? '\n' : ',', f);
+}
+static void csv_num(FILE *f, double x, int last) {
+    char b[64] = "";
+    if (!isnan(x)) snprintf(b, sizeof b, "%.17g", x);
+    csv_field(f, b, last);
+}
+
+/* One line per (row, column) and per row average. With --by budget the column is the
+ * budget itself, so there is no separate budget field. */
+static void print_csv(FILE *f, const kv_runinfo *ri, const table *t, enum by by) {
+    const char *key = by == BY_VARIANT ? "variant" : by == BY_BUDGET ? "budget" : "ctx";
+    csv_field(f, "run", 0);
+    csv_field(f, "method", 0);
+    if (by != BY_BUDGET) csv_field(f, "budget", 0);
+    const char *head[] = {key, "n", "score_pct", "fast_peak_bytes", "decode_ms_per_token"};
+    for (int k = 0; k < 5; k++) csv_field(f, head[k], k == 4);
+    char run[32];
+    snprintf(run, sizeof run, "%lld", (long long)ri->id);
+    for (int i = 0; i < t->nr; i++)
+        for (int j = 0; j <= t->nc; j++) {
+            const cell *c = &t->cells[i * (t->nc + 1) + j];
+            csv_field(f, run, 0);
+            csv_field(f, t->rows[i].method, 0);
+            if (by != BY_BUDGET) csv_num(f, t->rows[i].budget, 0);
+            if (j == t->nc) csv_field(f, "avg", 0);
+            else if (by == BY_VARIANT) csv_field(f, t->cols[j].match, 0);
+            else csv_num(f, t->cols[j].value, 0);
+            csv_num(f, c->n, 0);
+            csv_num(f, 100 * c->score, 0);
+            csv_num(f, c->kv, 0);
+            csv_num(f, c->ms, 1);
+        }
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench report --db FILE [--run ID] [--by variant|budget|ctx] [--csv [OUT]]\n"
+            "  Prints a Markdown table of one run: a row per method and budget, and per workload variant\n"
+            "  (or budget, or context length) the mean score (%%, status ok only), the mean fast-tier peak\n"
+            "  KV bytes and the decode ms per token, then their averages. Best score per column in bold.\n"
+            "  --db FILE    results file written by kvbench run (never created here)\n"
+            "  --run ID     run id (default: the latest run)\n"
+            "  --by KEY     columns: variant (default), budget, or ctx\n"
+            "  --csv [OUT]  the same numbers as CSV, to OUT (the table still goes to stdout) or to stdout\n");
+}
+
+int cmd_report(int argc, char **argv) {
+    const char *path = NULL, *csv_out = NULL;
+    int csv = 0;
+    long long run = 0;
+    enum by by = BY_VARIANT;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--csv")) {
+            csv = 1;
+            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) csv_out = argv[++i];
+            if (csv_out && !strcmp(csv_out, "-")) csv_out = NULL;   /* stdout */
+        } else if (i + 1 >= argc && (!strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--by"))) {
+            fprintf(stderr, "kvbench report: %s needs a value\n", a);
+            return 2;
+        } else if (!strcmp(a, "--db")) {
+            path = argv[++i];
+        } else if (!strcmp(a, "--run")) {
+            char *end;
+            run = strtoll(argv[++i], &end, 10);
+            if (*end || run <= 0) {
+                fprintf(stderr, "kvbench report: --run '%s' is not a positive run id\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--by")) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "variant")) by = BY_VARIANT;
+            else if (!strcmp(v, "budget")) by = BY_BUDGET;
+            else if (!strcmp(v, "ctx")) by = BY_CTX;
+            else {
+                fprintf(stderr, "kvbench report: --by '%s' is not variant, budget or ctx\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "kvbench report: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "kvbench report: --db FILE is required (see --help)\n");
+        return 2;
+    }
+    kv_runinfo ri;
+    kv_db *db = kv_report_open("report", path, run, &ri);
+    if (!db) return 1;
+    table t = {0};
+    int rc = load(kvdb_sqlite(db), ri.id, by, &t);
+    if (rc == 0 && t.nr == 0) {
+        fprintf(stderr, "kvbench report: run %lld in '%s' has no results yet\n", (long long)ri.id, path);
+        rc = -1;
+    }
+    if (rc == 0) {
+        if (!csv || csv_out) print_markdown(stdout, &ri, &t, by);
+        if (csv) {
+            FILE *f = csv_out ? fopen(csv_out, "w") : stdout;
+            if (!f) {
+                fprintf(stderr, "kvbench report: cannot write --csv '%s': %s\n", csv_out, strerror(errno));
+                rc = -1;
+            } else {
+                print_csv(f, &ri, &t, by);
+                if (f != stdout && fclose(f)) {
+                    fprintf(stderr, "kvbench report: error writing --csv '%s'\n", csv_out);
+                    rc = -1;
+                }
+            }
+        }
+    }
+    if (fflush(stdout)) rc = -1;
+    table_free(&t);
+    kv_runinfo_free(&ri);
+    kvdb_close(db);
+    return rc ? 1 : 0;
+}

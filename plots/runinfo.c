@@ -1,0 +1,120 @@
+/* Shared by report and plot: open a results file, pick a run, order and colour methods. */
+#include "runinfo.h"
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "../methods/method.h"
+
+static char *col_dup(sqlite3_stmt *st, int i) {
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return strdup(s ? (const char *)s : "?");
+}
+
+void kv_runinfo_free(kv_runinfo *ri) {
+    free(ri->run_key), free(ri->workload), free(ri->model), free(ri->git_commit);
+    free(ri->backend), free(ri->build_flags), free(ri->created);
+    memset(ri, 0, sizeof *ri);
+}
+
+kv_db *kv_report_open(const char *cmd, const char *path, int64_t run_id, kv_runinfo *ri) {
+    memset(ri, 0, sizeof *ri);
+    char err[512];
+    kv_db *db = kvdb_open_readonly(path, err, sizeof err);
+    if (!db) {
+        fprintf(stderr, "kvbench %s: %s\n", cmd, err);
+        return NULL;
+    }
+    sqlite3 *h = kvdb_sqlite(db);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h, "SELECT count(*), max(id) FROM runs", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        fprintf(stderr, "kvbench %s: results db '%s': %s\n", cmd, path, sqlite3_errmsg(h));
+        goto bad;
+    }
+    ri->n_runs = sqlite3_column_int(st, 0);
+    int64_t latest = sqlite3_column_int64(st, 1);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (ri->n_runs == 0) {
+        fprintf(stderr, "kvbench %s: results db '%s' has no runs yet (kvbench run --db %s ...)\n", cmd, path, path);
+        goto bad;
+    }
+    if (run_id <= 0) run_id = latest;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT id, run_key, workload, model, git_commit, backend, build_flags, created, seed"
+                           " FROM runs WHERE id = ?",
+                           -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "kvbench %s: results db '%s': %s\n", cmd, path, sqlite3_errmsg(h));
+        goto bad;
+    }
+    sqlite3_bind_int64(st, 1, run_id);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        fprintf(stderr, "kvbench %s: results db '%s' has no run %lld (latest is %lld)\n", cmd, path,
+                (long long)run_id, (long long)latest);
+        goto bad;
+    }
+    ri->id = sqlite3_column_int64(st, 0);
+    ri->run_key = col_dup(st, 1);
+    ri->workload = col_dup(st, 2);
+    ri->model = col_dup(st, 3);
+    ri->git_commit = col_dup(st, 4);
+    ri->backend = col_dup(st, 5);
+    ri->build_flags = col_dup(st, 6);
+    ri->created = col_dup(st, 7);
+    int64_t seed = sqlite3_column_int64(st, 8);
+    memcpy(&ri->seed, &seed, sizeof seed);
+    sqlite3_finalize(st);
+    return db;
+bad:
+    sqlite3_finalize(st);
+    kv_runinfo_free(ri);
+    kvdb_close(db);
+    return NULL;
+}
+
+void kv_runinfo_line(const kv_runinfo *ri, char *buf, size_t n) {
+    snprintf(buf, n, "run %lld: workload %s, model %s, git %s, seed %llu, backend %s, created %s",
+             (long long)ri->id, ri->workload, ri->model, ri->git_commit, (unsigned long long)ri->seed,
+             ri->backend, ri->created);
+}
+
+static int registry_rank(const char *name) {
+    int n = kv_method_count();
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(kv_method_at(i)->name, name) == 0) return i;
+    return n;
+}
+
+int kv_method_cmp(const char *a, const char *b) {
+    int ra = registry_rank(a), rb = registry_rank(b);
+    if (ra != rb) return ra < rb ? -1 : 1;
+    return strcmp(a, b);
+}
+
+void kv_human_bytes(double b, char *buf, size_t n) {
+    if (b < 1024) snprintf(buf, n, "%.0f B", b);
+    else if (b < 1024.0 * 1024) snprintf(buf, n, "%.1f KiB", b / 1024);
+    else if (b < 1024.0 * 1024 * 1024) snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+}
+
+void kv_budget_str(double budget, char *buf, size_t n) { snprintf(buf, n, "%g", budget); }
+
+/* Fixed so that a method keeps its colour across figures and papers' conventions. */
+static const struct {
+    const char *name, *color;
+} method_colors[] = {
+    {"fullkv", "#000000"}, {"streamingllm", "#1f77b4"}, {"h2o", "#ff7f0e"},     {"snapkv", "#2ca02c"},
+    {"pyramidkv", "#d62728"}, {"chunkkv", "#9467bd"},  {"sentencekv", "#8c564b"}, {"sekv", "#e377c2"},
+};
+
+const char *kv_method_color(const char *name) {
+    static const char *const spare[] = {"#17becf", "#bcbd22", "#7f7f7f", "#aec7e8", "#98df8a"};
+    for (size_t i = 0; i < sizeof method_colors / sizeof method_colors[0]; i++)
+        if (strcasecmp(method_colors[i].name, name) == 0) return method_colors[i].color;
+    unsigned h = 5381;   /* unknown names: a stable pick from spare colours */
+    for (const char *p = name; *p; p++) h = h * 33 + (unsigned char)*p;
+    return spare[h % (sizeof spare / sizeof spare[0])];
+}

@@ -1,0 +1,483 @@
+/* The results database: SQLite in WAL mode, one transaction per result so that a killed
+ * run keeps everything it committed and resumes where it stopped. All values go through
+ * bound parameters of prepared statements. */
+#include "db.h"
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct kv_db {
+    sqlite3 *h;
+    char *path;
+    char err[512];
+    sqlite3_stmt *run_find, *run_add, *case_find, *case_add, *res_exists, *res_add, *head_add, *layer_add;
+};
+
+static const char *schema_sql =
+    "CREATE TABLE IF NOT EXISTS version(schema INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS runs("
+    " id INTEGER PRIMARY KEY,"
+    " run_key TEXT NOT NULL UNIQUE,"
+    " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
+    " config_json TEXT, workload TEXT, model TEXT, git_commit TEXT, build_flags TEXT,"
+    " host TEXT, cpu TEXT, backend TEXT, seed INTEGER);"
+    "CREATE TABLE IF NOT EXISTS cases("
+    " id INTEGER PRIMARY KEY,"
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " case_key TEXT NOT NULL, workload TEXT, ctx INTEGER, depth REAL, variant TEXT,"
+    " seed INTEGER, prefill_s REAL,"
+    " UNIQUE(run_id, case_key));"
+    "CREATE TABLE IF NOT EXISTS results("
+    " id INTEGER PRIMARY KEY,"
+    " case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,"
+    " method TEXT NOT NULL, params TEXT,"
+    " status TEXT NOT NULL CHECK (status IN ('ok','infeasible','error')),"
+    " budget REAL NOT NULL, budget_tokens INTEGER,"
+    " score REAL, rel_err REAL, prefill_s REAL, compress_s REAL, decode_s REAL,"
+    " decode_tokens INTEGER, tokens_per_s REAL,"
+    " fast_bytes INTEGER, fast_peak INTEGER, fast_aux_bytes INTEGER,"
+    " slow_bytes INTEGER, slow_peak INTEGER, fast_tokens INTEGER,"
+    " output TEXT,"
+    " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
+    " UNIQUE(case_id, method, budget));"
+    "CREATE TABLE IF NOT EXISTS head_stats("
+    " result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
+    " layer INTEGER NOT NULL, head INTEGER NOT NULL, kept REAL, events REAL,"
+    " PRIMARY KEY(result_id, layer, head));"
+    "CREATE TABLE IF NOT EXISTS layer_err("
+    " result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
+    " layer INTEGER NOT NULL, rel_err REAL,"
+    " PRIMARY KEY(result_id, layer));";
+
+/* "results db 'F': what: sqlite message" into db->err (after a failed SQLite call). */
+static void fail(kv_db *db, const char *what, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(msg, sizeof msg, what, ap);
+    va_end(ap);
+    snprintf(db->err, sizeof db->err, "results db '%s': %s: %s", db->path, msg,
+             db->h ? sqlite3_errmsg(db->h) : "out of memory");
+}
+
+/* "results db 'F': what" for bad arguments, where SQLite has nothing to add. */
+static void refuse(kv_db *db, const char *what, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(msg, sizeof msg, what, ap);
+    va_end(ap);
+    snprintf(db->err, sizeof db->err, "results db '%s': %s", db->path, msg);
+}
+
+static int exec(kv_db *db, const char *sql) {
+    char *e = NULL;
+    if (sqlite3_exec(db->h, sql, NULL, NULL, &e) != SQLITE_OK) {
+        snprintf(db->err, sizeof db->err, "results db '%s': %s", db->path, e ? e : sqlite3_errmsg(db->h));
+        sqlite3_free(e);
+        return -1;
+    }
+    return 0;
+}
+
+/* A reason a path cannot be a results file, found before SQLite gives its terse one. */
+static const char *path_problem(const char *path, int must_exist) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return "is a directory, not a results file";
+        if (!S_ISREG(st.st_mode)) return "is not a regular file";
+        return NULL;
+    }
+    if (errno != ENOENT) return strerror(errno);
+    if (must_exist) return "no such file";
+    char *copy = strdup(path);
+    if (!copy) return "out of memory";
+    const char *dir = dirname(copy);
+    const char *why = NULL;
+    if (stat(dir, &st) != 0) why = "its directory does not exist";
+    else if (!S_ISDIR(st.st_mode)) why = "its parent is not a directory";
+    else if (access(dir, W_OK) != 0) why = "its directory is not writable";
+    free(copy);
+    return why;
+}
+
+static void finalize_all(kv_db *db) {
+    sqlite3_stmt **s[] = {&db->run_find, &db->run_add, &db->case_find, &db->case_add,
+                          &db->res_exists, &db->res_add, &db->head_add, &db->layer_add};
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        sqlite3_finalize(*s[i]);
+        *s[i] = NULL;
+    }
+}
+
+void kvdb_close(kv_db *db) {
+    if (!db) return;
+    finalize_all(db);
+    sqlite3_close(db->h);
+    free(db->path);
+    free(db);
+}
+
+static int prepare(kv_db *db, sqlite3_stmt **st, const char *sql) {
+    if (sqlite3_prepare_v2(db->h, sql, -1, st, NULL) != SQLITE_OK) {
+        fail(db, "preparing a statement");
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the schema version; -1 with db->err set when the file is not ours. */
+static int check_version(kv_db *db) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->h, "SELECT schema FROM version", -1, &st, NULL) != SQLITE_OK) {
+        fail(db, "not a kvbench results file");
+        return -1;
+    }
+    int rc = sqlite3_step(st), v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) {
+        refuse(db, "not a kvbench results file (no schema version)");
+        return -1;
+    }
+    if (v != KVDB_SCHEMA_VERSION) {
+        refuse(db, "schema version %d, this kvbench reads version %d", v, KVDB_SCHEMA_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
+static kv_db *open_common(const char *path, int readonly, char *err, size_t errlen) {
+    if (!path || !*path) {
+        snprintf(err, errlen, "results db: no file name given");
+        return NULL;
+    }
+    const char *why = path_problem(path, readonly);
+    if (why) {
+        snprintf(err, errlen, "results db '%s': %s", path, why);
+        return NULL;
+    }
+    kv_db *db = calloc(1, sizeof *db);
+    if (!db || !(db->path = strdup(path))) {
+        free(db);
+        snprintf(err, errlen, "results db '%s': out of memory", path);
+        return NULL;
+    }
+    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
+        fail(db, "cannot open");
+        goto bad;
+    }
+    sqlite3_extended_result_codes(db->h, 1);
+    sqlite3_busy_timeout(db->h, 10000);
+    if (readonly) {
+        if (exec(db, "PRAGMA foreign_keys=ON") || check_version(db)) goto bad;
+        return db;
+    }
+    /* synchronous=NORMAL in WAL keeps every commit across a process crash (kill -9);
+     * only a power loss can drop the last commits. */
+    if (exec(db, "PRAGMA journal_mode=WAL") || exec(db, "PRAGMA synchronous=NORMAL") ||
+        exec(db, "PRAGMA foreign_keys=ON"))
+        goto bad;
+    if (exec(db, "BEGIN IMMEDIATE")) goto bad;
+    if (exec(db, schema_sql)) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        goto bad;
+    }
+    sqlite3_stmt *st = NULL;
+    int have = 0;
+    if (prepare(db, &st, "SELECT count(*) FROM version") == 0) {
+        if (sqlite3_step(st) == SQLITE_ROW) have = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
+    if (!have) {
+        if (prepare(db, &st, "INSERT INTO version(schema) VALUES (?)") == 0) {
+            sqlite3_bind_int(st, 1, KVDB_SCHEMA_VERSION);
+            int rc = sqlite3_step(st);
+            sqlite3_finalize(st);
+            if (rc != SQLITE_DONE) fail(db, "writing the schema version");
+            else have = 1;
+        }
+        if (!have) {
+            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+            goto bad;
+        }
+    }
+    if (exec(db, "COMMIT")) goto bad;
+    if (check_version(db)) goto bad;
+    if (prepare(db, &db->run_find, "SELECT id FROM runs WHERE run_key = ?") ||
+        prepare(db, &db->run_add,
+                "INSERT INTO runs(run_key, config_json, workload, model, git_commit, build_flags, host, cpu,"
+                " backend, seed) VALUES (?,?,?,?,?,?,?,?,?,?)") ||
+        prepare(db, &db->case_find, "SELECT id FROM cases WHERE run_id = ? AND case_key = ?") ||
+        prepare(db, &db->case_add,
+                "INSERT INTO cases(run_id, case_key, workload, ctx, depth, variant, seed, prefill_s)"
+                " VALUES (?,?,?,?,?,?,?,?)") ||
+        prepare(db, &db->res_exists, "SELECT 1 FROM results WHERE case_id = ? AND method = ? AND budget = ?") ||
+        prepare(db, &db->res_add,
+                "INSERT INTO results(case_id, method, params, status, budget, budget_tokens, score, rel_err,"
+                " prefill_s, compress_s, decode_s, decode_tokens, tokens_per_s, fast_bytes, fast_peak,"
+                " fast_aux_bytes, slow_bytes, slow_peak, fast_tokens, output)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
+        prepare(db, &db->head_add, "INSERT INTO head_stats(result_id, layer, head, kept, events) VALUES (?,?,?,?,?)") ||
+        prepare(db, &db->layer_add, "INSERT INTO layer_err(result_id, layer, rel_err) VALUES (?,?,?)"))
+        goto bad;
+    return db;
+bad:
+    snprintf(err, errlen, "%s", db->err);
+    kvdb_close(db);
+    return NULL;
+}
+
+kv_db *kvdb_open(const char *path, char *err, size_t errlen) { return open_common(path, 0, err, errlen); }
+kv_db *kvdb_open_readonly(const char *path, char *err, size_t errlen) { return open_common(path, 1, err, errlen); }
+
+struct sqlite3 *kvdb_sqlite(kv_db *db) { return db->h; }
+const char *kvdb_path(const kv_db *db) { return db->path; }
+const char *kvdb_errmsg(kv_db *db) { return db->err; }
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+    if (s) sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(st, i);
+}
+/* SQLite turns NaN into NULL anyway; say so explicitly. */
+static void bind_real(sqlite3_stmt *st, int i, double x) {
+    if (isnan(x)) sqlite3_bind_null(st, i);
+    else sqlite3_bind_double(st, i, x);
+}
+static void bind_u64(sqlite3_stmt *st, int i, uint64_t x) {
+    int64_t v;
+    memcpy(&v, &x, sizeof v);
+    sqlite3_bind_int64(st, i, v);
+}
+
+/* Runs a one-row lookup; returns the id, 0 when absent, -1 on error. */
+static int64_t lookup(kv_db *db, sqlite3_stmt *st, const char *what) {
+    int rc = sqlite3_step(st);
+    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        fail(db, "looking up %s", what);
+        id = -1;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return id;
+}
+
+static int step_done(kv_db *db, sqlite3_stmt *st, const char *what) {
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) fail(db, "%s", what);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int64_t kvdb_run_begin(kv_db *db, const kvdb_run *r, int *resumed) {
+    if (resumed) *resumed = 0;
+    if (!r || !r->run_key || !*r->run_key) {
+        refuse(db, "a run needs a non-empty run_key");
+        return -1;
+    }
+    if (exec(db, "BEGIN IMMEDIATE")) return -1;
+    sqlite3_bind_text(db->run_find, 1, r->run_key, -1, SQLITE_TRANSIENT);
+    int64_t id = lookup(db, db->run_find, "the run");
+    if (id > 0) {
+        if (resumed) *resumed = 1;
+    } else if (id == 0) {
+        sqlite3_stmt *st = db->run_add;
+        bind_text(st, 1, r->run_key);
+        bind_text(st, 2, r->config_json);
+        bind_text(st, 3, r->workload);
+        bind_text(st, 4, r->model);
+        bind_text(st, 5, r->git_commit);
+        bind_text(st, 6, r->build_flags);
+        bind_text(st, 7, r->host);
+        bind_text(st, 8, r->cpu);
+        bind_text(st, 9, r->backend);
+        bind_u64(st, 10, r->seed);
+        id = step_done(db, st, "recording the run") ? -1 : sqlite3_last_insert_rowid(db->h);
+    }
+    if (id < 0 || exec(db, "COMMIT")) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
+        if (resumed) *resumed = 0;
+        return -1;
+    }
+    return id;
+}
+
+int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c) {
+    if (!c || !c->case_key || !*c->case_key) {
+        refuse(db, "a case needs a non-empty case_key");
+        return -1;
+    }
+    if (exec(db, "BEGIN IMMEDIATE")) return -1;
+    sqlite3_bind_int64(db->case_find, 1, run_id);
+    sqlite3_bind_text(db->case_find, 2, c->case_key, -1, SQLITE_TRANSIENT);
+    int64_t id = lookup(db, db->case_find, "the case");
+    if (id == 0) {
+        sqlite3_stmt *st = db->case_add;
+        sqlite3_bind_int64(st, 1, run_id);
+        bind_text(st, 2, c->case_key);
+        bind_text(st, 3, c->workload);
+        sqlite3_bind_int(st, 4, c->ctx);
+        bind_real(st, 5, c->depth);
+        bind_text(st, 6, c->variant);
+        bind_u64(st, 7, c->seed);
+        bind_real(st, 8, c->prefill_s);
+        id = step_done(db, st, "recording the case") ? -1 : sqlite3_last_insert_rowid(db->h);
+    }
+    if (id < 0 || exec(db, "COMMIT")) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
+        return -1;
+    }
+    return id;
+}
+
+int kvdb_result_exists(kv_db *db, int64_t case_id, const char *method, double budget) {
+    if (!method) {
+        refuse(db, "result lookup without a method name");
+        return -1;
+    }
+    sqlite3_bind_int64(db->res_exists, 1, case_id);
+    sqlite3_bind_text(db->res_exists, 2, method, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(db->res_exists, 3, budget);
+    int64_t found = lookup(db, db->res_exists, "a result");
+    return found < 0 ? -1 : found > 0;
+}
+
+static int put_rows(kv_db *db, int64_t case_id, const kvdb_result *r) {
+    sqlite3_stmt *st = db->res_add;
+    int i = 1;
+    sqlite3_bind_int64(st, i++, case_id);
+    bind_text(st, i++, r->method);
+    bind_text(st, i++, r->params);
+    bind_text(st, i++, r->status);
+    bind_real(st, i++, r->budget);
+    sqlite3_bind_int(st, i++, r->budget_tokens);
+    bind_real(st, i++, r->score);
+    bind_real(st, i++, r->rel_err);
+    bind_real(st, i++, r->prefill_s);
+    bind_real(st, i++, r->compress_s);
+    bind_real(st, i++, r->decode_s);
+    sqlite3_bind_int(st, i++, r->decode_tokens);
+    bind_real(st, i++, r->tokens_per_s);
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.fast_bytes);
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.fast_peak);
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.fast_aux_bytes);
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.slow_bytes);
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.slow_peak);
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.fast_tokens);
+    bind_text(st, i++, r->output);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+        snprintf(db->err, sizeof db->err, "results db '%s': result for case %lld, method %s, budget %g already recorded",
+                 db->path, (long long)case_id, r->method, r->budget);
+        return -1;
+    }
+    if (rc != SQLITE_DONE) {
+        fail(db, "recording result %s (case %lld)", r->method, (long long)case_id);
+        return -1;
+    }
+    int64_t rid = sqlite3_last_insert_rowid(db->h);
+    if (r->heads)
+        for (int l = 0; l < r->n_layers; l++)
+            for (int h = 0; h < r->n_heads; h++) {
+                const kv_headstat *hs = &r->heads[(size_t)l * r->n_heads + h];
+                sqlite3_bind_int64(db->head_add, 1, rid);
+                sqlite3_bind_int(db->head_add, 2, l);
+                sqlite3_bind_int(db->head_add, 3, h);
+                bind_real(db->head_add, 4, hs->kept);
+                bind_real(db->head_add, 5, hs->events);
+                if (step_done(db, db->head_add, "recording head statistics")) return -1;
+            }
+    if (r->layer_err)
+        for (int l = 0; l < r->n_layers; l++) {
+            sqlite3_bind_int64(db->layer_add, 1, rid);
+            sqlite3_bind_int(db->layer_add, 2, l);
+            bind_real(db->layer_add, 3, r->layer_err[l]);
+            if (step_done(db, db->layer_add, "recording per-layer errors")) return -1;
+        }
+    return 0;
+}
+
+int kvdb_result_put(kv_db *db, int64_t case_id, const kvdb_result *r) {
+    if (!r || !r->method || !*r->method) {
+        refuse(db, "a result needs a method name");
+        return -1;
+    }
+    if (!r->status || (strcmp(r->status, "ok") && strcmp(r->status, "infeasible") && strcmp(r->status, "error"))) {
+        refuse(db, "result %s: status '%s' is not ok, infeasible or error", r->method, r->status ? r->status : "(null)");
+        return -1;
+    }
+    if ((r->heads || r->layer_err) && (r->n_layers <= 0 || (r->heads && r->n_heads <= 0))) {
+        refuse(db, "result %s: per-layer rows given with n_layers=%d, n_heads=%d", r->method, r->n_layers, r->n_heads);
+        return -1;
+    }
+    if (exec(db, "BEGIN IMMEDIATE")) return -1;
+    if (put_rows(db, case_id, r) || exec(db, "COMMIT")) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
+        return -1;
+    }
+    return 0;
+}
+
+static const char *zoom_sql =
+    "CREATE TABLE IF NOT EXISTS zoom_events("
+    " result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
+    " step INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,"
+    " expanded INTEGER NOT NULL,"
+    " PRIMARY KEY(result_id, step, layer, head));";
+
+int kvdb_zoom_put(kv_db *db, int64_t case_id, const char *method, double budget,
+                  const kvdb_zoom *ev, size_t n) {
+    if (!method || (n && !ev)) {
+        refuse(db, "zoom events need a method name and rows");
+        return -1;
+    }
+    sqlite3_bind_int64(db->res_exists, 1, case_id);
+    sqlite3_bind_text(db->res_exists, 2, method, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(db->res_exists, 3, budget);
+    int64_t found = lookup(db, db->res_exists, "a result");
+    if (found <= 0) {
+        if (found == 0)
+            refuse(db, "zoom events for case %lld, method %s, budget %g: no such result (record it first)",
+                   (long long)case_id, method, budget);
+        return -1;
+    }
+    sqlite3_stmt *idq = NULL, *add = NULL;
+    if (exec(db, "BEGIN IMMEDIATE")) return -1;
+    int rc = exec(db, zoom_sql) ||
+             prepare(db, &idq, "SELECT id FROM results WHERE case_id = ? AND method = ? AND budget = ?") ||
+             prepare(db, &add, "INSERT INTO zoom_events(result_id, step, layer, head, expanded) VALUES (?,?,?,?,?)");
+    int64_t rid = -1;
+    if (!rc) {
+        sqlite3_bind_int64(idq, 1, case_id);
+        sqlite3_bind_text(idq, 2, method, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_double(idq, 3, budget);
+        rid = lookup(db, idq, "the result id");
+        rc = rid <= 0;
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        sqlite3_bind_int64(add, 1, rid);
+        sqlite3_bind_int(add, 2, ev[i].step);
+        sqlite3_bind_int(add, 3, ev[i].layer);
+        sqlite3_bind_int(add, 4, ev[i].head);
+        sqlite3_bind_int(add, 5, ev[i].expanded);
+        rc = step_done(db, add, "recording zoom events");
+    }
+    sqlite3_finalize(idq);
+    sqlite3_finalize(add);
+    if (rc || exec(db, "COMMIT")) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,62 @@
+/* quant_dot throughput: a Q4_1 / Q8_0 / F32 matrix-vector product of the model's shapes,
+ * fast path (AVX2 where built) and portable path. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "../model/quant.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef float (*dot_fn)(int, const void *, const float *, int64_t);
+
+static double run(dot_fn fn, int type, const uint8_t *w, size_t rb, int rows, const float *x, int n, float *y) {
+    double best = 1e30;
+    for (int rep = 0; rep < 40; rep++) {
+        double t0 = now();
+        for (int r = 0; r < rows; r++) y[r] = fn(type, w + (size_t)r * rb, x, n);
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        printf("usage: bench_quant   (quant_dot on 1536x576 and 576x1536 matrices; prints us per matvec)\n");
+        return strcmp(argv[1], "--help") ? 2 : 0;
+    }
+    int types[] = {GGML_Q4_1, GGML_Q8_0, GGML_Q4_0, GGML_Q6_K, GGML_F32};
+    int shapes[][2] = {{576, 1536}, {1536, 576}};
+    srand(1);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (int s = 0; s < 2; s++) {
+            int n = shapes[s][0], rows = shapes[s][1], type = types[ti];
+            size_t rb = quant_row_bytes(type, n);
+            if (!rb) continue;   /* n not a multiple of the block (Q6_K on 576) */
+            uint8_t *w = malloc(rb * rows);
+            float *x = malloc(n * sizeof *x), *y = malloc(rows * sizeof *y);
+            for (size_t i = 0; i < rb * rows; i++) w[i] = (uint8_t)rand();
+            int block, bytes;
+            quant_info(type, &block, &bytes);
+            if (type == GGML_F32)
+                for (size_t i = 0; i < (size_t)n * rows; i++) ((float *)w)[i] = (float)rand() / RAND_MAX;
+            else
+                for (size_t b = 0; b < rb * rows / bytes; b++) {   /* sane f16 scales */
+                    uint16_t h = f32_to_f16(0.01f);
+                    memcpy(w + b * bytes + (type == GGML_Q6_K ? 208 : 0), &h, 2);
+                    if (type == GGML_Q4_1) memcpy(w + b * bytes + 2, &h, 2);
+                }
+            for (int i = 0; i < n; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
+            double tf = run(quant_dot, type, w, rb, rows, x, n, y);
+            double tg = run(quant_dot_generic, type, w, rb, rows, x, n, y);
+            printf("%-5s %4d x %4d: quant_dot %7.1f us (%5.2f GB/s of weights), portable %7.1f us\n",
+                   quant_name(type), rows, n, tf * 1e6, rb * rows / tf * 1e-9, tg * 1e6);
+            free(w), free(x), free(y);
+        }
+    return 0;
+}

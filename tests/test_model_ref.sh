@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The engine against an independent float64 numpy forward pass (tests/model_ref.py).
+# 1. SmolLM2: test_model --dump writes the engine's ids, surprisal, logits and greedy
+#    tokens for two prompts; model_ref.py recomputes them from the GGUF.
+# 2. Tiny random models written by tests/model_tiny.py (fresh seed, printed): qwen2
+#    (biases, NeoX rope, untied output) and llama with linear rope scaling, checked the
+#    same way; and a yarn-scaled model, which must be refused by name.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PY=.venv/bin/python
+MODEL=$("$BUILD"/tests/test_model --print-path)
+[ -f "$MODEL" ] || { echo "test_model_ref: no model at $MODEL: run \`make model\`"; exit 1; }
+[ -x "$PY" ] || { echo "test_model_ref: no $PY: run tools/setup_venv.sh"; exit 1; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+"$BUILD"/tests/test_model --dump "$dir"
+"$PY" tests/model_ref.py "$MODEL" "$dir"
+
+seed=${KVBENCH_TEST_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+echo "tiny models: seed $seed (KVBENCH_TEST_SEED to replay)"
+for v in qwen2 llama; do
+    mkdir -p "$dir/$v"
+    "$PY" tests/model_tiny.py "$v" "$dir/$v/model.gguf" "$dir/$v" "$seed"
+    echo "== tiny $v"
+    "$BUILD"/tests/test_model --dump-model "$dir/$v/model.gguf" "$dir/$v"
+    "$PY" tests/model_ref.py "$dir/$v/model.gguf" "$dir/$v"
+done
+"$PY" tests/model_tiny.py yarn "$dir/yarn.gguf" "$dir" "$seed"
+if msg=$(./kvbench info --model "$dir/yarn.gguf" 2>&1); then
+    echo "FAIL: a yarn-scaled model was accepted"; exit 1
+fi
+case "$msg" in
+    *"$dir/yarn.gguf: rope scaling type 'yarn' is not supported"*) echo "yarn refused: $msg" ;;
+    *) echo "FAIL: yarn refusal message: $msg"; exit 1 ;;
+esac

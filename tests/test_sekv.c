@@ -1,0 +1,446 @@
+/* SeKV as a kv_method, on random K/V/Q (fresh seed) against float64 references written
+ * here: with every span expanded at full rank it equals exact attention (also after
+ * decode-time compaction); with zoom off it equals a softmax over full tokens and
+ * surprisal-weighted coarse rows; a span the query targets is expanded; the budget holds
+ * at every step; infeasible budgets and bad parameters are reported; auto alpha is the
+ * smallest that fits; zoom events reach SQLite. */
+#include "check.h"
+#include "../methods/sekv.h"
+#include "../results/db.h"
+#include <math.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+typedef struct {
+    int L, H, Hkv, g, d, n, steps;
+    size_t stride;          /* floats between kv heads: (n + steps) * d */
+    float *K, *V;           /* [L][Hkv][n+steps][d] */
+    float *Q;               /* [steps][L][H][d] */
+    float *surp;            /* [n+steps] */
+} scen;
+
+static float *krow(const scen *s, int l, int j, int t) {
+    return s->K + ((size_t)l * s->Hkv + j) * s->stride + (size_t)t * s->d;
+}
+static float *vrow(const scen *s, int l, int j, int t) {
+    return s->V + ((size_t)l * s->Hkv + j) * s->stride + (size_t)t * s->d;
+}
+static float *qrow(const scen *s, int step, int l) { return s->Q + ((size_t)step * s->L + l) * s->H * s->d; }
+
+static scen make_scen(int L, int H, int Hkv, int d, int n, int steps) {
+    scen s = {L, H, Hkv, H / Hkv, d, n, steps, (size_t)(n + steps) * d, NULL, NULL, NULL, NULL};
+    size_t kv = (size_t)L * Hkv * s.stride;
+    s.K = malloc(kv * sizeof *s.K), s.V = malloc(kv * sizeof *s.V);
+    s.Q = malloc((size_t)steps * L * H * d * sizeof *s.Q);
+    s.surp = malloc((size_t)(n + steps) * sizeof *s.surp);
+    test_fill(s.K, kv, 1), test_fill(s.V, kv, 1);
+    test_fill(s.Q, (size_t)steps * L * H * d, 1.5f);
+    for (int t = 0; t < n + steps; t++) s.surp[t] = (float)(-log(test_unif() + 1e-9) * (test_unif() < 0.1 ? 5 : 1));
+    s.surp[0] = 0;
+    return s;
+}
+static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->surp); }
+
+static kv_state *start(const scen *s, const char *params, int budget, char *err, size_t errlen) {
+    kv_setup su = {s->L, s->H, s->Hkv, s->d, s->n, s->steps, 0, budget, 2, params};
+    return kv_sekv.init(&su, err, errlen);
+}
+
+static int ingest_all(kv_state *st, const scen *s, char *err, size_t errlen) {
+    for (int l = 0; l < s->L; l++) {
+        kv_prefill p = {.layer = l, .n = s->n, .K = krow(s, l, 0, 0), .V = vrow(s, l, 0, 0),
+                        .kv_stride = s->stride, .surprisal = s->surp};
+        if (kv_sekv.ingest(st, &p, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+/* Decode step: every layer appends token n+step and attends with its query. */
+static void step(kv_state *st, const scen *s, int k, float *out) {
+    int d = s->d;
+    float *kk = malloc((size_t)s->Hkv * d * sizeof *kk), *vv = malloc((size_t)s->Hkv * d * sizeof *vv);
+    for (int l = 0; l < s->L; l++) {
+        for (int j = 0; j < s->Hkv; j++) {
+            memcpy(kk + (size_t)j * d, krow(s, l, j, s->n + k), d * sizeof *kk);
+            memcpy(vv + (size_t)j * d, vrow(s, l, j, s->n + k), d * sizeof *vv);
+        }
+        kv_token t = {s->n + k, s->surp[s->n + k], 0};
+        kv_sekv.append(st, l, kk, vv, &t);
+        test_poison(out + (size_t)l * s->H * d, (size_t)s->H * d);
+        kv_sekv.attend(st, l, qrow(s, k, l), out + (size_t)l * s->H * d);
+    }
+    free(kk), free(vv);
+}
+
+/* Exact attention of head h of layer l over tokens 0..T-1, in double. */
+static void ref_full(const scen *s, int l, int h, int T, const float *q, double *out) {
+    int d = s->d;
+    double *lg = malloc((size_t)T * sizeof *lg), mx = -INFINITY, sum = 0;
+    for (int t = 0; t < T; t++) {
+        const float *k = krow(s, l, h / s->g, t);
+        double dot = 0;
+        for (int c = 0; c < d; c++) dot += (double)q[c] * k[c];
+        lg[t] = dot / sqrt((double)d);
+        if (lg[t] > mx) mx = lg[t];
+    }
+    for (int c = 0; c < d; c++) out[c] = 0;
+    for (int t = 0; t < T; t++) sum += (lg[t] = exp(lg[t] - mx));
+    for (int t = 0; t < T; t++) {
+        const float *v = vrow(s, l, h / s->g, t);
+        for (int c = 0; c < d; c++) out[c] += lg[t] / sum * v[c];
+    }
+    free(lg);
+}
+
+/* Worst relative error of every head of every layer against exact attention over T tokens. */
+static double err_vs_full(const scen *s, int k, int T, const float *out) {
+    double worst = 0, ref[128];
+    for (int l = 0; l < s->L; l++)
+        for (int h = 0; h < s->H; h++) {
+            ref_full(s, l, h, T, qrow(s, k, l) + (size_t)h * s->d, ref);
+            double e = rel_l2(out + ((size_t)l * s->H + h) * s->d, ref, s->d);
+            if (e > worst) worst = e;
+        }
+    return worst;
+}
+
+static int total_expanded(const kv_state *st, const scen *s, int32_t *buf) {
+    int all = 1;
+    for (int l = 0; l < s->L; l++)
+        for (int h = 0; h < s->H; h++)
+            all &= sekv_expanded(st, l, h, buf) == sekv_span_count(st, l);
+    return all;
+}
+
+/* Every span expanded at full rank, gate open, budget large: SeKV is exact attention. */
+static void test_exact(int gate) {
+    scen s = make_scen(2, 4, 2, 32, test_int(150, 400), 10);
+    char params[128], err[256];
+    snprintf(params, sizeof params, "rank=32,gate=%d,tau=0,local=8,sinks=2,l_max=32", gate);
+    kv_state *st = start(&s, params, 4 * (s.n + s.steps), err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "setup: %s", err);
+    if (!st) return;
+    CHECK(sekv_span_count(st, 0) > 3, "only %d spans", sekv_span_count(st, 0));
+    float *out = malloc((size_t)s.L * s.H * s.d * sizeof *out);
+    int32_t *buf = malloc((size_t)s.n * sizeof *buf);
+    double worst = 0;
+    int all = 1;
+    for (int k = 0; k < s.steps; k++) {
+        step(st, &s, k, out);
+        all &= total_expanded(st, &s, buf);
+        double e = err_vs_full(&s, k, s.n + k + 1, out);
+        if (e > worst) worst = e;
+    }
+    CHECK(all, "not every span was expanded");
+    CHECK(worst < 2e-5, "gate=%d: every span expanded at full rank differs from exact attention by %g", gate, worst);
+    printf("exact (gate=%d, n=%d, %d spans): worst rel err %.2e\n", gate, s.n, sekv_span_count(st, 0), worst);
+    kv_sekv.free(st);
+    free(out), free(buf);
+    free_scen(&s);
+}
+
+/* Decode-time compaction: many decode steps push P past B/2 so decoded tokens become
+ * spans; with room for everything and full rank the output stays exact. */
+static void test_compaction_exact(void) {
+    scen s = make_scen(2, 4, 2, 32, 100, 130);
+    char err[256];
+    kv_state *st = start(&s, "alpha=1,rank=32,gate=0,tau=0,local=8,sinks=2,l_max=16", 270, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "setup: %s", err);
+    if (!st) return;
+    int ns0 = sekv_span_count(st, 0);
+    float *out = malloc((size_t)s.L * s.H * s.d * sizeof *out);
+    int32_t *buf = malloc((size_t)(s.n + s.steps) * sizeof *buf);
+    double worst = 0;
+    int all = 1, over = 0;
+    for (int k = 0; k < s.steps; k++) {
+        step(st, &s, k, out);
+        all &= total_expanded(st, &s, buf);
+        double e = err_vs_full(&s, k, s.n + k + 1, out);
+        if (e > worst) worst = e;
+        for (int l = 0; l < s.L; l++) over |= sekv_resident(st, l, 0, NULL, NULL) > 270;
+    }
+    int ns1 = sekv_span_count(st, 0);
+    CHECK(ns1 > ns0, "no decoded tokens were folded into spans (%d -> %d)", ns0, ns1);
+    CHECK(all && worst < 2e-5, "after compaction: all expanded %d, rel err %g", all, worst);
+    CHECK(!over, "budget exceeded");
+    printf("compaction: spans %d -> %d over %d steps, worst rel err %.2e\n", ns0, ns1, s.steps, worst);
+    kv_sekv.free(st);
+    free(out), free(buf);
+    free_scen(&s);
+}
+
+/* zoom=0: one softmax over full-resolution tokens (bias 0) and one coarse row per span
+ * (surprisal-weighted mean, bias ln|S|), rebuilt here from the segmentation. */
+static void test_coarse_only(void) {
+    scen s = make_scen(1, 6, 3, 16, test_int(200, 500), 1);
+    char err[256];
+    kv_state *st = start(&s, "zoom=0,local=16,sinks=3", s.n, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "setup: %s", err);
+    if (!st) return;
+    const sekv_seg *sg = sekv_segmentation(st);
+    float *out = malloc((size_t)s.H * s.d * sizeof *out);
+    step(st, &s, 0, out);
+    int d = s.d, T = s.n + 1;
+    double worst = 0;
+    for (int h = 0; h < s.H; h++) {
+        int j = h / s.g;
+        const float *q = qrow(&s, 0, 0) + (size_t)h * d;
+        double *lg = malloc((size_t)T * sizeof *lg), *vs = malloc((size_t)T * d * sizeof *vs), mx = -INFINITY;
+        int m = 0, si = 0;
+        for (int t = 0; t < T; m++) {
+            double kb[64], vb[64], bias = 0;
+            int len = 1;
+            if (t < s.n && si < sg->n_spans && sg->span[si].start == t) {
+                len = sg->span[si++].len;
+                double tot = 0;
+                for (int u = t; u < t + len; u++) tot += s.surp[u];
+                for (int c = 0; c < d; c++) {
+                    kb[c] = vb[c] = 0;
+                    for (int u = t; u < t + len; u++) {
+                        double w = tot > 0 ? s.surp[u] / tot : 1.0 / len;
+                        kb[c] += w * krow(&s, 0, j, u)[c];
+                        vb[c] += w * vrow(&s, 0, j, u)[c];
+                    }
+                }
+                bias = log(len);
+            } else {
+                for (int c = 0; c < d; c++) kb[c] = krow(&s, 0, j, t)[c], vb[c] = vrow(&s, 0, j, t)[c];
+            }
+            double dot = 0;
+            for (int c = 0; c < d; c++) dot += q[c] * kb[c], vs[(size_t)m * d + c] = vb[c];
+            lg[m] = dot / sqrt((double)d) + bias;
+            if (lg[m] > mx) mx = lg[m];
+            t += len;
+        }
+        double sum = 0, ref[64] = {0};
+        for (int i = 0; i < m; i++) sum += (lg[i] = exp(lg[i] - mx));
+        for (int i = 0; i < m; i++)
+            for (int c = 0; c < d; c++) ref[c] += lg[i] / sum * vs[(size_t)i * d + c];
+        double e = rel_l2(out + (size_t)h * d, ref, d);
+        if (e > worst) worst = e;
+        kv_headstat hs;
+        kv_sekv.head_stats(st, 0, h, &hs);
+        CHECK(hs.kept == m && hs.events == 0, "head %d: kept %g (want %d), events %g", h, hs.kept, m, hs.events);
+        free(lg), free(vs);
+    }
+    CHECK(worst < 1e-5, "coarse-only attention differs from the reference by %g", worst);
+    kv_sekv.free(st);
+    free(out);
+    free_scen(&s);
+}
+
+/* The queries of one group point at one long span's keys: that span is expanded, within
+ * a room that holds only a few spans. */
+static void test_targeted(int trained_zoom) {
+    scen s = make_scen(1, 4, 2, 64, 1500, 1);
+    const char *params = trained_zoom ? "alpha=1,local=32,sinks=4" : "alpha=1,local=32,sinks=4,trained_zoom=0";
+    sekv_seg sg;
+    sekv_segment_ex(s.surp, s.n, 1.0, 4, 64, 0, 4, 32, &sg);
+    int P = sekv_seg_persistent(&sg), B = 2 * P + 2;
+    /* the longest span in the middle half */
+    int target = -1;
+    for (int i = 0; i < sg.n_spans; i++)
+        if (sg.span[i].start > s.n / 4 && sg.span[i].start < 3 * s.n / 4 &&
+            (target < 0 || sg.span[i].len > sg.span[target].len))
+            target = i;
+    float u[64];
+    test_fill(u, 64, 1);
+    double nu = 0;
+    for (int c = 0; c < 64; c++) nu += (double)u[c] * u[c];
+    for (int c = 0; c < 64; c++) u[c] /= (float)sqrt(nu);
+    int gj = test_int(0, 1);   /* the kv group whose heads look for the span */
+    for (int t = sg.span[target].start; t < sg.span[target].start + sg.span[target].len; t++)
+        for (int c = 0; c < 64; c++) krow(&s, 0, gj, t)[c] = 6 * u[c] + 0.3f * test_normal();
+    for (int h = 2 * gj; h < 2 * gj + 2; h++)
+        for (int c = 0; c < 64; c++) qrow(&s, 0, 0)[h * 64 + c] = 6 * u[c];
+    char err[256];
+    kv_state *st = start(&s, params, B, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "setup: %s", err);
+    if (!st) return;
+    CHECK(sekv_span_count(st, 0) == sg.n_spans, "segmentation differs from sekv_segment_ex");
+    float *out = malloc((size_t)s.H * s.d * sizeof *out);
+    step(st, &s, 0, out);
+    int32_t ex[512];
+    for (int h = 2 * gj; h < 2 * gj + 2; h++) {
+        int n = sekv_expanded(st, 0, h, ex), hit = 0;
+        for (int i = 0; i < n; i++) hit |= ex[i] == target;
+        CHECK(hit, "trained_zoom=%d head %d: targeted span %d (len %d) not among %d expanded", trained_zoom, h,
+              target, sg.span[target].len, n);
+        CHECK(n < sg.n_spans / 2, "head %d expanded %d of %d spans: room not limiting", h, n, sg.n_spans);
+    }
+    int Pst, R;
+    sekv_resident(st, 0, gj, &Pst, &R);
+    CHECK(R > 0 && Pst + R <= B, "group %d: P %d + reconstructed %d vs B %d", gj, Pst, R, B);
+    /* zoom log and head stats agree */
+    const sekv_zoom_event *ev;
+    size_t nev = sekv_zoom_log(st, &ev);
+    double per_head[4] = {0};
+    for (size_t i = 0; i < nev; i++) per_head[ev[i].head] += ev[i].expanded;
+    for (int h = 0; h < 4; h++) {
+        kv_headstat hs;
+        kv_sekv.head_stats(st, 0, h, &hs);
+        CHECK(hs.events == per_head[h], "head %d: events %g vs zoom log %g", h, hs.events, per_head[h]);
+    }
+    if (trained_zoom) {   /* the zoom log into SQLite */
+        char path[64], e2[512];
+        snprintf(path, sizeof path, "/tmp/test_sekv_%d.db", (int)getpid());
+        unlink(path);
+        kv_db *db = kvdb_open(path, e2, sizeof e2);
+        CHECK(db != NULL, "open: %s", e2);
+        kvdb_run run = {.run_key = "k", .workload = "synthetic"};
+        int64_t rid = kvdb_run_begin(db, &run, NULL);
+        kvdb_case cs = {.case_key = "c", .workload = "synthetic", .ctx = s.n};
+        int64_t cid = kvdb_case_get(db, rid, &cs);
+        kvdb_zoom *z = malloc((nev + 1) * sizeof *z);
+        for (size_t i = 0; i < nev; i++) z[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded};
+        CHECK(kvdb_zoom_put(db, cid, "sekv", B, z, nev) == -1 && strstr(kvdb_errmsg(db), "no such result"),
+              "zoom events without a result accepted: %s", kvdb_errmsg(db));
+        kvdb_result r = {.method = "sekv", .status = "ok", .budget = B, .budget_tokens = B};
+        CHECK(kvdb_result_put(db, cid, &r) == 0, "result: %s", kvdb_errmsg(db));
+        CHECK(kvdb_zoom_put(db, cid, "sekv", B, z, nev) == 0, "zoom put: %s", kvdb_errmsg(db));
+        CHECK(nev == 0 || kvdb_zoom_put(db, cid, "sekv", B, z, 1) == -1, "duplicate zoom rows accepted");
+        sqlite3_stmt *q;
+        sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT count(*), total(expanded) FROM zoom_events", -1, &q, NULL);
+        CHECK(sqlite3_step(q) == SQLITE_ROW, "query");
+        double tot = per_head[0] + per_head[1] + per_head[2] + per_head[3];
+        CHECK(sqlite3_column_int64(q, 0) == (int64_t)nev && sqlite3_column_double(q, 1) == tot,
+              "zoom_events rows %lld sum %g, want %zu %g", (long long)sqlite3_column_int64(q, 0),
+              sqlite3_column_double(q, 1), nev, tot);
+        sqlite3_finalize(q);
+        kvdb_close(db);
+        free(z);
+        unlink(path);
+    }
+    kv_sekv.free(st);
+    sekv_seg_free(&sg);
+    free(out);
+    free_scen(&s);
+}
+
+/* P + reconstructed <= B for every (layer, group) over 30 steps with maximal zoom,
+ * while decode tokens push P past B/2; memory() matches the resident rows. */
+static void test_budget(void) {
+    scen s = make_scen(2, 6, 2, 32, 800, 30);
+    sekv_seg sg;
+    sekv_segment_ex(s.surp, s.n, 1.0, 4, 16, 0, 4, 8, &sg);
+    int B = 2 * sekv_seg_persistent(&sg) + 10;
+    sekv_seg_free(&sg);
+    char err[256];
+    kv_state *st = start(&s, "alpha=1,tau=0,local=8,l_max=16", B, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "setup: %s", err);
+    if (!st) return;
+    int ns0 = sekv_span_count(st, 0), over = 0, zoomed = 0, bad_mem = 0;
+    float *out = malloc((size_t)s.L * s.H * s.d * sizeof *out);
+    for (int k = 0; k < s.steps; k++) {
+        step(st, &s, k, out);
+        long rows = 0;
+        for (int l = 0; l < s.L; l++)
+            for (int j = 0; j < s.Hkv; j++) {
+                int P, R, tot = sekv_resident(st, l, j, &P, &R);
+                over |= tot > B;
+                zoomed |= R > 0;
+                rows += tot;
+            }
+        kv_mem m;
+        kv_sekv.memory(st, &m);
+        bad_mem |= m.fast_tokens != rows || m.fast_tokens > (long)s.L * s.Hkv * B ||
+                   m.fast_bytes != (size_t)rows * 2 * s.d * 2 + m.fast_aux_bytes || m.fast_peak < m.fast_bytes ||
+                   m.slow_bytes == 0 || m.slow_peak < m.slow_bytes;
+        int finite = 1;
+        for (size_t i = 0; i < (size_t)s.L * s.H * s.d; i++) finite &= isfinite(out[i]);
+        CHECK(finite, "step %d: output not finite", k);
+    }
+    CHECK(!over, "fast rows exceeded B=%d", B);
+    CHECK(zoomed, "nothing was ever expanded");
+    CHECK(!bad_mem, "memory() disagrees with the resident rows");
+    CHECK(sekv_span_count(st, 0) > ns0, "P passed B/2 but nothing was folded (%d spans)", ns0);
+    kv_sekv.free(st);
+    free(out);
+    free_scen(&s);
+}
+
+/* Auto alpha is the smallest grid value whose P fits in B/2; too small a budget is
+ * reported as infeasible. */
+static void test_auto_and_infeasible(void) {
+    scen s = make_scen(1, 2, 1, 16, 1000, 1);
+    static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
+    sekv_seg sg;
+    sekv_segment_ex(s.surp, s.n, 2.0, 4, 64, 0, 4, 32, &sg);
+    int B = 2 * sekv_seg_persistent(&sg) + test_int(0, 1);
+    sekv_seg_free(&sg);
+    char err[256];
+    kv_state *st = start(&s, NULL, B, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "setup: %s", err);
+    int lm;
+    double a = sekv_chosen_alpha(st, &lm);
+    CHECK(a <= 2.0 && lm == 4, "chose alpha %g l_min %d", a, lm);
+    for (int i = 0; i < 10 && grid[i] <= a; i++) {
+        sekv_segment_ex(s.surp, s.n, grid[i], 4, 64, 0, 4, 32, &sg);
+        int P = sekv_seg_persistent(&sg);
+        CHECK(grid[i] < a ? P > B / 2 : P <= B / 2, "alpha %g: P=%d, B/2=%d, chosen %g", grid[i], P, B / 2, a);
+        sekv_seg_free(&sg);
+    }
+    char desc[256];
+    sekv_describe(st, desc, sizeof desc);
+    CHECK(strstr(desc, "(auto)") && strstr(desc, "untrained"), "describe: %s", desc);
+    kv_sekv.free(st);
+    const char *cases[2] = {NULL, "alpha=1"};
+    for (int i = 0; i < 2; i++) {
+        st = start(&s, cases[i], 40, err, sizeof err);
+        CHECK(st != NULL, "init: %s", err);
+        err[0] = 0;
+        CHECK(ingest_all(st, &s, err, sizeof err) == -1 && strstr(err, "infeasible") && strstr(err, "B=40"),
+              "tiny budget (%s): '%s'", cases[i] ? cases[i] : "auto", err);
+        kv_sekv.free(st);
+    }
+    free_scen(&s);
+}
+
+static void test_bad_params(void) {
+    scen s = make_scen(2, 4, 2, 16, 50, 1);
+    char err[512], path[64], params[160];
+    const char *bad[][2] = {{"rank=16", "rank"}, {"alpha=0", "alpha"}, {"dprime=16", "dprime"},
+                            {"nope=1", "unknown"}, {"l_min=9,l_max=4", "l_max"}, {"gate=3", "gate"},
+                            {"tau=2", "tau"}, {"params_file=/nonexistent/p.bin", "/nonexistent/p.bin"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        kv_state *st = start(&s, bad[i][0], 10, err, sizeof err);
+        CHECK(!st && strstr(err, bad[i][1]), "'%s' accepted or unclear: '%s'", bad[i][0], err);
+        if (st) kv_sekv.free(st);
+    }
+    snprintf(path, sizeof path, "/tmp/test_sekv_p_%d.bin", (int)getpid());
+    sekv_params p;
+    CHECK(sekv_params_init(&p, 2, 4, 16, 32, 5, err, sizeof err) == 0, "init");
+    p.trained = 1;
+    CHECK(sekv_params_save(&p, path, err, sizeof err) == 0, "save: %s", err);
+    snprintf(params, sizeof params, "params_file=%s", path);
+    kv_state *st = start(&s, params, 1000, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "with params file: %s", err);
+    char desc[256] = "";
+    if (st) sekv_describe(st, desc, sizeof desc), kv_sekv.free(st);
+    CHECK(strstr(desc, "trained") && !strstr(desc, "untrained"), "describe: %s", desc);
+    snprintf(params, sizeof params, "params_file=%s,rank=8", path);
+    st = start(&s, params, 1000, err, sizeof err);
+    CHECK(!st && strstr(err, "rank cap 32"), "rank vs file: '%s'", err);
+    scen s2 = make_scen(3, 4, 2, 16, 50, 1);
+    snprintf(params, sizeof params, "params_file=%s", path);
+    st = start(&s2, params, 1000, err, sizeof err);
+    CHECK(!st && strstr(err, "shape mismatch") && strstr(err, path), "shape: '%s'", err);
+    unlink(path);
+    sekv_params_free(&p);
+    free_scen(&s), free_scen(&s2);
+}
+
+int main(void) {
+    test_seed();
+    test_exact(0);
+    test_exact(1);
+    test_compaction_exact();
+    test_coarse_only();
+    test_targeted(1);
+    test_targeted(0);
+    test_budget();
+    test_auto_and_infeasible();
+    test_bad_params();
+    return check_done("test_sekv");
+}
