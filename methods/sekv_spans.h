@@ -70,7 +70,8 @@ int sekv_split_run(int m, int l_max, int *len);
 /* ---------------------------------------------------------------- coarse entry */
 
 /* kbar = sum_t w_t K[t], vbar likewise, over len rows of d floats, with surprisal weights
- * w_t = H_t / sum H (negative surprisal counts as 0); uniform 1/len when the sum is 0.
+ * w_t = H_t / sum H (negative surprisal counts as 0); uniform 1/len when the sum is 0 or
+ * H is NULL.
  * w (optional, [len]) receives the weights (the trainer needs them). Sums in double. */
 void sekv_coarse(const float *K, const float *V, const float *H, int len, int d, float *kbar,
                  float *vbar, float *w);

@@ -222,6 +222,7 @@ int cmd_generate(int argc, char **argv) {
     int k = model_generate_method(m, meth, &s, ids, n, max_tokens, out, stream_token, (void *)tok, &st,
                                   err, sizeof err);
     printf("\n");
+    fflush(stdout);
     if (k < 0) {
         fprintf(stderr, "kvbench generate: %s\n", err);
         goto done;

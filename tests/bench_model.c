@@ -1,5 +1,6 @@
 /* Engine speed and memory on the real model, 2 threads: prefill and FullKV decode
- * tokens/s at 512, 2048 and 8192 tokens of context, and the process's resident memory
+ * tokens/s at 512, 2048 and 8192 tokens of context (at 8192 the prompt is 8176 tokens so
+ * that the 16 decoded ones fit the model's context), and the process's resident memory
  * (VmRSS now, VmHWM peak) after each. */
 #include "../kernels/core.h"
 #include "../model/model.h"
@@ -44,7 +45,7 @@ int main(void) {
     const int ctx[] = {512, 2048, 8192}, decode_steps = 16;
     printf("model %s, %d threads, FullKV decode of %d tokens after each prefill\n", c->name, kb_threads(),
            decode_steps);
-    printf("%8s %14s %10s %13s %10s %10s\n", "context", "prefill tok/s", "prefill s", "decode tok/s",
+    printf("%8s %14s %10s %13s %10s %10s\n", "prompt", "prefill tok/s", "prefill s", "decode tok/s",
            "VmRSS MB", "VmHWM MB");
     for (int k = 0; k < 3; k++) {
         int n = ctx[k] < c->n_ctx_train - decode_steps ? ctx[k] : c->n_ctx_train - decode_steps;

@@ -104,6 +104,56 @@ static double err_vs_full(const scen *s, int k, int T, const float *out) {
     return worst;
 }
 
+/* The persistent rows of every kv head of layer l cover positions 0..T-1 once each, in
+ * order; full rows are the original tokens, coarse rows the surprisal-weighted means of
+ * their span, and spans short enough for full rank (len <= min(d, rank)) rebuild their
+ * tokens. Returns the worst relative error seen. */
+static double check_structure(const kv_state *st, const scen *s, int l, int T, int rank) {
+    int n = sekv_rows(st, l, NULL, NULL), d = s->d, ok = 1;
+    int32_t *pos = malloc((size_t)n * sizeof *pos), *sp = malloc((size_t)n * sizeof *sp);
+    sekv_rows(st, l, pos, sp);
+    float *K = malloc((size_t)T * d * sizeof *K), *V = malloc((size_t)T * d * sizeof *V);
+    double worst = 0, *ref = malloc((size_t)2 * T * d * sizeof *ref);
+    int next = 0;
+    for (int r = 0; r < n; r++) {
+        int len = sp[r] < 0 ? 1 : sekv_span_at(st, l, sp[r]).len;
+        ok &= pos[r] == next && (sp[r] < 0 || sekv_span_at(st, l, sp[r]).start == pos[r]);
+        next = pos[r] + len;
+        for (int j = 0; j < s->Hkv; j++) {
+            const float *k, *v;
+            sekv_row(st, l, j, r, &k, &v);
+            if (sp[r] < 0) {
+                ok &= memcmp(k, krow(s, l, j, pos[r]), d * sizeof *k) == 0 &&
+                      memcmp(v, vrow(s, l, j, pos[r]), d * sizeof *v) == 0;
+                continue;
+            }
+            double tot = 0;
+            for (int t = pos[r]; t < next; t++) tot += s->surp[t];
+            for (int c = 0; c < d; c++) {
+                ref[c] = ref[d + c] = 0;
+                for (int t = pos[r]; t < next; t++) {
+                    double w = tot > 0 ? s->surp[t] / tot : 1.0 / len;
+                    ref[c] += w * krow(s, l, j, t)[c];
+                    ref[d + c] += w * vrow(s, l, j, t)[c];
+                }
+            }
+            worst = fmax(worst, fmax(rel_l2(k, ref, d), rel_l2(v, ref + d, d)));
+            if (len > d || len > rank) continue;
+            test_poison(K, (size_t)len * d), test_poison(V, (size_t)len * d);
+            sekv_span_tokens(st, l, j, sp[r], K, V);
+            for (int t = 0; t < len; t++)
+                for (int c = 0; c < d; c++) {
+                    ref[(size_t)t * d + c] = krow(s, l, j, pos[r] + t)[c];
+                    ref[(size_t)(len + t) * d + c] = vrow(s, l, j, pos[r] + t)[c];
+                }
+            worst = fmax(worst, fmax(rel_l2(K, ref, (size_t)len * d), rel_l2(V, ref + (size_t)len * d, (size_t)len * d)));
+        }
+    }
+    CHECK(ok && next == T, "layer %d: rows do not tile positions 0..%d (end %d)", l, T, next);
+    free(pos), free(sp), free(K), free(V), free(ref);
+    return worst;
+}
+
 static int total_expanded(const kv_state *st, const scen *s, int32_t *buf) {
     int all = 1;
     for (int l = 0; l < s->L; l++)
@@ -160,6 +210,7 @@ static void test_compaction_exact(void) {
         for (int l = 0; l < s.L; l++) over |= sekv_resident(st, l, 0, NULL, NULL) > 270;
     }
     int ns1 = sekv_span_count(st, 0);
+    for (int l = 0; l < s.L; l++) CHECK(check_structure(st, &s, l, s.n + s.steps, 32) < 1e-4, "structure");
     CHECK(ns1 > ns0, "no decoded tokens were folded into spans (%d -> %d)", ns0, ns1);
     CHECK(all && worst < 2e-5, "after compaction: all expanded %d, rel err %g", all, worst);
     CHECK(!over, "budget exceeded");
@@ -346,6 +397,10 @@ static void test_budget(void) {
         bad_mem |= m.fast_tokens != rows || m.fast_tokens > (long)s.L * s.Hkv * B ||
                    m.fast_bytes != (size_t)rows * 2 * s.d * 2 + m.fast_aux_bytes || m.fast_peak < m.fast_bytes ||
                    m.slow_bytes == 0 || m.slow_peak < m.slow_bytes;
+        for (int l = 0; l < s.L; l++) {
+            double e = check_structure(st, &s, l, s.n + k + 1, 32);
+            CHECK(e < 1e-4, "step %d layer %d: rows off by %g", k, l, e);
+        }
         int finite = 1;
         for (size_t i = 0; i < (size_t)s.L * s.H * s.d; i++) finite &= isfinite(out[i]);
         CHECK(finite, "step %d: output not finite", k);
@@ -431,6 +486,35 @@ static void test_bad_params(void) {
     free_scen(&s), free_scen(&s2);
 }
 
+/* Tiny prompts and budgets: no spans at first, decoded tokens folded under a budget of
+ * a few rows; the budget holds and outputs stay exact while everything fits. */
+static void test_tiny(void) {
+    for (int it = 0; it < 6; it++) {
+        scen s = make_scen(1, 2, 1, 64, test_int(1, 6), 40);
+        int B = test_int(2 * (s.n < 5 ? s.n : 5) + 2, 24);
+        char err[256];
+        kv_state *st = start(&s, "sinks=1,local=4,rank=64,gate=0,tau=0", B, err, sizeof err);
+        CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "n=%d B=%d: %s", s.n, B, err);
+        if (!st) continue;
+        float out[128];
+        int over = 0;
+        double worst = 0;
+        for (int k = 0; k < s.steps; k++) {
+            step(st, &s, k, out);
+            over |= sekv_resident(st, 0, 0, NULL, NULL) > B;
+            worst = fmax(worst, check_structure(st, &s, 0, s.n + k + 1, 64));
+            if (s.n + k + 1 <= B / 2 + 1)   /* nothing folded yet: exact */
+                CHECK(err_vs_full(&s, k, s.n + k + 1, out) < 1e-5, "n=%d step %d not exact", s.n, k);
+            CHECK(isfinite(out[0]) && isfinite(out[127]), "not finite");
+        }
+        CHECK(worst < 1e-4, "n=%d B=%d: folded/merged rows off by %g", s.n, B, worst);
+        CHECK(!over, "n=%d: budget B=%d exceeded", s.n, B);
+        CHECK(sekv_span_count(st, 0) > 0, "n=%d B=%d: 40 decoded tokens but no span", s.n, B);
+        kv_sekv.free(st);
+        free_scen(&s);
+    }
+}
+
 int main(void) {
     test_seed();
     test_exact(0);
@@ -442,5 +526,6 @@ int main(void) {
     test_budget();
     test_auto_and_infeasible();
     test_bad_params();
+    test_tiny();
     return check_done("test_sekv");
 }

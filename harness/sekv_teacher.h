@@ -1,0 +1,40 @@
+/* SeKV training data from the frozen model (reference §8 "Training"): prefill a document
+ * once, capture every layer's queries at evenly spaced candidate positions by decoding
+ * the document's own token there through a private "capture" kv_method (exact full
+ * attention over the prefill's K/V: the teacher), keep the candidates whose attention
+ * lies furthest back, and build the sekv_tdoc the loss trains on. */
+#ifndef KV_SEKV_TEACHER_H
+#define KV_SEKV_TEACHER_H
+#include <stdint.h>
+#include "../model/model.h"
+#include "../methods/sekv_train.h"
+
+typedef struct {
+    int candidates;       /* evenly spaced candidate positions (reference: 512) */
+    int keep;             /* mined positions kept (reference: 64) */
+    int window;           /* far = more than this many tokens back; 0 = n/16 (reference: 512 at 8K) */
+    double alpha;         /* segmentation: anchor threshold mu + alpha*sigma */
+    int l_min, l_max, sinks, local, rank;
+    double rho;           /* coverage level */
+} sekv_teacher_cfg;
+
+/* Candidates 64, keep 16, window n/16, alpha 1.0, and the sekv method's defaults for
+ * l_min 4, l_max 64, sinks 4, local 32, rank 32; rho 0.9. */
+sekv_teacher_cfg sekv_teacher_defaults(void);
+
+typedef struct {
+    int n, n_spans, n_cand, n_kept;
+    double far_best, far_last;   /* far shares of the best and the last kept candidate */
+    double prefill_s, decode_s, build_s;
+} sekv_teacher_stats;
+
+/* Builds out from the document ids[0..n). 0, or -1 with err. */
+int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_cfg *c,
+                     sekv_tdoc *out, sekv_teacher_stats *st, char *err, size_t errlen);
+
+/* A 64-bit key of everything a document's data depends on (model, ids, cfg, R), for
+ * cache file names. */
+uint64_t sekv_teacher_key(uint64_t model_hash, const int32_t *ids, int n,
+                          const sekv_teacher_cfg *c);
+
+#endif

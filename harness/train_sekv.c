@@ -1,0 +1,447 @@
+/* kvbench train-sekv: teacher data for every corpus document (cached), then AdamW steps
+ * over the documents in shuffled epochs, one document's mined positions per step. */
+#include "train_sekv.h"
+#include "sekv_teacher.h"
+#include "../kernels/core.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct {
+    const char *model, *corpus, *out, *cache, *log;
+    int steps, rank, threads, max_docs, ctx;
+    uint64_t seed;
+    sekv_teacher_cfg tc;
+    double mem_mb;
+} train_opts;
+
+static void usage(FILE *f) {
+    sekv_teacher_cfg t = sekv_teacher_defaults();
+    fprintf(f,
+            "usage: kvbench train-sekv [--model F] [--corpus DIR] --out params.bin [--steps N]\n"
+            "                          [--seed S] [--rank R] [--threads N] [--max-docs N] [--ctx N]\n"
+            "                          [--candidates N] [--keep N] [--alpha A] [--cache DIR|none]\n"
+            "                          [--log FILE.csv]\n"
+            "\n"
+            "Trains SeKV's zoom-in (routing projections W, thresholds tau, rank gate; the model\n"
+            "stays frozen) to match the model's full attention at mined positions of long\n"
+            "documents, and writes the parameter file for the sekv method (params_file=FILE).\n"
+            "\n"
+            "  --model F        GGUF file (default %s)\n"
+            "  --corpus DIR     directory of .txt documents (default: where `make corpus` writes,\n"
+            "                   $KVBENCH_CORPUS, $KVBENCH_CACHE/corpus or ~/.cache/kvbench/corpus)\n"
+            "  --out FILE       parameter file to write (required)\n"
+            "  --steps N        optimiser steps, one document per step (default 300)\n"
+            "  --seed S         initial parameters and document order (default 1)\n"
+            "  --rank R         rank cap of the span factors: 8, 32 or 64 (default %d)\n"
+            "  --threads N      worker threads (default: all CPUs)\n"
+            "  --max-docs N     documents used, evenly spread over the sorted list (default 40)\n"
+            "  --ctx N          tokens per document; longer ones are cut (default 2048)\n"
+            "  --candidates N   evenly spaced candidate positions per document (default %d)\n"
+            "  --keep N         positions kept per document, most far-reaching first (default %d)\n"
+            "  --alpha A        anchor threshold mu + A*sigma for the segmentation (default %g)\n"
+            "  --cache DIR      teacher data per document, reused across runs (default\n"
+            "                   $KVBENCH_CACHE/sekv-train or ~/.cache/kvbench/sekv-train; none = off)\n"
+            "  --log FILE       loss curve as CSV, one line per step\n"
+            "\n"
+            "Loss (reference §8): KL(teacher || student attention) + BCE zoom targets + gated\n"
+            "reconstruction error + a budget term ramped in over the first half; AdamW lr 1e-3,\n"
+            "weight decay 0.01, cosine schedule with 10%% warm-up, gradient clipping at 1.\n",
+            model_default_path(), t.rank, t.candidates, t.keep, t.alpha);
+}
+
+static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kvbench train-sekv: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return -1;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return fail("%s '%s': expected an integer in %ld..%ld", flag, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static const char *default_dir(const char *env, const char *leaf, char *buf, size_t len) {
+    const char *e = getenv(env), *c = getenv("KVBENCH_CACHE"), *h = getenv("HOME");
+    if (e && *e) return e;
+    if (c && *c) snprintf(buf, len, "%s/%s", c, leaf);
+    else snprintf(buf, len, "%s/.cache/kvbench/%s", h ? h : ".", leaf);
+    return buf;
+}
+
+static int parse_args(int argc, char **argv, train_opts *o, int *help) {
+    static char corpus[1024], cache[1024];
+    *o = (train_opts){.model = model_default_path(), .steps = 300, .threads = 0, .max_docs = 40,
+                      .ctx = 2048, .seed = 1, .tc = sekv_teacher_defaults(), .mem_mb = 1536};
+    o->corpus = default_dir("KVBENCH_CORPUS", "corpus", corpus, sizeof corpus);
+    o->cache = default_dir("KVBENCH_SEKV_CACHE", "sekv-train", cache, sizeof cache);
+    o->rank = o->tc.rank;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            *help = 1;
+            return 0;
+        }
+        if (a[0] != '-' || i + 1 >= argc)
+            return fail(a[0] == '-' ? "%s needs a value (see --help)" : "unexpected argument '%s' (see --help)", a);
+        const char *v = argv[++i];
+        long x = 0;
+        if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--corpus")) o->corpus = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--cache")) o->cache = v;
+        else if (!strcmp(a, "--log")) o->log = v;
+        else if (!strcmp(a, "--alpha")) {
+            char *end;
+            o->tc.alpha = strtod(v, &end);
+            if (end == v || *end || !isfinite(o->tc.alpha) || o->tc.alpha < 0 || o->tc.alpha > 10)
+                return fail("--alpha '%s': expected a number in 0..10", v);
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_int(a, v, 0, 0x7fffffffL, &x)) return -1;
+            o->seed = (uint64_t)x;
+        } else if (!strcmp(a, "--steps")) {
+            if (parse_int(a, v, 1, 10000000, &x)) return -1;
+            o->steps = (int)x;
+        } else if (!strcmp(a, "--rank")) {
+            if (parse_int(a, v, 1, 64, &x)) return -1;
+            if (x != 8 && x != 32 && x != 64) return fail("--rank %ld: expected 8, 32 or 64", x);
+            o->rank = (int)x;
+        } else if (!strcmp(a, "--threads")) {
+            if (parse_int(a, v, 1, 1024, &x)) return -1;
+            o->threads = (int)x;
+        } else if (!strcmp(a, "--max-docs")) {
+            if (parse_int(a, v, 1, 1000000, &x)) return -1;
+            o->max_docs = (int)x;
+        } else if (!strcmp(a, "--ctx")) {
+            if (parse_int(a, v, 64, 1 << 20, &x)) return -1;
+            o->ctx = (int)x;
+        } else if (!strcmp(a, "--candidates")) {
+            if (parse_int(a, v, 1, 100000, &x)) return -1;
+            o->tc.candidates = (int)x;
+        } else if (!strcmp(a, "--keep")) {
+            if (parse_int(a, v, 1, 100000, &x)) return -1;
+            o->tc.keep = (int)x;
+        } else
+            return fail("unknown option '%s' (see --help)", a);
+    }
+    if (!o->out) return fail("--out FILE is required (see --help)");
+    if (o->tc.keep > o->tc.candidates)
+        return fail("--keep %d exceeds --candidates %d", o->tc.keep, o->tc.candidates);
+    o->tc.rank = o->rank;
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sorted *.txt names of dir; NULL (message printed) when there are none. */
+static char **list_docs(const char *dir, int *count) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        fail("%s: cannot open corpus directory (%s; `make corpus` builds it)", dir, strerror(errno));
+        return NULL;
+    }
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".txt")) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nn = realloc(names, (size_t)cap * sizeof *nn);
+            if (!nn) break;
+            names = nn;
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (!n) {
+        free(names);
+        fail("%s: no .txt documents (`make corpus` builds the corpus)", dir);
+        return NULL;
+    }
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    *count = n;
+    return names;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) b[n] = 0, *len = (size_t)n;
+    return b;
+}
+
+static int mkdirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(buf, 0755);
+            *p = '/';
+        }
+    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+static void fmt_time(double s, char *buf, size_t len) {
+    if (s < 60) snprintf(buf, len, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+/* One prepared document: resident, or in its cache file. */
+typedef struct {
+    char name[256], path[1100];
+    sekv_tdoc doc;
+    int resident;
+} train_doc;
+
+static uint64_t sm_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Tokenizes, prepares (or loads) every selected document. Returns the count kept. */
+static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_doc **out_docs) {
+    int nall;
+    char **names = list_docs(o->corpus, &nall);
+    if (!names) return -1;
+    int nd = nall < o->max_docs ? nall : o->max_docs;
+    train_doc *docs = calloc((size_t)nd, sizeof *docs);
+    int32_t *ids = malloc(((size_t)o->ctx + 1) * sizeof *ids);
+    int use_cache = strcmp(o->cache, "none") != 0, kept = 0;
+    if (!docs || !ids) {
+        fail("out of memory");
+        nd = -1;
+    } else if (use_cache && mkdirs(o->cache)) {
+        fail("--cache %s: cannot create directory (%s)", o->cache, strerror(errno));
+        nd = -1;
+    }
+    double t_start = now_s(), resident_mb = 0;
+    for (int i = 0; i < nd; i++) {
+        const char *name = names[(size_t)i * nall / nd];
+        char path[1100], err[512];
+        snprintf(path, sizeof path, "%s/%s", o->corpus, name);
+        size_t len;
+        char *text = read_file(path, &len);
+        if (!text) {
+            fail("%s: cannot read", path);
+            continue;
+        }
+        int n = tok_encode(model_tokenizer(m), text, len, 0, ids, o->ctx);
+        free(text);
+        if (n > o->ctx) n = o->ctx;
+        if (n < 256) {
+            fprintf(stderr, "train-sekv: skip %s (%d tokens, need 256)\n", name, n < 0 ? 0 : n);
+            continue;
+        }
+        train_doc *d = &docs[kept];
+        snprintf(d->name, sizeof d->name, "%s", name);
+        uint64_t key = sekv_teacher_key(mhash, ids, n, &o->tc);
+        if (use_cache) snprintf(d->path, sizeof d->path, "%s/%016llx.tdoc", o->cache, (unsigned long long)key);
+        double t0 = now_s();
+        const char *how = "cached";
+        sekv_teacher_stats ts = {0};
+        if (!use_cache || sekv_tdoc_load(&d->doc, d->path, err, sizeof err)) {
+            how = "built";
+            if (sekv_teacher_doc(m, ids, n, &o->tc, &d->doc, &ts, err, sizeof err)) {
+                fail("%s: %s", name, err);
+                continue;
+            }
+            if (use_cache && sekv_tdoc_save(&d->doc, d->path, err, sizeof err))
+                fprintf(stderr, "train-sekv: note: %s (continuing without caching)\n", err);
+        }
+        double mb = sekv_tdoc_bytes(&d->doc) / 1048576.0;
+        d->resident = !use_cache || resident_mb + mb <= o->mem_mb;
+        if (d->resident) resident_mb += mb;
+        else sekv_tdoc_free(&d->doc);
+        double el = now_s() - t_start;
+        char eta[32];
+        fmt_time(el / (i + 1) * (nd - i - 1), eta, sizeof eta);
+        fprintf(stderr, "train-sekv: doc %d/%d %s: %d tokens, %d spans, %d positions, %.0f MB, %s in %.1fs",
+                i + 1, nd, name, n, d->doc.n_spans ? d->doc.n_spans : 0, d->doc.n_pos, mb, how, now_s() - t0);
+        if (ts.n_cand)
+            fprintf(stderr, " (prefill %.1fs, %d candidates %.1fs, far share %.2f..%.2f)", ts.prefill_s, ts.n_cand,
+                    ts.decode_s, ts.far_last, ts.far_best);
+        fprintf(stderr, "  ETA %s\n", eta);
+        kept++;
+    }
+    for (int i = 0; i < nall; i++) free(names[i]);
+    free(names), free(ids);
+    if (nd < 0 || kept == 0) {
+        free(docs);
+        if (nd >= 0) fail("%s: no usable document", o->corpus);
+        return -1;
+    }
+    *out_docs = docs;
+    return kept;
+}
+
+int cmd_train_sekv(int argc, char **argv) {
+    train_opts o;
+    int help = 0;
+    if (parse_args(argc, argv, &o, &help)) return 2;
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    if (o.threads) kb_set_threads(o.threads);
+    char err[1024];
+    double t_begin = now_s();
+    clock_t c_begin = clock();
+    kv_model *m = model_load(o.model, err, sizeof err);
+    if (!m) {
+        fail("%s", err);
+        return 1;
+    }
+    const kv_model_config *mc = model_config(m);
+    const gguf_file *gf = model_gguf(m);
+    uint64_t mhash = sekv_model_hash(gf->base, gf->size);
+
+    train_doc *docs = NULL;
+    int nd = prepare_docs(m, &o, mhash, &docs);
+    if (nd < 0) {
+        model_free(m);
+        return 1;
+    }
+    double t_data = now_s() - t_begin;
+
+    sekv_params p = {0};
+    sekv_tparams th = {0}, g = {0}, mo = {0}, vo = {0};
+    int rc = 1, *order = NULL;
+    FILE *logf = NULL;
+    if (sekv_params_init(&p, mc->n_layer, mc->n_head, mc->head_dim, o.rank, o.seed, err, sizeof err)) {
+        fail("%s", err);
+        goto done;
+    }
+    if (sekv_tparams_from(&th, &p) || sekv_tparams_alloc(&g, th.L, th.H, th.d, th.R) ||
+        sekv_tparams_alloc(&mo, th.L, th.H, th.d, th.R) || sekv_tparams_alloc(&vo, th.L, th.H, th.d, th.R)) {
+        fail("out of memory");
+        goto done;
+    }
+    if (o.log && !(logf = fopen(o.log, "w"))) {
+        fail("--log %s: cannot write", o.log);
+        goto done;
+    }
+    if (logf) fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,eff_rank,lr,grad_norm,seconds\n");
+    size_t np = sekv_params_count(&p);
+    fprintf(stderr, "train-sekv: %d documents ready in %.0fs; %zu trainable parameters (%.3f%% of the model's %.1fM)\n",
+            nd, t_data, np, 100.0 * np / (double)mc->n_params, mc->n_params / 1e6);
+
+    sekv_loss_cfg lc = sekv_loss_defaults();
+    sekv_optim_cfg oc = sekv_optim_defaults(o.steps);
+    order = malloc((size_t)nd * sizeof *order);
+    if (!order) {
+        fail("out of memory");
+        goto done;
+    }
+    uint64_t rng = o.seed ^ 0x5eb7ULL;
+    double t_train = now_s(), first_total = NAN;
+    sekv_loss_parts last = {0};
+    int every = o.steps / 40 > 1 ? o.steps / 40 : 1;
+    for (int s = 0; s < o.steps; s++) {
+        if (s % nd == 0) {   /* a new epoch: shuffle the document order */
+            for (int i = 0; i < nd; i++) order[i] = i;
+            for (int i = nd - 1; i > 0; i--) {
+                int j = (int)(sm_next(&rng) % (uint64_t)(i + 1)), t = order[i];
+                order[i] = order[j], order[j] = t;
+            }
+        }
+        train_doc *d = &docs[order[s % nd]];
+        sekv_tdoc tmp, *doc = &d->doc;
+        if (!d->resident) {
+            if (sekv_tdoc_load(&tmp, d->path, err, sizeof err)) {
+                fail("%s", err);
+                goto done;
+            }
+            doc = &tmp;
+        }
+        double lb = sekv_budget_at(lc.lambda_budget, s, o.steps), lr = sekv_lr_at(&oc, s);
+        sekv_loss_parts parts;
+        int lrc = sekv_train_loss(&th, doc, NULL, 0, &lc, lb, &g, &parts, NULL);
+        if (!d->resident) sekv_tdoc_free(&tmp);
+        if (lrc) {
+            fail("%s: loss failed (shape mismatch or out of memory)", d->name);
+            goto done;
+        }
+        if (!isfinite(parts.total)) {
+            fail("step %d: loss is not finite (%g) on %s", s, parts.total, d->name);
+            goto done;
+        }
+        double gn = sekv_clip(&g, oc.clip);
+        sekv_adamw(&th, &g, &mo, &vo, &oc, lr, s + 1);
+        if (s == 0) first_total = parts.total;
+        last = parts;
+        double el = now_s() - t_train;
+        if (logf)
+            fprintf(logf, "%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.3f,%.4g,%.4g,%.2f\n", s, d->name, parts.total,
+                    parts.kl, parts.zoom, parts.recon, parts.budget, lb, parts.expand, parts.eff_rank, lr, gn, el);
+        if (s % every == 0 || s == o.steps - 1) {
+            char eta[32];
+            fmt_time(el / (s + 1) * (o.steps - s - 1), eta, sizeof eta);
+            fprintf(stderr,
+                    "step %d/%d  loss %.4f = kl %.4f + zoom %.4f + %.1f*recon %.3f + %.3f*budget %.2f"
+                    "  expand %.2f rank %.1f  lr %.2e |g| %.2g  %.2fs/step  ETA %s\n",
+                    s + 1, o.steps, parts.total, parts.kl, parts.zoom, lc.lambda_recon, parts.recon, lb,
+                    parts.budget, parts.expand, parts.eff_rank, lr, gn, el / (s + 1), eta);
+        }
+    }
+    sekv_tparams_to(&th, &p);
+    p.model_hash = mhash;
+    p.trained = 1;
+    p.train_steps = o.steps;
+    if (sekv_params_save(&p, o.out, err, sizeof err)) {
+        fail("%s", err);
+        goto done;
+    }
+    double total = now_s() - t_begin;
+    fprintf(stderr,
+            "train-sekv: wrote %s: %zu parameters (%.3f%% of %.1fM), %d steps over %d documents; loss %.4f -> %.4f;"
+            " %.0fs (data %.0fs, training %.0fs), CPU %.0fs\n",
+            o.out, np, 100.0 * np / (double)mc->n_params, mc->n_params / 1e6, o.steps, nd, first_total, last.total,
+            total, t_data, now_s() - t_train, (double)(clock() - c_begin) / CLOCKS_PER_SEC);
+    rc = 0;
+done:
+    if (logf) fclose(logf);
+    for (int i = 0; i < nd; i++) sekv_tdoc_free(&docs[i].doc);
+    free(docs);
+    free(order);
+    sekv_params_free(&p);
+    sekv_tparams_free(&th), sekv_tparams_free(&g), sekv_tparams_free(&mo), sekv_tparams_free(&vo);
+    model_free(m);
+    return rc;
+}
