@@ -6,7 +6,8 @@ standard-library modules - prose and code.
 
 Deterministic: candidates are sorted, then visited in the order of the SHA-256 of their
 path (a fixed shuffle that spreads the picks over packages); at most one document per
-family (package, man-page prefix, header directory) so no source dominates; the first N
+family (package, man-page prefix, header directory) so no source dominates, and none that
+repeats a fifth of an earlier document's text (changelogs shipped twice); the first N
 per kind whose cleaned text has at least MIN_CHARS characters are kept, cut to MAX_CHARS
 at a line end. Writes one .txt per document and MANIFEST.tsv (sha256, chars, kind,
 source, file). Documents sharing a 50-character shingle with the NIAH haystack or needle
@@ -43,13 +44,15 @@ def candidates(kind):
                  if os.path.getsize(f) > 8192]
     else:
         files = [f for f in glob.glob('/usr/lib/python3*/*.py') if os.path.getsize(f) > 8192]
-    files = sorted(set(f for f in files if os.path.isfile(f)))
+    # one path per file: documentation directories are often symlinks to a shared one
+    files = sorted(set(os.path.realpath(f) for f in files if os.path.isfile(f)))
     return sorted(files, key=lambda f: hashlib.sha256(f.encode()).hexdigest())
 
 
 def family(kind, path):
     if kind == 'doc':
-        return path.split('/')[4]                         # /usr/share/doc/PKG/...
+        parts = path.split('/')                          # /usr/share/doc/PKG/...
+        return parts[4] if len(parts) > 5 and parts[:4] == ['', 'usr', 'share', 'doc'] else path
     if kind == 'man':
         return re.split(r'[-_.]', os.path.basename(path))[0]
     if kind == 'c':
@@ -84,6 +87,12 @@ def clean_cut(text):
     return text if len(text) >= MIN_CHARS else None
 
 
+def sample_shingles(text):
+    """50-character shingles (whitespace collapsed) starting every 10 characters."""
+    t = corpus_disjoint.normalise(text)
+    return {t[i:i + 50] for i in range(0, max(len(t) - 49, 0), 10)}
+
+
 def safe(s):
     return re.sub(r'[^A-Za-z0-9._-]', '_', s)
 
@@ -99,7 +108,7 @@ def main(argv):
 
     tmp = tempfile.mkdtemp(prefix='kvbench-corpus-')
     try:
-        rows = []
+        rows, seen_text = [], set()
         for kind in KINDS:
             kept, seen = 0, set()
             for src in candidates(kind):
@@ -114,6 +123,11 @@ def main(argv):
                     text = None
                 if text is None:
                     continue
+                # near-duplicates (one changelog shipped by several packages) count once
+                sh = sample_shingles(text)
+                if len(sh & seen_text) > 0.2 * len(sh):
+                    continue
+                seen_text |= sh
                 seen.add(fam)
                 base = safe(re.sub(r'\.gz$', '', os.path.basename(src)))
                 name = f'{kind}-{kept:03d}-{safe(fam.strip("/").split("/")[-1])}-{base}.txt'

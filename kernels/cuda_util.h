@@ -1,0 +1,50 @@
+// Internals shared by the CUDA backend's .cu files (C++ only; not for C callers).
+//
+// Every CUDA, cuBLAS and cuSOLVER call is checked: CK/CS print file:line, the call and
+// the library's message, then make the enclosing function return -1. The backend's
+// host-pointer entry points turn that -1 into a CPU fallback.
+#ifndef KB_CUDA_UTIL_H
+#define KB_CUDA_UTIL_H
+#include <cuda_runtime.h>
+#include <pthread.h>
+
+#include <cstddef>
+#include <cstdio>
+
+#define CK(call)                                                                                      \
+    do {                                                                                              \
+        cudaError_t err_ = (call);                                                                    \
+        if (err_ != cudaSuccess) {                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));  \
+            return -1;                                                                                \
+        }                                                                                             \
+    } while (0)
+
+// After a kernel launch: launch errors now, execution errors at the next synchronising call.
+#define CK_LAUNCH() CK(cudaGetLastError())
+
+namespace kbcuda {
+
+// One lock around all device work of the backend: the kb_backend table may be called
+// from kb_parallel_for workers, and the cached buffers below are shared.
+void lock();
+void unlock();
+
+// A device buffer that grows as needed (contents are not kept across growth), allocated
+// through the tracked allocator (kb_cuda_malloc) so it counts in the peak.
+struct DevBuf {
+    void *p = nullptr;
+    size_t cap = 0;
+};
+int reserve(DevBuf &b, size_t bytes, const char *what);
+
+// The same for pinned host memory.
+struct HostBuf {
+    void *p = nullptr;
+    size_t cap = 0;
+};
+int reserve_pinned(HostBuf &b, size_t bytes);
+
+}  // namespace kbcuda
+
+#endif

@@ -1,0 +1,308 @@
+/* Generated text workloads with the model's real tokenizer (SKIP when the model file is
+ * absent): the NIAH builder (needle exactly once, at a sentence boundary, at the
+ * requested depth (no sentence end between where it went and the target), prompt within
+ * the requested length and close to it, deterministic) and the RULER generators
+ * (answers in the context exactly as often as the task defines, rank/frequency structure
+ * of cwe/fwe, lengths, seeded determinism). The essays come from `make haystack`; without
+ * them a generated English-like text stands in and the essay tasks are skipped. */
+#include <unistd.h>
+#include "check.h"
+#include "../model/gguf.h"
+#include "../model/model.h"
+#include "../model/tokenizer.h"
+#include "../workloads/haystack.h"
+#include "../workloads/niah.h"
+#include "../workloads/ruler.h"
+#include "../workloads/tokspan.h"
+
+static const kv_tokenizer *tok;
+
+static int ntok(const char *s, size_t n) { return tok_encode(tok, s, n, 0, NULL, 0); }
+
+static int count(const char *hay, const char *needle) {
+    int k = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) k++;
+    return k;
+}
+
+/* A sentence end inside text[0..n): '.' then whitespace/end or an uppercase letter. */
+static int has_sentence_end(const char *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++)
+        if (s[i] == '.' && (s[i + 1] == ' ' || s[i + 1] == '\n' || (s[i + 1] >= 'A' && s[i + 1] <= 'Z'))) return 1;
+    return 0;
+}
+
+/* English-like filler when the essays are absent. */
+static char *fake_haystack(size_t *len) {
+    static const char *const w[] = {"people", "often", "think", "that", "startups", "grow", "slowly", "but", "good",
+                                    "ideas", "spread", "fast", "when", "users", "care", "about", "them", "and", "work"};
+    size_t cap = 400000, k = 0;
+    char *s = malloc(cap);
+    while (k + 200 < cap) {
+        int n = test_int(4, 25);
+        for (int i = 0; i < n; i++) {
+            const char *x = w[test_int(0, 18)];
+            if (i) k += (size_t)sprintf(s + k, " %s", x);
+            else k += (size_t)sprintf(s + k, "%c%s", x[0] - 32, x + 1);
+        }
+        k += (size_t)sprintf(s + k, test_int(0, 4) ? ". " : ".\n");
+    }
+    s[k] = 0;
+    *len = k;
+    return s;
+}
+
+static void test_niah(const char *hay, size_t hay_len) {
+    niah_opts o;
+    niah_defaults(&o);
+    o.tok = tok;
+    o.haystack = hay;
+    o.haystack_len = hay_len;
+    char err[512];
+    niah_builder *b = niah_open(&o, 4096, err, sizeof err);
+    CHECK(b != NULL, "niah_open: %s", err);
+    if (!b) return;
+    int lengths[3] = {1024, 2048, 4096};
+    lengths[1] = test_int(1500, 3000);
+    double depths[NIAH_N_DEPTHS];
+    niah_default_depths(depths);
+    depths[test_int(1, 9)] = test_int(1, 99);       /* a fresh depth each run */
+    tc_list l = {0};
+    CHECK(niah_grid(b, lengths, 3, depths, NIAH_N_DEPTHS, &l, err, sizeof err) == 0 && l.n == 3 * NIAH_N_DEPTHS, "grid: %s", err);
+    for (int i = 0; i < l.n; i++) {
+        tc_case *c = &l.v[i];
+        int L = (int)c->length;
+        CHECK(count(c->prompt, NIAH_NEEDLE) == 1, "%s: needle %d times", c->id, count(c->prompt, NIAH_NEEDLE));
+        CHECK(c->prompt_tokens + c->max_new_tokens <= L && c->prompt_tokens >= L - NIAH_BUFFER - 16,
+              "%s: prompt %d tokens for length %d", c->id, c->prompt_tokens, L);
+        int whole = tok_encode(tok, c->prompt, strlen(c->prompt), 1, NULL, 0) + (tok_add_bos(tok) ? 1 : 0);
+        CHECK(abs(whole - c->prompt_tokens) <= 2, "%s: whole-prompt encode %d vs %d", c->id, whole, c->prompt_tokens);
+        const char *at = strstr(c->context, NIAH_NEEDLE);
+        if (!at) continue;
+        size_t pre = (size_t)(at - c->context);
+        size_t j = pre;
+        while (j > 0 && strchr(" \n\t\r", c->context[j - 1])) j--;
+        CHECK(j == 0 || c->context[j - 1] == '.', "%s: no sentence end before the needle: '...%.20s'", c->id, c->context + (j > 20 ? j - 20 : 0));
+        /* depth: tokens before the needle vs the target; nothing ends a sentence in between */
+        int before = ntok(c->context, pre);
+        int target = (int)(c->depth / 100.0 * c->context_tokens + 0.5);
+        CHECK(before <= target + 2, "%s: needle at token %d after the target %d", c->id, before, target);
+        CHECK(abs(before - c->needle_token) <= 2, "%s: needle token %d vs recorded %d", c->id, before, c->needle_token);
+        const char *after = at + strlen(NIAH_NEEDLE);
+        tok_spans sp;
+        if (target - before > 3 && !tokspan_encode(tok, after, strlen(after), &sp, err, sizeof err)) {
+            int k = target - before - 3 < sp.n ? target - before - 3 : sp.n;
+            CHECK(!has_sentence_end(after, sp.off[k]), "%s: a sentence ends between the needle (token %d) and the target %d",
+                  c->id, before, target);
+            tokspan_free(&sp);
+        }
+        tc_case *d = c;
+        CHECK(tc_score(d, NIAH_NEEDLE) == 100.0 && tc_score(d, "I don't know.") == 0.0, "%s: scoring", c->id);
+    }
+    tc_case again;                                   /* deterministic */
+    CHECK(niah_build(b, lengths[1], depths[3], &again, err, sizeof err) == 0 &&
+          !strcmp(again.prompt, l.v[NIAH_N_DEPTHS + 3].prompt), "niah not deterministic");
+    tc_case_free(&again);
+    CHECK(niah_build(b, 150, 50, &again, err, sizeof err) == -1 && strstr(err, "leaves no room"), "too short: %s", err);
+    tc_list_free(&l);
+    niah_close(b);
+}
+
+/* Occurrences of "N. word" entries per word in a cwe list: counts of `word`. */
+static int entry_count(const char *ctx, const char *word) {
+    int k = 0;
+    size_t L = strlen(word);
+    for (const char *p = strstr(ctx, ". "); p; p = strstr(p + 1, ". ")) {
+        const char *w = p + 2;
+        if (!strncmp(w, word, L) && (w[L] == ' ' || w[L] == 0)) k++;
+    }
+    return k;
+}
+
+/* Whole-word counts of the space-separated words of s, sorted descending. */
+typedef struct { char w[16]; int n; } wc;
+static int cmp_wc(const void *a, const void *b) { return ((const wc *)b)->n - ((const wc *)a)->n; }
+static int word_counts(const char *s, wc *out, int cap) {
+    int n = 0;
+    while (*s) {
+        while (*s == ' ') s++;
+        if (!*s) break;
+        size_t L = strcspn(s, " ");
+        int i = 0;
+        while (i < n && !(strlen(out[i].w) == L && !strncmp(out[i].w, s, L))) i++;
+        if (i == n && n < cap && L < 16) { memcpy(out[n].w, s, L); out[n].w[L] = 0; out[n++].n = 0; }
+        if (i < n) out[i].n++;
+        s += L;
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_wc);
+    return n;
+}
+
+static void check_task(const ruler_opts *o, int task, int L, tc_list *l) {
+    const char *name = ruler_task_name(task);
+    for (int i = 0; i < l->n; i++) {
+        tc_case *c = &l->v[i];
+        CHECK(c->prompt_tokens + ruler_task_max_new(task) <= L && c->prompt_tokens >= 0.8 * (L - ruler_task_max_new(task)),
+              "%s: %d prompt tokens for length %d", c->id, c->prompt_tokens, L);
+        int whole = tok_encode(tok, c->prompt, strlen(c->prompt), 1, NULL, 0) + (tok_add_bos(tok) ? 1 : 0);
+        CHECK(abs(whole - c->prompt_tokens) <= 2, "%s: whole-prompt encode %d vs %d", c->id, whole, c->prompt_tokens);
+        CHECK(c->max_new_tokens == ruler_task_max_new(task) && c->scorer == TC_SCORE_MATCH_ALL, "%s: settings", c->id);
+        CHECK(strstr(c->prompt, c->context) != NULL, "%s: context not in the prompt", c->id);
+        if (!strncmp(name, "niah", 4)) {
+            int nv = !strcmp(name, "niah_multivalue") ? 4 : 1, nq = !strcmp(name, "niah_multiquery") ? 4 : 1;
+            CHECK(c->n_answers == nv * nq, "%s: %d answers", c->id, c->n_answers);
+            for (int a = 0; a < c->n_answers; a++)
+                CHECK(count(c->prompt, c->answers[a]) == 1, "%s: value %s %d times", c->id, c->answers[a], count(c->prompt, c->answers[a]));
+            /* the asked keys: each has nv needles */
+            const char *q = strstr(c->question, " for ");
+            char keys[512];
+            snprintf(keys, sizeof keys, "%s", q ? q + 5 : "");
+            char *end = strstr(keys, " mentioned");
+            if (end) *end = 0;
+            int nk = 0;
+            for (char *save = NULL, *k = strtok_r(keys, ", ", &save); k; k = strtok_r(NULL, ", ", &save)) {
+                if (!strcmp(k, "and")) continue;
+                char needle[128];
+                snprintf(needle, sizeof needle, "for %s is: ", k);
+                CHECK(count(c->context, needle) == nv, "%s: key %s in %d needles", c->id, k, count(c->context, needle));
+                nk++;
+            }
+            CHECK(nk == nq, "%s: %d keys asked", c->id, nk);
+            int needles = count(c->context, "One of the special magic");
+            if (!strcmp(name, "niah_multikey_1")) CHECK(needles == 4, "%s: %d needles", c->id, needles);
+            if (!strcmp(name, "niah_multikey_2") || !strcmp(name, "niah_multikey_3"))
+                CHECK(needles > L / 200, "%s: only %d needle-shaped lines", c->id, needles);
+            if (!strcmp(name, "niah_single_1")) CHECK(count(c->context, "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.") > 10, "%s: noise", c->id);
+            if (ruler_task_needs_essays(task) && nv * nq == 1) {
+                int lvl = 0;
+                for (int k = 0; k < RULER_N_DEPTHS; k++) lvl |= c->depth == (int)(k * 100.0 / 39 + 0.5);
+                CHECK(lvl, "%s: depth %g is not one of the 40 levels", c->id, c->depth);
+                /* where the needle sits, in haystack sentences (RULER: int(n_sentences * depth / 100)) */
+                const char *at = strstr(c->context, c->answers[0]);      /* the asked needle's value */
+                int before = 0, total = 0;
+                for (const char *p = c->context; *p; p++) {
+                    if (!strncmp(p, "One of the special magic", 24)) {   /* skip the needles' own '.' */
+                        p = strstr(p, ": ") + 2;
+                        p += strcspn(p, " ");
+                        if (!*p) break;
+                        continue;
+                    }
+                    if (!strchr(".!?", *p)) continue;
+                    const char *q = p + 1;
+                    while (*q && strchr("\"')]", *q)) q++;
+                    if (*q == ' ' || !*q) { total++; before += p < at; }
+                }
+                CHECK(at && abs(before - (int)(total * c->depth / 100.0)) <= 1, "%s: needle after %d of %d sentences, depth %g",
+                      c->id, before, total, c->depth);
+            }
+        } else if (!strcmp(name, "vt")) {
+            CHECK(c->n_answers == 5, "vt answers");
+            for (int a = 0; a < c->n_answers; a++) {
+                char def[32];
+                snprintf(def, sizeof def, "VAR %s = ", c->answers[a]);
+                CHECK(count(c->context, def) == 1 && count(c->context, c->answers[a]) == (a < 4 ? 2 : 1),
+                      "%s: variable %s: %d", c->id, c->answers[a], count(c->context, c->answers[a]));
+            }
+            char value[16];
+            const char *v = strstr(c->question, "value ");
+            snprintf(value, sizeof value, "%.5s", v ? v + 6 : "");
+            char first[64];
+            snprintf(first, sizeof first, "VAR %s = %s\n", c->answers[0], value);
+            CHECK(count(c->context, value) == 1 && count(c->context, first) == 1, "%s: chain head", c->id);
+        } else if (!strcmp(name, "cwe")) {
+            int common = L < 4096 ? 6 : 30, rare = L < 4096 ? 1 : 3;
+            CHECK(c->n_answers == 10, "cwe answers");
+            for (int a = 0; a < c->n_answers; a++)
+                CHECK(entry_count(c->context, c->answers[a]) == common, "%s: %s %d times", c->id, c->answers[a],
+                      entry_count(c->context, c->answers[a]));
+            int entries = count(c->context, ". ");
+            CHECK((entries - 10 * common) % rare == 0 && entries > 10 * common, "%s: %d entries", c->id, entries);
+            char last[32];
+            snprintf(last, sizeof last, "%d. ", entries);
+            CHECK(strstr(c->context, last) != NULL, "%s: numbering", c->id);
+        } else {
+            static wc counts[4096];
+            int n = word_counts(c->context, counts, 4096);
+            CHECK(n > 4 && !strcmp(counts[0].w, "..."), "%s: top word '%s'", c->id, n ? counts[0].w : "");
+            for (int a = 0; a < 3 && n > 4; a++)
+                CHECK(!strcmp(counts[1 + a].w, c->answers[a]) && counts[1 + a].n > counts[2 + a].n,
+                      "%s: rank %d is %s (%d), answer %s", c->id, a + 2, counts[1 + a].w, counts[1 + a].n, c->answers[a]);
+        }
+        char all[1024] = "";
+        for (int a = 0; a < c->n_answers; a++) snprintf(all + strlen(all), sizeof all - strlen(all), "%s, ", c->answers[a]);
+        CHECK(tc_score(c, all) == 100.0, "%s: scoring the answers", c->id);
+        CHECK(!strcmp(c->task + 6, name) && c->length == L, "%s: task/length", c->id);
+    }
+    (void)o;
+}
+
+static void test_ruler(const char *essays, size_t essays_len) {
+    ruler_opts o;
+    ruler_defaults(&o);
+    o.tok = tok;
+    o.essays = essays;
+    o.essays_len = essays_len;
+    o.seed = (uint64_t)test_int(1, 1 << 30);
+    char err[512];
+    int lengths[2] = {test_int(1500, 2500), 4096};
+    for (int task = 0; task < RULER_N_TASKS; task++) {
+        if (ruler_task_needs_essays(task) && !essays) { printf("SKIP: ruler %s (no essays)\n", ruler_task_name(task)); continue; }
+        for (int li = 0; li < 2; li++) {
+            tc_list l = {0}, again = {0};
+            int rc = ruler_generate(&o, task, lengths[li], 3, &l, err, sizeof err);
+            CHECK(rc == 0 && l.n == 3, "%s L %d: %s", ruler_task_name(task), lengths[li], err);
+            if (rc) continue;
+            check_task(&o, task, lengths[li], &l);
+            CHECK(strcmp(l.v[0].prompt, l.v[1].prompt), "%s: samples 0 and 1 are equal", ruler_task_name(task));
+            if (li == 0) {                       /* same seed, same prompts; another seed, others */
+                CHECK(ruler_generate(&o, task, lengths[li], 2, &again, err, sizeof err) == 0 && !strcmp(again.v[1].prompt, l.v[1].prompt),
+                      "%s: not deterministic", ruler_task_name(task));
+                tc_list_free(&again);
+                ruler_opts o2 = o;
+                o2.seed = o.seed + 1;
+                CHECK(ruler_generate(&o2, task, lengths[li], 1, &again, err, sizeof err) == 0 && strcmp(again.v[0].prompt, l.v[0].prompt),
+                      "%s: seed ignored", ruler_task_name(task));
+                tc_list_free(&again);
+            }
+            tc_list_free(&l);
+        }
+    }
+    tc_list l = {0};
+    CHECK(ruler_generate(&o, ruler_task_index("vt"), 100, 1, &l, err, sizeof err) == -1 && strstr(err, "too short"), "%s", err);
+    CHECK(ruler_task_index("nope") == -1 && ruler_task_index("fwe") == RULER_N_TASKS - 1, "task names");
+    tc_list_free(&l);
+}
+
+int main(int argc, char **argv) {
+    (void)argv;
+    if (argc > 1) {
+        printf("usage: test_textgen   (NIAH and RULER generators with the model's tokenizer)\n");
+        return 0;
+    }
+    test_seed();
+    const char *model = model_default_path();
+    if (access(model, R_OK)) {
+        printf("SKIP: %s is absent (make model)\n", model);
+        return check_done("test_textgen");
+    }
+    gguf_file f;
+    char err[512];
+    kv_tokenizer *t = NULL;
+    if (gguf_open(&f, model, err, sizeof err) || !(t = tok_load(&f, err, sizeof err))) {
+        CHECK(0, "%s", err);
+        return check_done("test_textgen");
+    }
+    tok = t;
+    size_t len = 0;
+    char *essays = haystack_load(NULL, &len, err, sizeof err), *hay = essays;
+    if (!essays) {
+        printf("SKIP: essays (%s); NIAH uses generated text\n", err);
+        hay = fake_haystack(&len);
+    }
+    test_niah(hay, len);
+    test_ruler(essays, essays ? len : 0);
+    free(hay);
+    tok_free(t);
+    gguf_close(&f);
+    return check_done("test_textgen");
+}

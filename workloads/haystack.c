@@ -1,0 +1,88 @@
+/* Loading the haystack text (see haystack.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "haystack.h"
+#include "strbuf.h"
+
+char *haystack_default_dir(void) {
+    const char *cache = getenv("KVBENCH_CACHE"), *home = getenv("HOME");
+    strbuf b = {0};
+    if (cache && *cache) sb_puts(&b, cache);
+    else sb_printf(&b, "%s/.cache/kvbench", home && *home ? home : ".");
+    sb_puts(&b, "/haystack/PaulGrahamEssays");
+    return sb_take(&b);
+}
+
+static int append_file(strbuf *b, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) sb_putn(b, buf, k);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { snprintf(err, errlen, "%s: read error", path); return -1; }
+    if (b->oom) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    return 0;
+}
+
+/* The text, refusing an empty one and NUL bytes (prompts are C strings). */
+static char *take_text(strbuf *b, const char *path, size_t *len, char *err, size_t errlen) {
+    if (b->n == 0) { snprintf(err, errlen, "%s: empty", path); return NULL; }
+    if (memchr(b->p, 0, b->n)) { snprintf(err, errlen, "%s: contains a NUL byte", path); return NULL; }
+    *len = b->n;
+    return sb_take(b);
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+char *haystack_load(const char *path, size_t *len, char *err, size_t errlen) {
+    char *def = NULL;
+    if (!path) path = def = haystack_default_dir();
+    if (!path) { snprintf(err, errlen, "haystack: out of memory"); return NULL; }
+    strbuf b = {0};
+    struct stat st;
+    char *text = NULL;
+    if (stat(path, &st)) {
+        snprintf(err, errlen, "%s: %s; run `make haystack` (tools/fetch_haystack.sh) or pass --haystack FILE",
+                 path, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        char **names = NULL;
+        int n = 0, cap = 0, bad = !d;
+        if (!d) snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        for (struct dirent *e; !bad && (e = readdir(d));) {
+            size_t L = strlen(e->d_name);
+            if (L < 5 || strcmp(e->d_name + L - 4, ".txt")) continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                char **nn = realloc(names, (size_t)cap * sizeof *nn);
+                if (!nn) { bad = 1; snprintf(err, errlen, "%s: out of memory", path); break; }
+                names = nn;
+            }
+            if (!(names[n++] = strdup(e->d_name))) { bad = 1; snprintf(err, errlen, "%s: out of memory", path); }
+        }
+        if (d) closedir(d);
+        if (!bad && !n) { bad = 1; snprintf(err, errlen, "%s: no .txt files; run `make haystack` or pass --haystack FILE", path); }
+        if (!bad) qsort(names, (size_t)n, sizeof *names, cmp_name);
+        for (int i = 0; i < n && !bad; i++) {
+            strbuf p = {0};
+            sb_printf(&p, "%s/%s", path, names[i]);
+            char *fp = sb_take(&p);
+            bad = !fp || append_file(&b, fp, err, errlen);
+            free(fp);
+        }
+        for (int i = 0; i < n; i++) free(names[i]);
+        free(names);
+        if (!bad) text = take_text(&b, path, len, err, errlen);
+    } else if (!append_file(&b, path, err, errlen)) {
+        text = take_text(&b, path, len, err, errlen);
+    }
+    sb_free(&b);
+    free(def);
+    return text;
+}

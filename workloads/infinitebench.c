@@ -1,0 +1,169 @@
+/* InfiniteBench loader: official prompts, generation lengths and scoring (see infinitebench.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include "infinitebench.h"
+#include "strbuf.h"
+
+typedef struct {
+    const char *file, *alias, *prompt;
+    int max_new;
+    tc_scorer scorer;
+    int options;              /* 1: the record has four options and the answer is one of them */
+} ib_task;
+
+#define HIDDEN "There is an important info hidden inside a lot of irrelevant text. Find it"
+#define OPTS "\nA. {OPTION_A}\nB. {OPTION_B}\nC. {OPTION_C}\nD. {OPTION_D}"
+
+static const ib_task TASKS[IB_N_TASKS] = {
+    {"passkey", "Retrieve.PassKey", HIDDEN " and memorize them. I will quiz you about the important information "
+     "there.\n\n{context}\n\n{input}", 6, TC_SCORE_FIRST_INT, 0},
+    {"number_string", "Retrieve.Number", HIDDEN ". I will quiz you about the important information there.\n\n{context}"
+     "\n\n{input}", 12, TC_SCORE_FIRST_INT, 0},
+    {"kv_retrieval", "Retrieve.KV", "Extract the value corresponding to the specified key in the JSON object below."
+     "\n\n{context}\n\n{input}", 50, TC_SCORE_KV_WORD, 0},
+    {"longbook_qa_eng", "En.QA", "Read the book below and answer a question.\n\n{context}\n\nQuestion: {input}\n\n"
+     "Be very concise.", 40, TC_SCORE_QA_F1, 0},
+    {"longbook_choice_eng", "En.MC", "Read the book and answer the question.\n\n{context}\n\nQuestion: {input}\n\nOnly "
+     "one of the following options is correct, tell me the answer using one single letter (A, B, C, or D). Don't say "
+     "anything else." OPTS, 40, TC_SCORE_CHOICE, 1},
+    {"longbook_sum_eng", "En.Sum", "Summarize the following book.\n\n{context}", 1200, TC_SCORE_ROUGE_L, 0},
+    {"code_debug", "Code.Debug", "There is ONLY ONE function in the large project that is deliberately made to include "
+     "an obvious error. Please find the function that contains the most obvious errors. I will give you four options to "
+     "narrow your scope. You can inspect through the options and think. Eventually, tell me the answer using one single "
+     "letter (A, B, C, or D).\n\n{context}\n\nWhich funtion has deliberate error?" OPTS "\n\nYou should first find the "
+     "functions in the options. Repeat their content, inspect through code, and at last give me your answer for the "
+     "function that has the deliberate and obvious error in A, B, C, or D.", 5, TC_SCORE_CODE_DEBUG, 1},
+};
+
+void ib_defaults(ib_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->use_chat = 1;
+}
+
+const char *ib_task_name(int i) { return i >= 0 && i < IB_N_TASKS ? TASKS[i].file : NULL; }
+
+int ib_task_index(const char *name) {
+    for (int i = 0; i < IB_N_TASKS; i++)
+        if (!strcasecmp(name, TASKS[i].file) || !strcasecmp(name, TASKS[i].alias)) return i;
+    return -1;
+}
+
+int ib_task_max_new(int i) { return i >= 0 && i < IB_N_TASKS ? TASKS[i].max_new : 0; }
+
+typedef struct {
+    const ib_opts *o;
+    const ib_task *task;
+    tc_list *out;
+} ib_load;
+
+static int on_record(void *ctx, const json_value *v, int line, char *err, size_t errlen) {
+    ib_load *L = ctx;
+    const ib_task *T = L->task;
+    if (L->o->limit > 0 && L->out->n >= L->o->limit) return 1;
+    if (v->type != JSON_OBJECT) { snprintf(err, errlen, "expected a JSON object (got %s)", json_type_name(v->type)); return -1; }
+    const char *context, *input;
+    char **answers = NULL, **options = NULL;
+    int na = 0, no = 0, rc = -1;
+    if (json_field_string(v, "context", &context, err, errlen) || json_field_string(v, "input", &input, err, errlen))
+        return -1;
+    if (json_field_strings(v, "answer", 1, 1, &answers, &na, err, errlen)) return -1;
+    tc_case c;
+    tc_case_init(&c);
+    if (!na) { snprintf(err, errlen, "field 'answer' is empty"); goto out; }
+    const char *names[6] = {"input", "OPTION_A", "OPTION_B", "OPTION_C", "OPTION_D", NULL};
+    const char *values[6] = {input, "", "", "", "", NULL};
+    if (T->options) {                              /* answers become {option text, letter} */
+        if (json_field_strings(v, "options", 0, 1, &options, &no, err, errlen)) goto out;
+        if (no != 4) { snprintf(err, errlen, "field 'options' must hold 4 options (got %d)", no); goto out; }
+        int k = 0;
+        while (k < 4 && strcmp(options[k], answers[0])) k++;
+        if (k == 4) { snprintf(err, errlen, "field 'answer' is not one of the options"); goto out; }
+        for (int i = 0; i < 4; i++) values[1 + i] = options[i];
+        char letter[2] = {(char)('A' + k), 0}, *l = strdup(letter);
+        if (!l) { snprintf(err, errlen, "out of memory"); goto out; }
+        for (int i = 1; i < na; i++) free(answers[i]);
+        na = 2;
+        char **two = realloc(answers, 2 * sizeof *two);
+        if (!two) { free(l); na = 1; snprintf(err, errlen, "out of memory"); goto out; }
+        answers = two;
+        answers[1] = l;
+    }
+    if (tc_build_from_template(&c, L->o->tok, L->o->use_chat, T->prompt, context, names, values, 5, L->o->max_tokens,
+                               "", err, errlen))
+        goto out;
+    const json_value *idv = json_get(v, "id");
+    strbuf idb = {0}, tk = {0};
+    if (idv && idv->type == JSON_NUMBER) sb_printf(&idb, "%s-%lld", T->file, (long long)idv->num);
+    else if (idv && idv->type == JSON_STRING) sb_printf(&idb, "%s-%s", T->file, idv->str);
+    else sb_printf(&idb, "%s-%d", T->file, line);
+    sb_printf(&tk, "infinitebench:%s", T->file);
+    c.id = sb_take(&idb);
+    c.task = sb_take(&tk);
+    c.question = strdup(input);
+    if (!c.id || !c.task || !c.question) { snprintf(err, errlen, "out of memory"); goto out; }
+    c.answers = answers;
+    c.n_answers = na;
+    answers = NULL;
+    c.max_new_tokens = T->max_new;
+    c.scorer = T->scorer;
+    c.settings.question_after = L->o->question_after;
+    if (tc_list_push(L->out, &c)) { snprintf(err, errlen, "out of memory"); goto out; }
+    rc = 0;
+out:
+    tc_case_free(&c);
+    json_strings_free(answers, na);
+    json_strings_free(options, no);
+    return rc;
+}
+
+int ib_load_task(const ib_opts *o, int task, const char *path, tc_list *out, jsonl_stats *st, char *err,
+                 size_t errlen) {
+    if (task < 0 || task >= IB_N_TASKS) { snprintf(err, errlen, "infinitebench: no task %d", task); return -1; }
+    if (!o->tok) { snprintf(err, errlen, "infinitebench: no tokenizer"); return -1; }
+    ib_load L = {o, &TASKS[task], out};
+    int rc = jsonl_read(path, on_record, &L, st, o->log, err, errlen);
+    out->skipped += st->skipped;
+    return rc < 0 ? -1 : 0;
+}
+
+int ib_load_dir(const ib_opts *o, const char *dir, const char *tasks, tc_list *out, char *err, size_t errlen) {
+    int want[IB_N_TASKS] = {0}, any = 0;
+    if (tasks && *tasks) {
+        char *list = strdup(tasks), *save = NULL;
+        if (!list) { snprintf(err, errlen, "out of memory"); return -1; }
+        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int k = ib_task_index(t);
+            if (k < 0) {
+                snprintf(err, errlen, "infinitebench: unknown task '%s' (tasks: passkey, number_string, kv_retrieval, "
+                         "longbook_qa_eng, longbook_choice_eng, longbook_sum_eng, code_debug)", t);
+                free(list);
+                return -1;
+            }
+            want[k] = 2;
+        }
+        free(list);
+    } else {
+        for (int k = 0; k < IB_N_TASKS; k++) want[k] = 1;
+    }
+    for (int k = 0; k < IB_N_TASKS; k++) {
+        if (!want[k]) continue;
+        strbuf p = {0};
+        sb_printf(&p, "%s/%s.jsonl", dir, TASKS[k].file);
+        char *path = sb_take(&p);
+        if (!path) { snprintf(err, errlen, "out of memory"); return -1; }
+        if (access(path, R_OK)) {
+            if (want[k] == 2) { snprintf(err, errlen, "%s: not found", path); free(path); return -1; }
+            free(path);
+            continue;
+        }
+        jsonl_stats st;
+        int rc = ib_load_task(o, k, path, out, &st, err, errlen);
+        free(path);
+        if (rc) return -1;
+        any = 1;
+    }
+    if (!any) { snprintf(err, errlen, "%s: no InfiniteBench task files (<task>.jsonl) found", dir); return -1; }
+    return 0;
+}

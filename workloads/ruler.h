@@ -1,0 +1,63 @@
+/* RULER's synthetic tasks (NVIDIA/RULER scripts/data/synthetic), generated here from
+ * their published definitions with this project's own PRNG:
+ *
+ *   niah_single_1    noise haystack (one repeated sentence per line), word key, 7-digit value
+ *   niah_single_2    essay haystack, word key, 7-digit value
+ *   niah_single_3    essay haystack, word key, UUID value
+ *   niah_multikey_1  essay, 4 word keys with a value each, one asked
+ *   niah_multikey_2  haystack of needle-shaped distractors (word keys, 7-digit values)
+ *   niah_multikey_3  the same with UUID keys and values
+ *   niah_multivalue  essay, one word key with 4 values, all asked
+ *   niah_multiquery  essay, 4 word keys, all asked
+ *   vt               variable tracking: one chain of 5 variables (4 hops) in the noise
+ *                    haystack, after a short worked example
+ *   cwe              common words: 10 words x 30 among words x 3 (6 and 1 below 4K),
+ *                    numbered list, after one worked example
+ *   fwe              frequent coded words: Zipf (alpha 2) counts of 6-letter coded words,
+ *                    the top rank replaced by "...", the next three asked
+ *
+ * Keys are "adjective-noun" words, values 7-digit numbers or UUIDs (version 4). Essay
+ * needles go in at sentence boundaries at depths drawn from 40 evenly spaced levels;
+ * noise/needle haystacks take needles at random lines. The haystack size is the largest
+ * for which prompt tokens (chat template and answer prefix included) + max_new_tokens
+ * <= the length, found by binary search on the first sample and rechecked per sample.
+ * Generation lengths: niah 128, vt 30, cwe 120, fwe 50. Scored by string_match_all.
+ * The prompts keep RULER's wording; the answer prefix follows the assistant header with
+ * no leading or trailing space. */
+#ifndef KV_RULER_H
+#define KV_RULER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "textcase.h"
+
+enum { RULER_N_TASKS = 11, RULER_DEFAULT_SEED = 42, RULER_N_DEPTHS = 40 };
+
+typedef struct {
+    const kv_tokenizer *tok;   /* required */
+    const char *essays;        /* haystack text for the essay tasks (haystack_load) */
+    size_t essays_len;
+    uint64_t seed;             /* RULER_DEFAULT_SEED */
+    int use_chat;              /* 1 */
+    int question_after;        /* recorded in each case's settings */
+} ruler_opts;
+
+void ruler_defaults(ruler_opts *o);
+
+/* Task names in the order above. */
+const char *ruler_task_name(int i);
+/* Index of a task name, or -1. */
+int ruler_task_index(const char *name);
+int ruler_task_max_new(int task);
+/* 1 if the task needs the essay haystack. */
+int ruler_task_needs_essays(int task);
+
+/* Appends n_samples cases of the task at length (tokens). Case ids "TASK-L<length>-<i>",
+ * task "ruler:TASK". Sample i depends only on (seed, task, length, i). 0, or -1 with err. */
+int ruler_generate(const ruler_opts *o, int task, int length, int n_samples, tc_list *out, char *err,
+                   size_t errlen);
+
+/* The word lists (ruler_words.c). */
+const char *const *ruler_adjectives(int *n);
+const char *const *ruler_nouns(int *n);
+const char *const *ruler_verbs(int *n);
+#endif
