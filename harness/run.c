@@ -8,6 +8,7 @@
  * same run and skips what is committed. */
 #include "commands.h"
 #include "provenance.h"
+#include "run_model.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
 #include "../results/db.h"
@@ -74,7 +75,12 @@ static void usage(FILE *f) {
             "LIST is comma-separated. The run is identified by the workload and its shape, seed\n"
             "and backend; methods, budgets, ctx and depths only select which results to add.\n"
             "Score: the fraction of (retrieval head, asked needle) probes whose attention output\n"
-            "is nearest the needle's value (see workloads/synthetic.h).\n");
+            "is nearest the needle's value (see workloads/synthetic.h).\n"
+            "\n"
+            "With --model, or a text workload (niah, ruler[:TASK,..], longbench:DIR,\n"
+            "infinitebench:DIR, gsm8k:FILE), the run goes through the model instead:\n"
+            "\n");
+    run_model_usage(f);
 }
 
 /* ---------------------------------------------------------------- parsing */
@@ -602,6 +608,7 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
 }
 
 int cmd_run(int argc, char **argv) {
+    if (run_model_wanted(argc, argv)) return cmd_run_model(argc, argv);
     run_opts o;
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;

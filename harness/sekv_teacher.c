@@ -92,6 +92,28 @@ static const kv_method capture_method = {
     .attend = cap_attend,
 };
 
+int sekv_teacher_capture(kv_model *m, const kv_prefill_out *pf, const int32_t *ids, int t,
+                         int window, float *q, float *logits, double *far_share) {
+    const kv_model_config *cfg = model_config(m);
+    int L = cfg->n_layer, H = cfg->n_head, Hkv = cfg->n_head_kv, d = cfg->head_dim;
+    if (t < 0 || t > pf->n || d > 512 || pf->n_layer != L || pf->head_dim != d) return -1;
+    kv_state cap = {.pf = pf, .t = t, .window = window, .L = L, .H = H, .Hkv = Hkv, .d = d, .q = q};
+    cap.knew = malloc((size_t)L * Hkv * d * sizeof *cap.knew);
+    cap.vnew = malloc((size_t)L * Hkv * d * sizeof *cap.vnew);
+    cap.far = calloc((size_t)H, sizeof *cap.far), cap.tot = calloc((size_t)H, sizeof *cap.tot);
+    cap.scratch = malloc((size_t)H * (t + 1) * sizeof *cap.scratch);
+    int rc = -1;
+    if (cap.knew && cap.vnew && cap.far && cap.tot && cap.scratch) {
+        kv_token info = {t, t < pf->n ? pf->surprisal[t] : 0.0f, t < pf->n && pf->sent_end ? pf->sent_end[t] : 0};
+        rc = model_decode(m, &capture_method, &cap, ids[t], t, &info, logits) ? -1 : 0;
+        double far = 0, tot = 0;
+        for (int h = 0; h < H; h++) far += cap.far[h], tot += cap.tot[h];
+        *far_share = tot > 0 ? far / tot : 0;
+    }
+    free(cap.knew), free(cap.vnew), free(cap.far), free(cap.tot), free(cap.scratch);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- one document */
 
 uint64_t sekv_teacher_key(uint64_t model_hash, const int32_t *ids, int n, const sekv_teacher_cfg *c) {
@@ -133,12 +155,7 @@ int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_
     double *score = malloc((size_t)c->candidates * sizeof *score);
     float *Qc = malloc((size_t)c->candidates * L * H * d * sizeof *Qc), *Qk = NULL;
     float *logits = malloc((size_t)cfg->n_vocab * sizeof *logits);
-    kv_state cap = {.pf = &pf, .window = window, .L = L, .H = H, .Hkv = Hkv, .d = d};
-    cap.knew = malloc((size_t)L * Hkv * d * sizeof *cap.knew);
-    cap.vnew = malloc((size_t)L * Hkv * d * sizeof *cap.vnew);
-    cap.far = malloc((size_t)H * sizeof *cap.far), cap.tot = malloc((size_t)H * sizeof *cap.tot);
-    cap.scratch = malloc((size_t)H * n * sizeof *cap.scratch);
-    if (!cand || !score || !Qc || !logits || !cap.knew || !cap.vnew || !cap.far || !cap.tot || !cap.scratch) {
+    if (!cand || !score || !Qc || !logits) {
         snprintf(err, errlen, "sekv teacher: out of memory");
         goto done;
     }
@@ -150,21 +167,11 @@ int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_
     /* queries and far shares at the candidates */
     t0 = now_s();
     int nc = sekv_candidates(n, c->candidates, cand);
-    for (int k = 0; k < nc; k++) {
-        int t = cand[k];
-        cap.t = t;
-        cap.q = Qc + (size_t)k * L * H * d;
-        memset(cap.far, 0, (size_t)H * sizeof *cap.far);
-        memset(cap.tot, 0, (size_t)H * sizeof *cap.tot);
-        kv_token info = {t, pf.surprisal[t], pf.sent_end ? pf.sent_end[t] : 0};
-        if (model_decode(m, &capture_method, &cap, ids[t], t, &info, logits)) {
-            snprintf(err, errlen, "sekv teacher: decode at position %d failed", t);
+    for (int k = 0; k < nc; k++)
+        if (sekv_teacher_capture(m, &pf, ids, cand[k], window, Qc + (size_t)k * L * H * d, logits, &score[k])) {
+            snprintf(err, errlen, "sekv teacher: decode at position %d failed", cand[k]);
             goto done;
         }
-        double far = 0, tot = 0;
-        for (int h = 0; h < H; h++) far += cap.far[h], tot += cap.tot[h];
-        score[k] = tot > 0 ? far / tot : 0;
-    }
     st0.n_cand = nc;
     st0.decode_s = now_s() - t0;
     /* keep the most far-reaching candidates */
@@ -194,7 +201,6 @@ done:
     if (stats) *stats = st0;
     sekv_seg_free(&seg);
     free(cand), free(kept), free(score), free(Qc), free(Qk), free(logits);
-    free(cap.knew), free(cap.vnew), free(cap.far), free(cap.tot), free(cap.scratch);
     prefill_out_free(&pf);
     return rc;
 }

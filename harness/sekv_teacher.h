@@ -28,6 +28,14 @@ typedef struct {
     double prefill_s, decode_s, build_s;
 } sekv_teacher_stats;
 
+/* One capture: decodes ids[t] at position t through the capture method, attending over
+ * pf's rows [0, t) (pf holds at least t tokens) plus the token's own; writes every
+ * layer's queries q [L][H][d], the logits [n_vocab] and the far share: the attention mass
+ * more than `window` tokens back over the mass on [0, t), all layers and heads.
+ * 0, or -1 (decode failed / out of memory). */
+int sekv_teacher_capture(kv_model *m, const kv_prefill_out *pf, const int32_t *ids, int t,
+                         int window, float *q, float *logits, double *far_share);
+
 /* Builds out from the document ids[0..n). 0, or -1 with err. */
 int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_cfg *c,
                      sekv_tdoc *out, sekv_teacher_stats *st, char *err, size_t errlen);

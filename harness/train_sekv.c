@@ -16,7 +16,7 @@
 
 typedef struct {
     const char *model, *corpus, *out, *cache, *log;
-    int steps, rank, threads, max_docs, ctx;
+    int steps, rank, threads, max_docs, ctx, budget_per_span;
     uint64_t seed;
     sekv_teacher_cfg tc;
     double mem_mb;
@@ -28,7 +28,7 @@ static void usage(FILE *f) {
             "usage: kvbench train-sekv [--model F] [--corpus DIR] --out params.bin [--steps N]\n"
             "                          [--seed S] [--rank R] [--threads N] [--max-docs N] [--ctx N]\n"
             "                          [--candidates N] [--keep N] [--alpha A] [--cache DIR|none]\n"
-            "                          [--log FILE.csv]\n"
+            "                          [--budget-norm row|span] [--log FILE.csv]\n"
             "\n"
             "Trains SeKV's zoom-in (routing projections W, thresholds tau, rank gate; the model\n"
             "stays frozen) to match the model's full attention at mined positions of long\n"
@@ -49,6 +49,9 @@ static void usage(FILE *f) {
             "  --alpha A        anchor threshold mu + A*sigma for the segmentation (default %g)\n"
             "  --cache DIR      teacher data per document, reused across runs (default\n"
             "                   $KVBENCH_CACHE/sekv-train or ~/.cache/kvbench/sekv-train; none = off)\n"
+            "  --budget-norm M  the z budget: row = expanded spans per (position, layer, head),\n"
+            "                   averaged over rows (default); span = the expansion rate, on the\n"
+            "                   zoom BCE's scale\n"
             "  --log FILE       loss curve as CSV, one line per step\n"
             "\n"
             "Loss (reference §8): KL(teacher || student attention) + BCE zoom targets + gated\n"
@@ -107,6 +110,10 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--cache")) o->cache = v;
         else if (!strcmp(a, "--log")) o->log = v;
+        else if (!strcmp(a, "--budget-norm")) {
+            if (strcmp(v, "row") && strcmp(v, "span")) return fail("--budget-norm '%s': expected row or span", v);
+            o->budget_per_span = !strcmp(v, "span");
+        }
         else if (!strcmp(a, "--alpha")) {
             char *end;
             o->tc.alpha = strtod(v, &end);
@@ -286,14 +293,15 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
                 fprintf(stderr, "train-sekv: note: %s (continuing without caching)\n", err);
         }
         double mb = sekv_tdoc_bytes(&d->doc) / 1048576.0;
+        int spans = d->doc.n_spans, npos = d->doc.n_pos;
         d->resident = !use_cache || resident_mb + mb <= o->mem_mb;
         if (d->resident) resident_mb += mb;
-        else sekv_tdoc_free(&d->doc);
+        else sekv_tdoc_free(&d->doc);   /* loaded from its cache file at each use */
         double el = now_s() - t_start;
         char eta[32];
         fmt_time(el / (i + 1) * (nd - i - 1), eta, sizeof eta);
         fprintf(stderr, "train-sekv: doc %d/%d %s: %d tokens, %d spans, %d positions, %.0f MB, %s in %.1fs",
-                i + 1, nd, name, n, d->doc.n_spans ? d->doc.n_spans : 0, d->doc.n_pos, mb, how, now_s() - t0);
+                i + 1, nd, name, n, spans, npos, mb, how, now_s() - t0);
         if (ts.n_cand)
             fprintf(stderr, " (prefill %.1fs, %d candidates %.1fs, far share %.2f..%.2f)", ts.prefill_s, ts.n_cand,
                     ts.decode_s, ts.far_last, ts.far_best);
@@ -357,12 +365,14 @@ int cmd_train_sekv(int argc, char **argv) {
         fail("--log %s: cannot write", o.log);
         goto done;
     }
-    if (logf) fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,eff_rank,lr,grad_norm,seconds\n");
+    if (logf) fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,pos_rate,recall,precision,eff_rank,lr,grad_norm,"
+                            "seconds\n");
     size_t np = sekv_params_count(&p);
     fprintf(stderr, "train-sekv: %d documents ready in %.0fs; %zu trainable parameters (%.3f%% of the model's %.1fM)\n",
             nd, t_data, np, 100.0 * np / (double)mc->n_params, mc->n_params / 1e6);
 
     sekv_loss_cfg lc = sekv_loss_defaults();
+    lc.budget_per_span = o.budget_per_span;
     sekv_optim_cfg oc = sekv_optim_defaults(o.steps);
     order = malloc((size_t)nd * sizeof *order);
     if (!order) {
@@ -408,16 +418,18 @@ int cmd_train_sekv(int argc, char **argv) {
         last = parts;
         double el = now_s() - t_train;
         if (logf)
-            fprintf(logf, "%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.3f,%.4g,%.4g,%.2f\n", s, d->name, parts.total,
-                    parts.kl, parts.zoom, parts.recon, parts.budget, lb, parts.expand, parts.eff_rank, lr, gn, el);
+            fprintf(logf, "%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.4f,%.4f,%.4f,%.3f,%.4g,%.4g,%.2f\n", s, d->name,
+                    parts.total, parts.kl, parts.zoom, parts.recon, parts.budget, lb, parts.expand, parts.pos_rate,
+                    parts.recall, parts.precision, parts.eff_rank, lr, gn, el);
         if (s % every == 0 || s == o.steps - 1) {
             char eta[32];
             fmt_time(el / (s + 1) * (o.steps - s - 1), eta, sizeof eta);
             fprintf(stderr,
                     "step %d/%d  loss %.4f = kl %.4f + zoom %.4f + %.1f*recon %.3f + %.3f*budget %.2f"
-                    "  expand %.2f rank %.1f  lr %.2e |g| %.2g  %.2fs/step  ETA %s\n",
+                    "  expand %.2f (recall %.2f precision %.2f) rank %.1f  lr %.2e |g| %.2g  %.2fs/step  ETA %s\n",
                     s + 1, o.steps, parts.total, parts.kl, parts.zoom, lc.lambda_recon, parts.recon, lb,
-                    parts.budget, parts.expand, parts.eff_rank, lr, gn, el / (s + 1), eta);
+                    parts.budget, parts.expand, parts.recall, parts.precision, parts.eff_rank, lr, gn, el / (s + 1),
+                    eta);
         }
     }
     sekv_tparams_to(&th, &p);

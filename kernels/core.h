@@ -60,6 +60,12 @@ typedef struct kb_backend {
      * U [rows][rank], S [rank] (descending), Vt [rank][cols]; rank <= min(rows, cols).
      * Returns 0, or -1 on failure (LAPACK error). */
     int (*svd)(const float *A, int rows, int cols, int rank, float *U, float *S, float *Vt);
+    /* Optional, NULL where the backend has none (the CPU: call svd per block instead):
+     * batch independent truncated SVDs with the svd contract, blocks stored one after
+     * another: A [batch][rows][cols], U [batch][rows][rank], S [batch][rank],
+     * Vt [batch][rank][cols]. Returns 0, or -1 on failure. */
+    int (*svd_batched)(const float *A, int batch, int rows, int cols, int rank, float *U, float *S,
+                       float *Vt);
 } kb_backend;
 
 const kb_backend *kb_cpu(void);

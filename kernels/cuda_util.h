@@ -11,6 +11,10 @@
 #include <cstddef>
 #include <cstdio>
 
+extern "C" {
+#include "core.h"
+}
+
 #define CK(call)                                                                                      \
     do {                                                                                              \
         cudaError_t err_ = (call);                                                                    \
@@ -22,6 +26,12 @@
 
 // After a kernel launch: launch errors now, execution errors at the next synchronising call.
 #define CK_LAUNCH() CK(cudaGetLastError())
+
+// kernel<<<grid, block, smem>>>(args), spelled as KB_LAUNCH(kernel, grid, block, smem)(args)
+// so that the CPU emulation of tests/gpu/emu can compile the same source.
+#ifndef KB_LAUNCH
+#define KB_LAUNCH(kernel, grid, block, smem) kernel<<<(grid), (block), (smem)>>>
+#endif
 
 namespace kbcuda {
 
@@ -44,6 +54,10 @@ struct HostBuf {
     size_t cap = 0;
 };
 int reserve_pinned(HostBuf &b, size_t bytes);
+
+// The table's entries (host pointers): on the device, or on the CPU when that fails.
+void prefill_entry(const kb_prefill_args *a);   // cuda_attn.cu
+void decode_entry(const kb_decode_args *a);     // cuda_decode.cu
 
 }  // namespace kbcuda
 

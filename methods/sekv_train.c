@@ -38,19 +38,44 @@ static size_t gate_param_len(const sekv_tparams *th) {
     return hid * (th->R + th->d) + hid + hid * hid + hid + (size_t)th->R * hid + th->R;
 }
 
-/* Dense y = Wm x + b in double. */
-static void dense(const double *Wm, const double *b, const double *x, int rows, int cols, double *y) {
-    for (int i = 0; i < rows; i++) {
-        double acc = b[i];
-        const double *w = Wm + (size_t)i * cols;
-        for (int k = 0; k < cols; k++) acc += w[k] * x[k];
-        y[i] = acc;
+/* y [rows] = W x + b with W given transposed, WT [cols][rows]: the inner loop runs over
+ * contiguous outputs, so it vectorises (a dot-product loop would not, without reassociating). */
+static void dense_t(const double *WT, const double *b, const double *x, int rows, int cols, double *y) {
+    for (int i = 0; i < rows; i++) y[i] = b[i];
+    for (int k = 0; k < cols; k++) {
+        double xk = x[k];
+        const double *w = WT + (size_t)k * rows;
+        if (xk != 0)
+            for (int i = 0; i < rows; i++) y[i] += xk * w[i];
     }
 }
 
+static void transpose(const double *A, int rows, int cols, double *AT) {
+    for (int i = 0; i < rows; i++)
+        for (int k = 0; k < cols; k++) AT[(size_t)k * rows + i] = A[(size_t)i * cols + k];
+}
+
+/* The gate's weight matrices transposed (W1T [R+d][hid], W2T [hid][hid], W3T [hid][R]),
+ * made once per loss evaluation. */
+typedef struct {
+    double *w1t, *w2t, *w3t;
+} gate_t;
+
+static int gate_t_make(const sekv_tparams *th, gate_t *g) {
+    int in = th->R + th->d, hid = th->hidden;
+    g->w1t = malloc(((size_t)in * hid + (size_t)hid * hid + (size_t)hid * th->R) * sizeof *g->w1t);
+    if (!g->w1t) return -1;
+    g->w2t = g->w1t + (size_t)in * hid;
+    g->w3t = g->w2t + (size_t)hid * hid;
+    transpose(th->g_w1, hid, in, g->w1t);
+    transpose(th->g_w2, hid, hid, g->w2t);
+    transpose(th->g_w3, th->R, hid, g->w3t);
+    return 0;
+}
+
 /* sekv_gate_forward's math in double; cache: x [R+d], a1, h1, a2, h2 [hid], z3 [R]. */
-static void gate_fwd(const sekv_tparams *th, const float *s, int r, const float *kbar, double *m,
-                     double *c) {
+static void gate_fwd(const sekv_tparams *th, const gate_t *gt, const float *s, int r,
+                     const float *kbar, double *m, double *c) {
     int R = th->R, d = th->d, hid = th->hidden;
     double *x = c, *a1 = x + R + d, *h1 = a1 + hid, *a2 = h1 + hid, *h2 = a2 + hid, *z3 = h2 + hid;
     for (int i = 0; i < R; i++) x[i] = i < r && s[0] > 0 ? (double)s[i] / s[0] : 0.0;
@@ -58,11 +83,11 @@ static void gate_fwd(const sekv_tparams *th, const float *s, int r, const float 
     for (int i = 0; i < d; i++) nk += (double)kbar[i] * kbar[i];
     nk = sqrt(nk);
     for (int i = 0; i < d; i++) x[R + i] = nk > 0 ? kbar[i] / nk : 0.0;
-    dense(th->g_w1, th->g_b1, x, hid, R + d, a1);
+    dense_t(gt->w1t, th->g_b1, x, hid, R + d, a1);
     for (int i = 0; i < hid; i++) h1[i] = gelu(a1[i]);
-    dense(th->g_w2, th->g_b2, h1, hid, hid, a2);
+    dense_t(gt->w2t, th->g_b2, h1, hid, hid, a2);
     for (int i = 0; i < hid; i++) h2[i] = gelu(a2[i]);
-    dense(th->g_w3, th->g_b3, h2, R, hid, z3);
+    dense_t(gt->w3t, th->g_b3, h2, R, hid, z3);
     for (int i = 0; i < R; i++) m[i] = i < r ? sigm(z3[i]) : 0.0;
 }
 
@@ -109,45 +134,47 @@ static void gate_bwd(const sekv_tparams *th, const double *c, const double *m, c
 
 void sekv_tgate(const sekv_tparams *th, const float *s, int r, const float *kbar, double *m) {
     double *c = malloc(gate_cache_len(th) * sizeof *c);
-    if (!c) {
+    gate_t gt;
+    if (!c || gate_t_make(th, &gt)) {
         for (int i = 0; i < th->R; i++) m[i] = NAN;
+        free(c);
         return;
     }
-    gate_fwd(th, s, r, kbar, m, c);
-    free(c);
+    gate_fwd(th, &gt, s, r, kbar, m, c);
+    free(c), free(gt.w1t);
 }
 
 /* ---------------------------------------------------------------- routing */
 
-/* khat = W kbar / |W kbar| (0 when the norm is 0); returns the norm. */
-static double route_key(const double *W, const float *kbar, int d, int dp, double *khat) {
-    double n = 0;
-    for (int i = 0; i < dp; i++) {
-        double a = 0;
-        for (int k = 0; k < d; k++) a += W[(size_t)i * d + k] * kbar[k];
-        khat[i] = a;
-        n += a * a;
+/* WT [d][dp] is one head's W [dp][d] transposed. qhat = W q. */
+static void route_query(const double *WT, const float *q, int d, int dp, double *qhat) {
+    for (int i = 0; i < dp; i++) qhat[i] = 0;
+    for (int k = 0; k < d; k++) {
+        double qk = q[k];
+        const double *w = WT + (size_t)k * dp;
+        for (int i = 0; i < dp; i++) qhat[i] += qk * w[i];
     }
+}
+
+/* khat = W kbar / |W kbar| (0 when the norm is 0); returns the norm. */
+static double route_key(const double *WT, const float *kbar, int d, int dp, double *khat) {
+    route_query(WT, kbar, d, dp, khat);
+    double n = 0;
+    for (int i = 0; i < dp; i++) n += khat[i] * khat[i];
     n = sqrt(n);
     for (int i = 0; i < dp; i++) khat[i] = n > 0 ? khat[i] / n : 0.0;
     return n;
 }
 
-static void route_query(const double *W, const float *q, int d, int dp, double *qhat) {
-    for (int i = 0; i < dp; i++) {
-        double a = 0;
-        for (int k = 0; k < d; k++) a += W[(size_t)i * d + k] * q[k];
-        qhat[i] = a;
-    }
-}
-
 double sekv_talpha(const sekv_tparams *th, int layer, int head, const float *q, const float *kbar,
                    int len) {
     int d = th->d, dp = th->dp;
-    const double *W = th->W + ((size_t)layer * th->H + head) * dp * d;
-    double qh[SEKV_DPRIME], kh[SEKV_DPRIME], dot = 0;
-    route_query(W, q, d, dp, qh);
-    route_key(W, kbar, d, dp, kh);
+    double *WT = calloc((size_t)d * dp, sizeof *WT), qh[SEKV_DPRIME] = {0}, kh[SEKV_DPRIME] = {0}, dot = 0;
+    if (!WT) return NAN;
+    transpose(th->W + ((size_t)layer * th->H + head) * dp * d, dp, d, WT);
+    route_query(WT, q, d, dp, qh);
+    route_key(WT, kbar, d, dp, kh);
+    free(WT);
     for (int i = 0; i < dp; i++) dot += qh[i] * kh[i];
     return sigm(dot / sqrt((double)dp) + log((double)len));
 }
@@ -163,12 +190,15 @@ typedef struct {
     size_t e0;                   /* probe index of span 0 */
     const double *mK;            /* [nvmax][R] this kv head's key gates */
     const double *khat;          /* [nvmax][dp] this head's routing keys */
+    const double *WT;            /* [d][dp] this head's W transposed */
     double qhat[SEKV_DPRIME];
     double *x, *al, *sig, *z;    /* [nv] routing logit, alpha~, STE sigmoid, gate value */
     uint8_t *zh;                 /* [nv] side: 1 = reconstructed rows, 0 = coarse row */
     int32_t *own;                /* [t+1] visible span holding token i, or -1 */
     double *sl;                  /* [t+1] logit of token i's own entry (full res or reconstructed) */
     double *cl;                  /* [nv] coarse logit (side 0) */
+    double *ta;                  /* [t+1] teacher probabilities */
+    double *es, *ec;             /* [t+1], [nv]: student probabilities of token and coarse entries */
     double mx, lnZ, mxa, lnZa;   /* student and teacher log-normalisers: max + ln sum exp */
 } row_t;
 
@@ -198,7 +228,7 @@ static void row_forward(row_t *w, const sekv_tparams *th, double temp, sekv_ste_
     const sekv_tdoc *doc = w->doc;
     int D = doc->d, R = doc->R, dp = th->dp, t = w->t;
     double tau = th->tau[(size_t)w->l * th->H + w->h];
-    route_query(th->W + ((size_t)w->l * th->H + w->h) * dp * D, w->q, D, dp, w->qhat);
+    route_query(w->WT, w->q, D, dp, w->qhat);
     for (int s = 0; s < w->nv; s++) {
         double dot = 0;
         for (int i = 0; i < dp; i++) dot += w->qhat[i] * w->khat[(size_t)s * dp + i];
@@ -244,22 +274,28 @@ static void row_forward(row_t *w, const sekv_tparams *th, double temp, sekv_ste_
     for (int s = 0; s < w->nv; s++)
         if (!w->zh[s]) mx = fmax(mx, w->cl[s]);
     for (int i = 0; i <= t; i++) {
-        Za += exp(w->lo[i] - mxa);
-        if (w->own[i] < 0 || w->zh[w->own[i]]) Z += exp(w->sl[i] - mx);
+        Za += w->ta[i] = exp(w->lo[i] - mxa);
+        w->es[i] = w->own[i] < 0 || w->zh[w->own[i]] ? exp(w->sl[i] - mx) : 0.0;
+        Z += w->es[i];
     }
-    for (int s = 0; s < w->nv; s++)
-        if (!w->zh[s]) Z += exp(w->cl[s] - mx);
+    for (int s = 0; s < w->nv; s++) {
+        w->ec[s] = w->zh[s] ? 0.0 : exp(w->cl[s] - mx);
+        Z += w->ec[s];
+    }
+    for (int i = 0; i <= t; i++) w->ta[i] /= Za, w->es[i] /= Z;
+    for (int s = 0; s < w->nv; s++) w->ec[s] /= Z;
     w->mx = mx, w->lnZ = log(Z), w->mxa = mxa, w->lnZa = log(Za);
 }
 
 /* Row totals for the loss report. */
 typedef struct {
-    double kl, bce, bz, nz;
+    double kl, bce, bz, nz, npos, tp;
 } row_sums;
 
 /* KL, BCE and z terms of one row, and the backward into dmK [nvmax][R] (this kv head),
  * dtau, dW (this head's [dp][d]) and qacc [nvmax][dp] (the key path, finished per head).
- * sc: 1/rows; sel: lambda_zoom/elems; bud: lambda_budget/rows. dmK == NULL: forward only. */
+ * sc: 1/rows; sel: lambda_zoom/elems; bud: lambda_budget times the z weight (1/rows or
+ * 1/elems). dmK == NULL: forward only. */
 static void row_backward(row_t *w, const sekv_tparams *th, const sekv_loss_cfg *cfg, double sc,
                          double sel, double bud, double *dmK, double *dtau, double *dW, double *qacc,
                          row_sums *out) {
@@ -271,7 +307,7 @@ static void row_backward(row_t *w, const sekv_tparams *th, const sekv_loss_cfg *
     for (int i = 0; i <= t; i++) {
         if (w->own[i] >= 0) continue;
         double la = w->lo[i] - w->mxa - w->lnZa;
-        kl += exp(la) * (la - (w->sl[i] - w->mx - w->lnZ));
+        kl += w->ta[i] * (la - (w->sl[i] - w->mx - w->lnZ));
     }
     double dqhat[SEKV_DPRIME] = {0};
     const float *gq = w->gq;
@@ -285,7 +321,7 @@ static void row_backward(row_t *w, const sekv_tparams *th, const sekv_loss_cfg *
             for (int u = 0; u < sp.len; u++) {
                 int i = sp.start + u;
                 double la = w->lo[i] - w->mxa - w->lnZa, lp = w->sl[i] - w->mx - w->lnZ;
-                double a = exp(la), del = (exp(lp) - a) * sc;
+                double a = w->ta[i], del = (w->es[i] - a) * sc;
                 kl += a * (la - lp);
                 dsum += del;
                 for (int c = 0; c < r; c++) dcoef[c] += del * U[(size_t)u * r + c];
@@ -297,16 +333,18 @@ static void row_backward(row_t *w, const sekv_tparams *th, const sekv_loss_cfg *
             double lc = w->cl[s] - w->mx - w->lnZ, ll = log((double)sp.len);
             for (int u = 0; u < sp.len; u++) {
                 int i = sp.start + u;
-                double la = w->lo[i] - w->mxa - w->lnZa, a = exp(la);
+                double la = w->lo[i] - w->mxa - w->lnZa, a = w->ta[i];
                 A += a;
                 kl += a * (la - (lc - ll));
             }
-            dz = -(exp(lc) - A) * sc / (1.0 - w->z[s]);   /* d(ln(1-z))/dz */
+            dz = -(w->ec[s] - A) * sc / (1.0 - w->z[s]);   /* d(ln(1-z))/dz */
         }
         gq += r;
         dz += bud;
         out->bz += w->z[s];
         out->nz += w->zh[s];
+        out->npos += w->y[s];
+        out->tp += w->y[s] && w->zh[s];
         double y = w->y[s], x = w->x[s], al = w->al[s];
         out->bce += cfg->w_pos * y * softplus(-x) + (1 - y) * softplus(x);
         if (!dmK) continue;
@@ -333,14 +371,16 @@ typedef struct {
     int n_sel;
     const sekv_loss_cfg *cfg;
     double lambda_b, sc, sel_w, kvw;   /* budget weight, 1/rows, lambda_zoom/elems, 1/kv rows */
+    double zw;                         /* weight of each z in the budget: 1/rows or 1/elems */
     sekv_tparams *grad;                /* NULL: loss only */
+    const gate_t *gt;
     double *gate_g;                    /* [L][gate params] per-layer gate gradients */
     sekv_ste_probe *probe;
     double *acc;                       /* [L][ACC_N] per-layer sums */
     int *failed;                       /* [L] */
 } loss_ctx;
 
-enum { ACC_KL, ACC_BCE, ACC_BZ, ACC_NZ, ACC_RECON, ACC_BM, ACC_RANK, ACC_N };
+enum { ACC_KL, ACC_BCE, ACC_BZ, ACC_NZ, ACC_POS, ACC_TP, ACC_RECON, ACC_BM, ACC_RANK, ACC_N };
 
 static void layer_task(void *vc, int l) {
     loss_ctx *c = vc;
@@ -360,13 +400,14 @@ static void layer_task(void *vc, int l) {
            *khat = malloc(n1 * dp * 8), *unorm = malloc(n1 * 8), *qacc = malloc(n1 * dp * 8),
            *rx = malloc(n1 * 8), *ral = malloc(n1 * 8), *rsig = malloc(n1 * 8), *rz = malloc(n1 * 8),
            *rcl = malloc(n1 * 8), *rsl = malloc(((size_t)tmax + 1) * 8),
-           *gwork = malloc(2 * (size_t)th->hidden * 8);
+           *gwork = malloc(2 * (size_t)th->hidden * 8), *rta = malloc(((size_t)tmax + 1) * 8),
+           *res = malloc(((size_t)tmax + 1) * 8), *rec = malloc(n1 * 8), *WT = malloc((size_t)D * dp * 8);
     uint8_t *rzh = malloc(n1);
     int32_t *own = malloc(((size_t)tmax + 1) * 4);
     int *cnt = calloc(n1, sizeof *cnt);
     double *acc = c->acc + (size_t)l * ACC_N;
     if (!mK || !mV || !dmK || !dmV || !cK || !cV || !khat || !unorm || !qacc || !rx || !ral ||
-        !rsig || !rz || !rcl || !rsl || !gwork || !rzh || !own || !cnt) {
+        !rsig || !rz || !rcl || !rsl || !gwork || !rzh || !own || !cnt || !rta || !res || !rec || !WT) {
         c->failed[l] = 1;
         goto done;
     }
@@ -375,26 +416,27 @@ static void layer_task(void *vc, int l) {
         for (int s = 0; s < nvmax; s++) {
             size_t o = (size_t)j * nvmax + s;
             const float *kb = doc->kbar + (((size_t)l * J + j) * ns + s) * D;
-            gate_fwd(th, span_s(doc->sK, doc, l, j, s), doc->rank[s], kb, mK + o * R, cK + o * gcl);
-            gate_fwd(th, span_s(doc->sV, doc, l, j, s), doc->rank[s], kb, mV + o * R, cV + o * gcl);
+            gate_fwd(th, c->gt, span_s(doc->sK, doc, l, j, s), doc->rank[s], kb, mK + o * R, cK + o * gcl);
+            gate_fwd(th, c->gt, span_s(doc->sV, doc, l, j, s), doc->rank[s], kb, mV + o * R, cV + o * gcl);
         }
     /* (2, 3) rows, head by head */
     for (int h = 0; h < H; h++) {
         int j = h / (H / J);
-        const double *W = th->W + ((size_t)l * H + h) * dp * D;
+        transpose(th->W + ((size_t)l * H + h) * dp * D, dp, D, WT);
         for (int s = 0; s < nvmax; s++)
-            unorm[s] = route_key(W, doc->kbar + (((size_t)l * J + j) * ns + s) * D, D, dp, khat + (size_t)s * dp);
+            unorm[s] = route_key(WT, doc->kbar + (((size_t)l * J + j) * ns + s) * D, D, dp, khat + (size_t)s * dp);
         memset(qacc, 0, n1 * dp * 8);
         double dtau = 0, *dW = want ? c->grad->W + ((size_t)l * H + h) * dp * D : NULL;
         for (int k = 0; k < c->n_sel; k++) {
             row_t w = {.x = rx, .al = ral, .sig = rsig, .z = rz, .zh = rzh, .own = own, .sl = rsl, .cl = rcl,
-                       .mK = mK + (size_t)j * nvmax * R, .khat = khat};
+                       .ta = rta, .es = res, .ec = rec, .mK = mK + (size_t)j * nvmax * R, .khat = khat, .WT = WT};
             row_bind(&w, doc, c->sel[k], l, h);
             row_forward(&w, th, cfg->temp, c->probe);
             row_sums rs = {0};
-            row_backward(&w, th, cfg, c->sc, c->sel_w, c->lambda_b * c->sc,
+            row_backward(&w, th, cfg, c->sc, c->sel_w, c->lambda_b * c->zw,
                          want ? dmK + (size_t)j * nvmax * R : NULL, &dtau, dW, qacc, &rs);
             acc[ACC_KL] += rs.kl, acc[ACC_BCE] += rs.bce, acc[ACC_BZ] += rs.bz, acc[ACC_NZ] += rs.nz;
+            acc[ACC_POS] += rs.npos, acc[ACC_TP] += rs.tp;
         }
         if (!want) continue;
         c->grad->tau[(size_t)l * H + h] = dtau;
@@ -441,7 +483,7 @@ static void layer_task(void *vc, int l) {
 done:
     free(mK), free(mV), free(dmK), free(dmV), free(cK), free(cV), free(khat), free(unorm), free(qacc);
     free(rx), free(ral), free(rsig), free(rz), free(rcl), free(rsl), free(gwork), free(rzh), free(own);
-    free(cnt);
+    free(cnt), free(rta), free(res), free(rec), free(WT);
 }
 
 /* ---------------------------------------------------------------- the loss */
@@ -472,14 +514,17 @@ int sekv_train_loss(const sekv_tparams *th, const sekv_tdoc *doc, const int *sel
     loss_ctx c = {.th = th, .doc = doc, .sel = sel, .n_sel = n_sel, .cfg = cfg, .lambda_b = lambda_b,
                   .sc = rows > 0 ? 1 / rows : 0, .sel_w = elems > 0 ? cfg->lambda_zoom / elems : 0,
                   .kvw = kvrows > 0 ? 1 / kvrows : 0, .grad = grad, .probe = probe};
+    c.zw = cfg->budget_per_span ? (elems > 0 ? 1 / elems : 0) : c.sc;
     c.acc = calloc((size_t)L * ACC_N, sizeof *c.acc);
     c.failed = calloc((size_t)L, sizeof *c.failed);
     if (grad) {
         sekv_tparams_zero(grad);
         c.gate_g = calloc((size_t)L * gpl, sizeof *c.gate_g);
     }
+    gate_t gt = {0};
+    c.gt = &gt;
     int rc = 0;
-    if (!c.acc || !c.failed || (grad && !c.gate_g)) rc = -1;
+    if (!c.acc || !c.failed || (grad && !c.gate_g) || gate_t_make(th, &gt)) rc = -1;
     if (!rc && n_sel > 0) kb_parallel_for(L, layer_task, &c);
     double a[ACC_N] = {0};
     for (int l = 0; l < L && !rc; l++) {
@@ -493,13 +538,16 @@ int sekv_train_loss(const sekv_tparams *th, const sekv_tdoc *doc, const int *sel
         o.kl = a[ACC_KL] * c.sc;
         o.zoom = elems > 0 ? a[ACC_BCE] / elems : 0;
         o.recon = a[ACC_RECON];
-        o.budget = a[ACC_BZ] * c.sc + cfg->beta * a[ACC_BM];
+        o.budget = a[ACC_BZ] * c.zw + cfg->beta * a[ACC_BM];
         o.total = o.kl + cfg->lambda_zoom * o.zoom + cfg->lambda_recon * o.recon + lambda_b * o.budget;
         o.expand = elems > 0 ? a[ACC_NZ] / elems : 0;
+        o.pos_rate = elems > 0 ? a[ACC_POS] / elems : 0;
+        o.recall = a[ACC_POS] > 0 ? a[ACC_TP] / a[ACC_POS] : 0;
+        o.precision = a[ACC_NZ] > 0 ? a[ACC_TP] / a[ACC_NZ] : 0;
         o.eff_rank = vis > 0 ? a[ACC_RANK] / (vis * L * doc->Hkv) : 0;
         *parts = o;
     }
-    free(c.acc), free(c.failed), free(c.gate_g), free(all);
+    free(c.acc), free(c.failed), free(c.gate_g), free(all), free(gt.w1t);
     return rc;
 }
 
@@ -512,33 +560,35 @@ int sekv_train_row_probs(const sekv_tparams *th, const sekv_tdoc *doc, int p, in
     size_t n1 = (size_t)nv + 1;
     double *mK = calloc(n1 * R, 8), *cache = malloc(gate_cache_len(th) * 8), *khat = malloc(n1 * dp * 8),
            *rx = malloc(n1 * 8), *ral = malloc(n1 * 8), *rsig = malloc(n1 * 8), *rz = malloc(n1 * 8),
-           *rcl = malloc(n1 * 8), *rsl = malloc(((size_t)t + 1) * 8);
+           *rcl = malloc(n1 * 8), *rsl = malloc(((size_t)t + 1) * 8), *rta = malloc(((size_t)t + 1) * 8),
+           *res = malloc(((size_t)t + 1) * 8), *rec = malloc(n1 * 8), *WT = malloc((size_t)D * dp * 8);
     uint8_t *rzh = malloc(n1);
     int32_t *own = malloc(((size_t)t + 1) * 4);
+    gate_t gt = {0};
     int n = -1;
-    if (mK && cache && khat && rx && ral && rsig && rz && rcl && rsl && rzh && own) {
-        const double *W = th->W + ((size_t)l * doc->H + h) * dp * D;
+    if (mK && cache && khat && rx && ral && rsig && rz && rcl && rsl && rzh && own && rta && res && rec && WT &&
+        !gate_t_make(th, &gt)) {
+        transpose(th->W + ((size_t)l * doc->H + h) * dp * D, dp, D, WT);
         for (int s = 0; s < nv; s++) {
             const float *kb = doc->kbar + (((size_t)l * J + j) * ns + s) * D;
-            gate_fwd(th, span_s(doc->sK, doc, l, j, s), doc->rank[s], kb, mK + (size_t)s * R, cache);
-            route_key(W, kb, D, dp, khat + (size_t)s * dp);
+            gate_fwd(th, &gt, span_s(doc->sK, doc, l, j, s), doc->rank[s], kb, mK + (size_t)s * R, cache);
+            route_key(WT, kb, D, dp, khat + (size_t)s * dp);
         }
         row_t w = {.x = rx, .al = ral, .sig = rsig, .z = rz, .zh = rzh, .own = own, .sl = rsl, .cl = rcl,
-                   .mK = mK, .khat = khat};
+                   .ta = rta, .es = res, .ec = rec, .mK = mK, .khat = khat, .WT = WT};
         row_bind(&w, doc, p, l, h);
         row_forward(&w, th, 0.1, NULL);
         n = 0;
         for (int i = 0; i <= t; i++)
-            if (own[i] < 0) probs[n++] = exp(rsl[i] - w.mx - w.lnZ);
+            if (own[i] < 0) probs[n++] = res[i];
         for (int s = 0; s < nv; s++) {
             if (zout) zout[s] = rzh[s];
-            if (!rzh[s]) probs[n++] = exp(rcl[s] - w.mx - w.lnZ);
+            if (!rzh[s]) probs[n++] = rec[s];
             else
-                for (int u = 0; u < doc->span[s].len; u++)
-                    probs[n++] = exp(rsl[doc->span[s].start + u] - w.mx - w.lnZ);
+                for (int u = 0; u < doc->span[s].len; u++) probs[n++] = res[doc->span[s].start + u];
         }
     }
     free(mK), free(cache), free(khat), free(rx), free(ral), free(rsig), free(rz), free(rcl), free(rsl);
-    free(rzh), free(own);
+    free(rzh), free(own), free(rta), free(res), free(rec), free(WT), free(gt.w1t);
     return n;
 }

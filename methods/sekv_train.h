@@ -117,13 +117,19 @@ int sekv_mine(const int32_t *cand, const double *score, int nc, int keep, int32_
 
 typedef struct {
     double lambda_zoom, lambda_recon, lambda_budget, beta, w_pos, temp;
+    /* 0: the z budget is sum_(visible S) z per row, averaged over rows (as written above);
+     * 1: averaged over (row, visible span) elements instead, i.e. the expansion rate, on
+     *    the BCE's scale (per element the row sum weighs nvis times more than the BCE). */
+    int budget_per_span;
 } sekv_loss_cfg;
-/* lambda_zoom 1.0, lambda_recon 0.5, lambda_budget 0.1, beta 0.1, w_pos 10, temp 0.1 */
+/* lambda_zoom 1.0, lambda_recon 0.5, lambda_budget 0.1, beta 0.1, w_pos 10, temp 0.1,
+ * budget_per_span 0 */
 sekv_loss_cfg sekv_loss_defaults(void);
 
 typedef struct {
     double total, kl, zoom, recon, budget;     /* budget: unweighted, as in L's bracket */
     double expand;                             /* share of (row, visible span) with z = 1 */
+    double pos_rate, recall, precision;        /* y = 1 share; zoomed among y = 1; y = 1 among zoomed */
     double eff_rank;                           /* mean sum_c m_K over visible spans */
     long rows, elems;
 } sekv_loss_parts;

@@ -3,7 +3,10 @@
  * by hand: `gnuplot NAME.gp` from the directory kvbench ran in.
  *
  * niah: the score heatmap of needle-in-a-haystack runs, context length x needle depth,
- * one panel per method and budget, mean score over the cases of a cell (status ok). */
+ * one panel per method and budget, mean score over the cases of a cell (status ok).
+ * Depths are fractions of the context in the database (model runs take --depths in %
+ * and store fractions); a run whose depths exceed 1 is taken to hold percentages.
+ * memory, latency, budget, zoom: see plot_lines.c. */
 #include <errno.h>
 #include <math.h>
 #include <spawn.h>
@@ -15,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../harness/commands.h"
+#include "plot_util.h"
 #include "runinfo.h"
 
 extern char **environ;
@@ -31,6 +35,7 @@ typedef struct {
     int *ctx;          /* [nx] */
     double *depth;     /* [ny] */
     double *score;     /* [np][nx][ny] mean score in %, NAN where nothing finished */
+    double pct;        /* depth x pct = depth in %: 100 for fractions, 1 for percentages */
 } heatmap;
 
 static void heatmap_free(heatmap *m) {
@@ -84,6 +89,7 @@ static int load_niah(sqlite3 *h, int64_t run, const char *variant, heatmap *m) {
         if (a == 0) m->nx = n;
         else m->ny = n;
     }
+    m->pct = m->ny && m->depth[m->ny - 1] > 1 ? 1 : 100;
     if (sqlite3_prepare_v2(h, panel_sql, -1, &st, NULL) != SQLITE_OK) goto sqlerr;
     sqlite3_bind_int64(st, 1, run);
     if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
@@ -135,7 +141,7 @@ oom:
 }
 
 /* A gnuplot single-quoted string: only ' needs escaping, as ''. */
-static void gp_str(FILE *f, const char *s) {
+void gp_str(FILE *f, const char *s) {
     fputc('\'', f);
     for (; *s; s++) {
         if (*s == '\'') fputc('\'', f);
@@ -155,7 +161,7 @@ static int write_dat(const char *path, const heatmap *m) {
         for (int x = 0; x < m->nx; x++)
             for (int y = 0; y < m->ny; y++) {
                 double s = m->score[((size_t)p * m->nx + x) * m->ny + y];
-                if (!isnan(s)) fprintf(f, "%d %d %.6f %d %g\n", x, y, s, m->ctx[x], 100 * m->depth[y]);
+                if (!isnan(s)) fprintf(f, "%d %d %.6f %d %g\n", x, y, s, m->ctx[x], m->pct * m->depth[y]);
             }
     }
     return fclose(f);
@@ -168,36 +174,24 @@ static int write_gp(const char *path, const char *out, const char *dat, const kv
     int shown = 0;
     for (int p = 0; p < m->np; p++) shown += m->panels[p].n_points > 0;
     int cols = (int)ceil(sqrt((double)shown)), rows = (shown + cols - 1) / cols;
-    int w = 460 * cols, h = 380 * rows + 60;
-    char png[1100], svg[1100], title[1400], line[1024];
-    snprintf(png, sizeof png, "%s.png", out);
-    snprintf(svg, sizeof svg, "%s.svg", out);
+    int w = 460 * cols < 1000 ? 1000 : 460 * cols, h = 380 * rows + 80;   /* wide enough for the run line */
+    char title[1400], line[1024];
     kv_runinfo_line(ri, line, sizeof line);
-    snprintf(title, sizeof title, "NIAH score (%%)%s%s, %s", variant ? ", variant " : "", variant ? variant : "", line);
+    snprintf(title, sizeof title, "NIAH score (%%)%s%s", variant ? ", variant " : "", variant ? variant : "");
 
-    fprintf(f, "# kvbench plot --figure niah: written by kvbench, redraw with `gnuplot %s`\n", path);
-    fprintf(f, "# pngcairo when this gnuplot has it, else the libgd png terminal\n");
-    fprintf(f, "pngterm = strstrt(GPVAL_TERMINALS, 'pngcairo') > 0 ? 'pngcairo' : 'png'\n");
-    fprintf(f, "do for [fmt in 'png svg'] {\n");
-    fprintf(f, "  if (fmt eq 'png') {\n");
-    fprintf(f, "    if (pngterm eq 'pngcairo') { set terminal pngcairo noenhanced size %d,%d font 'sans,10' }"
-               " else { set terminal png noenhanced size %d,%d }\n", w, h, w, h);
-    fprintf(f, "    set output ");
-    gp_str(f, png);
-    fprintf(f, "\n  } else {\n    set terminal svg noenhanced size %d,%d font 'sans,10' background '#ffffff'\n"
-               "    set output ", w, h);
-    gp_str(f, svg);
-    fprintf(f, "\n  }\n");
-    fprintf(f, "  set multiplot layout %d,%d title ", rows, cols);
-    gp_str(f, title);
-    fprintf(f, "\n");
+    gp_open(f, "niah", path, out, w, h);
+    fprintf(f, "  set multiplot layout %d,%d title \"", rows, cols);   /* two lines: what, which run */
+    gp_dq(f, title);
+    fprintf(f, "\\n");
+    gp_dq_wrap(f, line, 110);
+    fprintf(f, "\" font ',9'\n");
     fprintf(f, "  set palette defined (0 '#d73027', 50 '#fee08b', 100 '#1a9850')\n");
     fprintf(f, "  set cbrange [0:100]\n  set cblabel 'score %%'\n  set colorbox\n");
     fprintf(f, "  set xrange [-0.5:%g]\n  set yrange [-0.5:%g]\n", m->nx - 0.5, m->ny - 0.5);
     fprintf(f, "  set xtics (");
     for (int x = 0; x < m->nx; x++) fprintf(f, "%s'%d' %d", x ? ", " : "", m->ctx[x], x);
     fprintf(f, ")\n  set ytics (");
-    for (int y = 0; y < m->ny; y++) fprintf(f, "%s'%g' %d", y ? ", " : "", 100 * m->depth[y], y);
+    for (int y = 0; y < m->ny; y++) fprintf(f, "%s'%g' %d", y ? ", " : "", m->pct * m->depth[y], y);
     fprintf(f, ")\n");
     fprintf(f, "  set xlabel 'context length (tokens)'\n  set ylabel 'needle depth (%%)'\n");
     fprintf(f, "  set tics nomirror\n  set style fill solid 1.0 noborder\n");
@@ -216,12 +210,59 @@ static int write_gp(const char *path, const char *out, const char *dat, const kv
         fprintf(f, " index %d using 1:2:(sprintf('%%.0f', $3)) with labels font ',8' notitle\n", block);
         block++;
     }
-    fprintf(f, "  unset multiplot\n  set output\n}\n");
+    fprintf(f, "  unset multiplot\n");
+    gp_close(f);
     return fclose(f);
 }
 
+void gp_dq(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if (*s != '\n') fputc(*s, f);
+    }
+}
+
+void gp_dq_wrap(FILE *f, const char *s, int width) {
+    int col = 0;
+    for (const char *p = s; *p; p++) {
+        if (p[0] == ',' && p[1] == ' ') {   /* break here if the next item would pass width */
+            const char *next = strstr(p + 2, ", ");
+            int len = next ? (int)(next - p) : (int)strlen(p);
+            if (col + len > width) {
+                fputs(",\\n", f);
+                p++;
+                col = 0;
+                continue;
+            }
+        }
+        if (*p == '"' || *p == '\\') fputc('\\', f);
+        if (*p != '\n') fputc(*p, f), col++;
+    }
+}
+
+void gp_open(FILE *f, const char *figure, const char *script, const char *out, int w, int h) {
+    char png[1100], svg[1100];
+    snprintf(png, sizeof png, "%s.png", out);
+    snprintf(svg, sizeof svg, "%s.svg", out);
+    fprintf(f, "# kvbench plot --figure %s: written by kvbench, redraw with `gnuplot %s`\n", figure, script);
+    fprintf(f, "# pngcairo when this gnuplot has it, else the libgd png terminal\n");
+    fprintf(f, "pngterm = strstrt(GPVAL_TERMINALS, 'pngcairo') > 0 ? 'pngcairo' : 'png'\n");
+    fprintf(f, "do for [fmt in 'png svg'] {\n");
+    fprintf(f, "  if (fmt eq 'png') {\n");
+    fprintf(f, "    if (pngterm eq 'pngcairo') { set terminal pngcairo noenhanced size %d,%d font 'sans,10' }"
+               " else { set terminal png noenhanced size %d,%d }\n", w, h, w, h);
+    fprintf(f, "    set output ");
+    gp_str(f, png);
+    fprintf(f, "\n  } else {\n    set terminal svg noenhanced size %d,%d font 'sans,10' background '#ffffff'\n"
+               "    set output ", w, h);
+    gp_str(f, svg);
+    fprintf(f, "\n  }\n");
+}
+
+void gp_close(FILE *f) { fprintf(f, "  set output\n}\n"); }
+
 /* Runs `gnuplot script`; 0 on success, else prints why. */
-static int run_gnuplot(const char *script) {
+int gp_run(const char *script) {
     char *args[] = {"gnuplot", (char *)script, NULL};
     pid_t pid;
     int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, args, environ);
@@ -245,7 +286,7 @@ static int run_gnuplot(const char *script) {
 }
 
 /* The image must exist, be non-empty and start as its format says. */
-static int check_image(const char *path, const char *magic, size_t n) {
+int gp_check_image(const char *path, const char *magic, size_t n) {
     FILE *f = fopen(path, "rb");
     char head[16] = {0};
     size_t got = f ? fread(head, 1, sizeof head, f) : 0;
@@ -259,15 +300,47 @@ static int check_image(const char *path, const char *magic, size_t n) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvbench plot --db FILE [--run ID] [--figure niah] [--variant V] [--out PATH]\n"
+            "usage: kvbench plot --db FILE [--run ID] [--figure F] [--variant V] [--out PATH]\n"
             "  Draws a figure of one run with gnuplot: PATH.png and PATH.svg, plus the data (PATH.dat)\n"
-            "  and gnuplot script (PATH.gp) to redraw it.\n"
-            "  --figure niah  score heatmap, context length x needle depth, one panel per method and\n"
-            "                 budget; mean score (%%) over the finished cases of each cell (default)\n"
-            "  --db FILE      results file written by kvbench run\n"
-            "  --run ID       run id (default: the latest run)\n"
-            "  --variant V    only cases of this variant (needle kind); default: all\n"
-            "  --out PATH     output name without extension (default: FIGURE-runID in this directory)\n");
+            "  and gnuplot script (PATH.gp) to redraw it. Every figure averages the finished (ok)\n"
+            "  results of each point; methods keep one colour in every figure.\n"
+            "  --figure niah     score heatmap, context length x needle depth, one panel per method\n"
+            "                    and budget; mean score (%%) of each cell (default)\n"
+            "  --figure memory   fast-tier KV peak (MiB) vs context length, one line per method\n"
+            "                    (and budget)\n"
+            "  --figure latency  decode time per token (ms) vs context length, one line per method\n"
+            "  --figure budget   mean score (%%) vs budget, one line per method; a method with a single\n"
+            "                    budget (fullkv) is drawn as a dashed reference line\n"
+            "  --figure zoom     SeKV zoom rate per layer and query head: spans expanded per decode\n"
+            "                    step (head_stats events / decode steps), one panel per budget\n"
+            "  --db FILE         results file written by kvbench run\n"
+            "  --run ID          run id (default: the latest run)\n"
+            "  --variant V       only cases of this variant (needle kind or task); default: all\n"
+            "  --out PATH        output name without extension (default: FIGURE-runID in this directory)\n");
+}
+
+/* The niah heatmap: data and script. 0, or -1 after printing why. */
+static int niah_write(sqlite3 *h, const kv_runinfo *ri, const char *path, const char *variant, const char *out,
+                      const char *gp, const char *dat) {
+    heatmap m = {0};
+    int rc = load_niah(h, ri->id, variant, &m);
+    int shown = 0;
+    for (int p = 0; p < m.np; p++) shown += m.panels[p].n_points > 0;
+    if (rc == 0 && !shown) {
+        fprintf(stderr, "kvbench plot: run %lld in '%s' has no finished cases with a context length and depth%s%s\n",
+                (long long)ri->id, path, variant ? " for variant " : "", variant ? variant : "");
+        rc = -1;
+    }
+    for (int p = 0; rc == 0 && p < m.np; p++)
+        if (!m.panels[p].n_points)
+            fprintf(stderr, "kvbench plot: %s @ %g has no finished cases; panel left out\n", m.panels[p].method,
+                    m.panels[p].budget);
+    if (rc == 0 && (write_dat(dat, &m) || write_gp(gp, out, dat, ri, &m, variant))) {
+        fprintf(stderr, "kvbench plot: cannot write %s / %s: %s\n", dat, gp, strerror(errno));
+        rc = -1;
+    }
+    heatmap_free(&m);
+    return rc;
 }
 
 int cmd_plot(int argc, char **argv) {
@@ -307,27 +380,14 @@ int cmd_plot(int argc, char **argv) {
         fprintf(stderr, "kvbench plot: --db FILE is required (see --help)\n");
         return 2;
     }
-    if (strcmp(figure, "niah")) {
-        fprintf(stderr, "kvbench plot: --figure '%s' is unknown (figures: niah)\n", figure);
+    if (strcmp(figure, "niah") && !plot_lines_known(figure)) {
+        fprintf(stderr, "kvbench plot: --figure '%s' is unknown (figures: niah, memory, latency, budget, zoom)\n",
+                figure);
         return 2;
     }
     kv_runinfo ri;
     kv_db *db = kv_report_open("plot", path, run, &ri);
     if (!db) return 1;
-    heatmap m = {0};
-    int rc = load_niah(kvdb_sqlite(db), ri.id, variant, &m);
-    kvdb_close(db);
-    int shown = 0;
-    for (int p = 0; p < m.np; p++) shown += m.panels[p].n_points > 0;
-    if (rc == 0 && !shown) {
-        fprintf(stderr, "kvbench plot: run %lld in '%s' has no finished cases with a context length and depth%s%s\n",
-                (long long)ri.id, path, variant ? " for variant " : "", variant ? variant : "");
-        rc = -1;
-    }
-    for (int p = 0; rc == 0 && p < m.np; p++)
-        if (!m.panels[p].n_points)
-            fprintf(stderr, "kvbench plot: %s @ %g has no finished cases; panel left out\n", m.panels[p].method,
-                    m.panels[p].budget);
     char out[1024], gp[1100], dat[1100], png[1100], svg[1100];
     if (out_arg) {
         size_t n = strlen(out_arg);   /* a given .png/.svg extension is dropped */
@@ -340,18 +400,14 @@ int cmd_plot(int argc, char **argv) {
     snprintf(dat, sizeof dat, "%s.dat", out);
     snprintf(png, sizeof png, "%s.png", out);
     snprintf(svg, sizeof svg, "%s.svg", out);
-    if (rc == 0) {
-        unlink(png);   /* so a stale image cannot pass the check below */
-        unlink(svg);
-        if (write_dat(dat, &m) || write_gp(gp, out, dat, &ri, &m, variant)) {
-            fprintf(stderr, "kvbench plot: cannot write %s / %s: %s\n", dat, gp, strerror(errno));
-            rc = -1;
-        }
-    }
-    if (rc == 0) rc = run_gnuplot(gp);
-    if (rc == 0) rc = check_image(png, "\x89PNG\r\n\x1a\n", 8) | check_image(svg, "<?xml", 5);
+    unlink(png);   /* so a stale image cannot pass the check below */
+    unlink(svg);
+    int rc = !strcmp(figure, "niah") ? niah_write(kvdb_sqlite(db), &ri, path, variant, out, gp, dat)
+                                     : plot_lines_write(figure, kvdb_sqlite(db), &ri, variant, out, gp, dat);
+    kvdb_close(db);
+    if (rc == 0) rc = gp_run(gp);
+    if (rc == 0) rc = gp_check_image(png, "\x89PNG\r\n\x1a\n", 8) | gp_check_image(svg, "<?xml", 5);
     if (rc == 0) printf("wrote %s and %s (data %s, script %s)\n", png, svg, dat, gp);
-    heatmap_free(&m);
     kv_runinfo_free(&ri);
     return rc ? 1 : 0;
 }

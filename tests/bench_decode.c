@@ -4,8 +4,15 @@
  * reports K/V bytes read per second next to a memcpy of a buffer of the same size,
  * split over the same threads, measured in the same run (ratio = decode / memcpy).
  * Prefill: causal attention over a 4K prompt, GFLOP/s counting 4*d flops per
- * (query head, query, visible key) pair. Each figure is the median of --reps runs. */
+ * (query head, query, visible key) pair. Each figure is the median of --reps runs.
+ * With --backend cuda the host-pointer calls above include the copies to and from the
+ * device; the same shapes are then timed device-resident (kb_cuda_*_dev, CUDA events),
+ * decode bandwidth next to a device-to-device cudaMemcpy measured in the same run
+ * (counting its bytes read plus written), and the backend's peak device memory. */
 #include "../kernels/core.h"
+#ifdef KB_CUDA
+#include "../kernels/cuda_backend.h"
+#endif
 
 #include <stdint.h>
 #include <stdio.h>
@@ -106,12 +113,81 @@ static void bench_prefill(const kb_backend *be, int m, int H, int Hkv, int d, in
     free(Q); free(K); free(V); free(out);
 }
 
+#ifdef KB_CUDA
+static void *device_copy(const float *host, size_t n) {
+    void *d = kb_cuda_malloc(n * sizeof(float), "benchmark input");
+    if (!d || kb_cuda_copy_h2d_async(d, host, n * sizeof(float)) || kb_cuda_copy_wait()) {
+        fprintf(stderr, "bench_decode: device copy of %zu floats failed\n", n);
+        exit(1);
+    }
+    return d;
+}
+
+/* Decode with K and V already on the device: Hkv calls per timed run, as above. */
+static void bench_decode_dev(int ctx, int Hkv, int reps) {
+    const int g = 4, d = 128;
+    size_t per_head = (size_t)ctx * d, bytes = 2 * per_head * Hkv * sizeof(float);
+    float *K = alloc_random(per_head * Hkv, 1), *V = alloc_random(per_head * Hkv, 2), *q = alloc_random((size_t)Hkv * g * d, 3);
+    float *dK = device_copy(K, per_head * Hkv), *dV = device_copy(V, per_head * Hkv), *dq = device_copy(q, (size_t)Hkv * g * d);
+    float *dout = kb_cuda_malloc(sizeof(float) * Hkv * g * d, "benchmark output");
+    kb_cuda_timer *tm = kb_cuda_timer_new();
+    if (!dout || !tm) exit(1);
+    double ts[64];
+    for (int r = -1; r < reps; r++) {
+        if (kb_cuda_timer_start(tm)) exit(1);
+        for (int j = 0; j < Hkv; j++) {
+            kb_decode_args a = {g, d, ctx, dq + (size_t)j * g * d, dK + j * per_head, dV + j * per_head, NULL, NULL,
+                                dout + (size_t)j * g * d, NULL};
+            if (kb_cuda_decode_dev(&a)) exit(1);
+        }
+        double ms = kb_cuda_timer_stop(tm);
+        if (ms < 0 || kb_cuda_sync()) exit(1);
+        if (r >= 0) ts[r] = ms * 1e-3;
+    }
+    double t = median(ts, reps), copy = kb_cuda_d2d_gbps(bytes, reps);
+    printf("decode-dev cuda  ctx %6d  Hkv %d g %d d %d  %7.1f MiB  %8.4f ms  %7.1f GB/s   d2d-copy %7.1f GB/s   fraction %.2f\n",
+           ctx, Hkv, g, d, bytes / 1048576.0, t * 1e3, bytes / t / 1e9, copy, copy > 0 ? bytes / t / 1e9 / copy : 0.0);
+    kb_cuda_timer_free(tm);
+    kb_cuda_free(dK); kb_cuda_free(dV); kb_cuda_free(dq); kb_cuda_free(dout);
+    free(K); free(V); free(q);
+}
+
+/* Causal prefill with everything on the device, H2O column mass on and off. */
+static void bench_prefill_dev(int m, int H, int Hkv, int d, int reps) {
+    float *Q = alloc_random((size_t)m * H * d, 4), *K = alloc_random((size_t)m * Hkv * d, 5), *V = alloc_random((size_t)m * Hkv * d, 6);
+    float *dQ = device_copy(Q, (size_t)m * H * d), *dK = device_copy(K, (size_t)m * Hkv * d), *dV = device_copy(V, (size_t)m * Hkv * d);
+    float *dout = kb_cuda_malloc(sizeof(float) * m * H * d, "benchmark output");
+    float *dmass = kb_cuda_malloc(sizeof(float) * H * m, "benchmark column mass");
+    kb_cuda_timer *tm = kb_cuda_timer_new();
+    if (!dout || !dmass || !tm) exit(1);
+    for (int mass = 0; mass < 2; mass++) {
+        kb_prefill_args a = {.H = H, .Hkv = Hkv, .d = d, .t0 = 0, .m = m, .Q = dQ, .K = dK, .V = dV,
+                             .kv_stride = (size_t)m * d, .out = dout, .col_mass = mass ? dmass : NULL, .mass_ld = (size_t)m};
+        double ts[64];
+        for (int r = -1; r < reps; r++) {
+            if (kb_cuda_timer_start(tm) || kb_cuda_prefill_dev(&a)) exit(1);
+            double ms = kb_cuda_timer_stop(tm);
+            if (ms < 0 || kb_cuda_sync()) exit(1);
+            if (r >= 0) ts[r] = ms * 1e-3;
+        }
+        double t = median(ts, reps), flops = 4.0 * d * H * ((double)m * (m + 1) / 2);
+        printf("prefill-dev cuda m %6d  H %d Hkv %d d %d  %8.2f ms  %7.1f GFLOP/s%s\n", m, H, Hkv, d, t * 1e3,
+               flops / t / 1e9, mass ? "  (with col_mass; flops of the forward pass only)" : "");
+    }
+    kb_cuda_timer_free(tm);
+    kb_cuda_free(dQ); kb_cuda_free(dK); kb_cuda_free(dV); kb_cuda_free(dout); kb_cuda_free(dmass);
+    free(Q); free(K); free(V);
+}
+#endif
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_decode [--backend cpu|cuda] [--threads N] [--reps N] [--quick]\n"
             "  Decode attention bandwidth (32K and 128K tokens, d=128, g=4, 2 kv heads) against a\n"
             "  same-size memcpy, and causal prefill GFLOP/s at 4K tokens. Medians of --reps runs\n"
-            "  (default 5). --quick: 32K decode and 2K prefill only.\n");
+            "  (default 5). --quick: 32K decode and 2K prefill only. With --backend cuda the host\n"
+            "  calls include the copies; the same shapes then run device-resident (CUDA events),\n"
+            "  decode next to a device-to-device copy, and the peak device memory is printed.\n");
 }
 
 int main(int argc, char **argv) {
@@ -155,5 +231,18 @@ int main(int argc, char **argv) {
     if (!quick) bench_decode(be, 131072, 2, reps);
     bench_prefill(be, quick ? 2048 : 4096, 9, 3, 64, reps);
     if (!quick) bench_prefill(be, 4096, 8, 2, 128, reps);
+#ifdef KB_CUDA
+    if (!strcmp(be->name, "cuda")) {
+        kb_cuda_mem_reset_peak();
+        bench_decode_dev(32768, 2, reps);
+        if (!quick) bench_decode_dev(131072, 2, reps);
+        bench_prefill_dev(quick ? 2048 : 4096, 9, 3, 64, reps);
+        if (!quick) bench_prefill_dev(4096, 8, 2, 128, reps);
+        size_t peak = 0, fr = 0, tot = 0;
+        if (kb_cuda_mem_stats(NULL, &peak, &fr, &tot) == 0)
+            printf("gpu-memory cuda  backend allocator peak %.1f MiB; device in use %.1f of %.1f MiB (cudaMemGetInfo)\n",
+                   peak / 1048576.0, (tot - fr) / 1048576.0, tot / 1048576.0);
+    }
+#endif
     return 0;
 }

@@ -1,13 +1,32 @@
 /* The attention core against float64 references written here: prefill (chunked and
  * whole, col_mass, win_probs), decode (idx, bias, probs, coarse entries), gather,
- * SVD, and the thread pool. Every backend that is usable at runtime (CPU always,
- * CUDA when built with it and a device is present) runs the same loops. */
+ * SVD (and the batched SVD where a backend has one), and the thread pool. Every backend
+ * that is usable at runtime (CPU always, CUDA when built with it and a device is present)
+ * runs the same loops. The largest error per backend and quantity is printed at the end
+ * ("maxerr BACKEND OP VALUE BOUND" lines, tabulated by tests/gpu/check.sh). */
 #include "../kernels/core.h"
 #include "check.h"
 
 #include <stdatomic.h>
 
 #define TOL 1e-5
+
+/* The largest error seen per (backend, quantity). */
+enum { E_PF_OUT, E_PF_MASS, E_PF_WIN, E_DEC_OUT, E_DEC_PROBS, E_DEC_COARSE, E_GATHER, E_SVD_S, E_SVD_ORTH,
+       E_SVD_RECON, E_NOPS };
+static const char *err_name[E_NOPS] = {"prefill.out", "prefill.col_mass", "prefill.win_probs", "decode.out",
+                                       "decode.probs", "decode.coarse", "gather.mismatch", "svd.values",
+                                       "svd.orthogonality", "svd.reconstruction"};
+static const double err_bound[E_NOPS] = {TOL, TOL, TOL, TOL, TOL, 2e-6, 0, 1e-5, 1e-4, 1e-4};
+static double err_max[2][E_NOPS];
+static int err_seen[2][E_NOPS];
+static int cur_backend;   /* index into main's backends[] */
+
+static void note_err(int op, double e) {
+    if (e != e) e = INFINITY;
+    if (!err_seen[cur_backend][op] || e > err_max[cur_backend][op]) err_max[cur_backend][op] = e;
+    err_seen[cur_backend][op] = 1;
+}
 
 static float *fmalloc(size_t n) {
     float *p = malloc((n ? n : 1) * sizeof(float));
@@ -120,6 +139,7 @@ static void check_prefill_result(const char *be, const char *what, const prompt 
                                  const double *out, const double *mass, const double *probs) {
     int H = p->H, d = p->d, T = p->T;
     double e = rel_l2(r->out, out, (size_t)T * H * d);
+    note_err(E_PF_OUT, e);
     CHECK(e < TOL, "%s %s out H=%d Hkv=%d d=%d T=%d: rel err %.3g", be, what, H, p->Hkv, d, T, e);
     double me = 0, md = 0;
     int pad_ok = 1;
@@ -131,6 +151,7 @@ static void check_prefill_result(const char *be, const char *what, const prompt 
         }
         for (size_t t = T; t < r->mass_ld; t++) pad_ok &= r->mass[h * r->mass_ld + t] == 777.0f;
     }
+    note_err(E_PF_MASS, pad_ok ? sqrt(me / md) : INFINITY);
     CHECK(sqrt(me / md) < TOL, "%s %s col_mass H=%d T=%d: rel err %.3g", be, what, H, T, sqrt(me / md));
     CHECK(pad_ok, "%s %s col_mass wrote past its T columns", be, what);
     if (r->win_n) {
@@ -145,6 +166,7 @@ static void check_prefill_result(const char *be, const char *what, const prompt 
                 for (int t = T - r->win_n + w + 1; t < T; t++) zeros &= r->win[((size_t)h * r->win_n + w) * T + t] == 0.0f;
         CHECK(zeros, "%s %s win_probs: future keys not exactly 0", be, what);
         double we = rel_l2(r->win, ref, (size_t)H * r->win_n * T);
+        note_err(E_PF_WIN, zeros ? we : INFINITY);
         CHECK(we < TOL, "%s %s win_probs H=%d T=%d win=%d: rel err %.3g", be, what, H, T, r->win_n, we);
         free(ref);
     }
@@ -216,6 +238,8 @@ static void test_prefill_long_prefix(const kb_backend *be) {
         }
     }
     double e = rel_l2(out, ref, (size_t)m * H * d), me = rel_l2(mass, rmass, (size_t)H * T);
+    note_err(E_PF_OUT, e);
+    note_err(E_PF_MASS, me);
     CHECK(e < TOL, "%s long prefix out: rel err %.3g", be->name, e);
     CHECK(me < TOL, "%s long prefix col_mass: rel err %.3g", be->name, me);
     free(ref); free(rmass); free(s); free(out); free(mass); free_prompt(&p);
@@ -269,12 +293,15 @@ static void test_decode_case(const kb_backend *be, int g, int d, int n, int use_
         int zero = 1;
         for (int i = 0; i < g * d; i++) zero &= out[i] == 0.0f;
         CHECK(zero, "%s decode n=0 must write zeros", be->name);
+        note_err(E_DEC_OUT, zero ? 0.0 : INFINITY);
     } else {
         double e = rel_l2(out, rout, (size_t)g * d);
+        note_err(E_DEC_OUT, e);
         CHECK(e < TOL, "%s decode g=%d d=%d n=%d idx=%d bias=%d: rel err %.3g", be->name, g, d, n, use_idx, use_bias, e);
     }
     if (use_probs && n > 0) {
         double e = rel_l2(probs, rprobs, (size_t)g * n);
+        note_err(E_DEC_PROBS, e);
         CHECK(e < TOL, "%s decode probs g=%d n=%d: rel err %.3g", be->name, g, n, e);
     }
     free(q); free(K); free(V); free(bias); free(out); free(probs); free(idx); free(rout); free(rprobs);
@@ -313,6 +340,7 @@ static void test_decode_coarse(const kb_backend *be) {
     double *ref = dcalloc((size_t)g * d), *pref = dcalloc((size_t)g * n_coarse);
     to_double(ref, out_full, (size_t)g * d);
     double e = rel_l2(out_coarse, ref, (size_t)g * d);
+    note_err(E_DEC_COARSE, e);
     CHECK(e < 2e-6, "%s coarse entry (c=%d) vs %d identical tokens: rel diff %.3g", be->name, c, c, e);
     for (int hh = 0; hh < g; hh++)
         for (int i = 0, o = 0; i < n_full; i++) {
@@ -321,6 +349,7 @@ static void test_decode_coarse(const kb_backend *be) {
             pref[(size_t)hh * n_coarse + slot] += p_full[(size_t)hh * n_full + i];
         }
     double pe = rel_l2(p_coarse, pref, (size_t)g * n_coarse);
+    note_err(E_DEC_COARSE, pe);
     CHECK(pe < 2e-6, "%s coarse entry probability vs summed token probabilities: rel diff %.3g", be->name, pe);
     free(q); free(K); free(V); free(idx_full); free(idx_coarse); free(bias_full); free(bias_coarse);
     free(out_full); free(out_coarse); free(p_full); free(p_coarse); free(ref); free(pref);
@@ -355,6 +384,7 @@ static void test_gather(const kb_backend *be) {
     be->gather(dst, src, idx, n, d);
     int same = 1;
     for (int i = 0; i < n; i++) same &= memcmp(dst + (size_t)i * d, src + (size_t)idx[i] * d, sizeof(float) * d) == 0;
+    note_err(E_GATHER, same ? 0.0 : 1.0);
     CHECK(same, "%s gather n=%d d=%d rows differ from their source rows", be->name, n, d);
     free(src); free(dst); free(idx);
 }
@@ -391,15 +421,20 @@ static void jacobi_eigenvalues(double *M, int n, double *ev) {
             if (ev[j] > ev[i]) { double x = ev[i]; ev[i] = ev[j]; ev[j] = x; }
 }
 
-static void test_svd_case(const kb_backend *be, int rows, int cols, int decay) {
-    int k = rows < cols ? rows : cols;
-    float *A = fmalloc((size_t)rows * cols);
+/* A random rows x cols matrix; decay scales its columns so the spectrum decays, like
+ * the K rows of one head. */
+static void svd_input(float *A, int rows, int cols, int decay) {
     test_fill(A, (size_t)rows * cols, 1.0f);
-    if (decay)   /* scale columns so the spectrum decays, like K rows of one head */
+    if (decay)
         for (int i = 0; i < rows; i++)
             for (int j = 0; j < cols; j++) A[(size_t)i * cols + j] *= (float)exp(-0.15 * j);
-    /* singular values from float64 eigenvalues of the k x k Gram matrix */
-    double *G = dcalloc((size_t)k * k), *sig = dcalloc(k);
+}
+
+/* Singular values of A (descending) from float64 eigenvalues of the k x k Gram matrix;
+ * returns ||A||_F. */
+static double svd_reference(const float *A, int rows, int cols, double *sig) {
+    int k = rows < cols ? rows : cols;
+    double *G = dcalloc((size_t)k * k);
     for (int p = 0; p < k; p++)
         for (int q = 0; q < k; q++) {
             double s = 0;
@@ -413,8 +448,63 @@ static void test_svd_case(const kb_backend *be, int rows, int cols, int decay) {
         sig[i] = sqrt(sig[i] > 0 ? sig[i] : 0);
         normA += sig[i] * sig[i];
     }
-    normA = sqrt(normA);
+    free(G);
+    return sqrt(normA);
+}
 
+/* One truncated factorization A ~= U diag(S) Vt against the float64 singular values sig:
+ * S descending and non-negative, the sign rule, orthonormal factors, and the
+ * Eckart-Young optimal reconstruction error. */
+static void check_svd_factors(const char *be, const char *what, const float *A, int rows, int cols, int rank,
+                              const float *U, const float *S, const float *Vt, const double *sig, double normA) {
+    int k = rows < cols ? rows : cols;
+    int desc = 1, signs = 1;
+    double sv_err = 0, orth_u = 0, orth_v = 0;
+    for (int r = 0; r < rank; r++) {
+        if (r && S[r] > S[r - 1]) desc = 0;
+        if (S[r] < 0) desc = 0;
+        sv_err = fmax(sv_err, fabs(S[r] - sig[r]) / sig[0]);
+        int best = 0;
+        for (int j = 1; j < cols; j++)
+            if (fabsf(Vt[(size_t)r * cols + j]) > fabsf(Vt[(size_t)r * cols + best])) best = j;
+        signs &= Vt[(size_t)r * cols + best] > 0;
+        for (int r2 = 0; r2 < rank; r2++) {
+            double uu = 0, vv = 0;
+            for (int i = 0; i < rows; i++) uu += (double)U[(size_t)i * rank + r] * U[(size_t)i * rank + r2];
+            for (int j = 0; j < cols; j++) vv += (double)Vt[(size_t)r * cols + j] * Vt[(size_t)r2 * cols + j];
+            orth_u = fmax(orth_u, fabs(uu - (r == r2)));
+            orth_v = fmax(orth_v, fabs(vv - (r == r2)));
+        }
+    }
+    CHECK(desc, "%s %s %dx%d: S not descending and non-negative", be, what, rows, cols);
+    CHECK(signs, "%s %s %dx%d: a Vt row's largest entry is negative", be, what, rows, cols);
+    CHECK(sv_err < 1e-5, "%s %s %dx%d: singular values off float64 by %.3g (rel to S0)", be, what, rows, cols, sv_err);
+    CHECK(orth_u < 1e-4 && orth_v < 1e-4, "%s %s %dx%d: U^T U, Vt Vt^T off identity by %.3g, %.3g", be, what, rows,
+          cols, orth_u, orth_v);
+    /* ||A - U S Vt||_F vs the Eckart-Young optimum sqrt(sum of discarded sigma^2) */
+    double err = 0, opt = 0;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            double x = A[(size_t)i * cols + j];
+            for (int r = 0; r < rank; r++) x -= (double)U[(size_t)i * rank + r] * S[r] * Vt[(size_t)r * cols + j];
+            err += x * x;
+        }
+    for (int r = rank; r < k; r++) opt += sig[r] * sig[r];
+    err = sqrt(err);
+    opt = sqrt(opt);
+    CHECK(fabs(err - opt) < 1e-4 * normA, "%s %s %dx%d rank %d: error %.6g, optimum %.6g (|A| %.4g)", be, what, rows,
+          cols, rank, err, opt, normA);
+    note_err(E_SVD_S, desc && signs ? sv_err : INFINITY);
+    note_err(E_SVD_ORTH, fmax(orth_u, orth_v));
+    note_err(E_SVD_RECON, fabs(err - opt) / normA);
+}
+
+static void test_svd_case(const kb_backend *be, int rows, int cols, int decay) {
+    int k = rows < cols ? rows : cols;
+    float *A = fmalloc((size_t)rows * cols);
+    double *sig = dcalloc(k);
+    svd_input(A, rows, cols, decay);
+    double normA = svd_reference(A, rows, cols, sig);
     for (int pass = 0; pass < 2; pass++) {
         int rank = pass == 0 ? k : test_int(1, k);
         float *U = fmalloc((size_t)rows * rank), *S = fmalloc(rank), *Vt = fmalloc((size_t)rank * cols);
@@ -423,48 +513,45 @@ static void test_svd_case(const kb_backend *be, int rows, int cols, int decay) {
         test_poison(Vt, (size_t)rank * cols);
         int rc = be->svd(A, rows, cols, rank, U, S, Vt);
         CHECK(rc == 0, "%s svd %dx%d rank %d returned %d", be->name, rows, cols, rank, rc);
-        if (rc) { free(U); free(S); free(Vt); continue; }
-        int desc = 1, signs = 1;
-        double sv_err = 0, orth_u = 0, orth_v = 0;
-        for (int r = 0; r < rank; r++) {
-            if (r && S[r] > S[r - 1]) desc = 0;
-            if (S[r] < 0) desc = 0;
-            sv_err = fmax(sv_err, fabs(S[r] - sig[r]) / sig[0]);
-            int best = 0;
-            for (int j = 1; j < cols; j++)
-                if (fabsf(Vt[(size_t)r * cols + j]) > fabsf(Vt[(size_t)r * cols + best])) best = j;
-            signs &= Vt[(size_t)r * cols + best] > 0;
-            for (int r2 = 0; r2 < rank; r2++) {
-                double uu = 0, vv = 0;
-                for (int i = 0; i < rows; i++) uu += (double)U[(size_t)i * rank + r] * U[(size_t)i * rank + r2];
-                for (int j = 0; j < cols; j++) vv += (double)Vt[(size_t)r * cols + j] * Vt[(size_t)r2 * cols + j];
-                orth_u = fmax(orth_u, fabs(uu - (r == r2)));
-                orth_v = fmax(orth_v, fabs(vv - (r == r2)));
-            }
-        }
-        CHECK(desc, "%s svd %dx%d: S not descending and non-negative", be->name, rows, cols);
-        CHECK(signs, "%s svd %dx%d: a Vt row's largest entry is negative", be->name, rows, cols);
-        CHECK(sv_err < 1e-5, "%s svd %dx%d: singular values off float64 by %.3g (rel to S0)", be->name, rows, cols, sv_err);
-        CHECK(orth_u < 1e-4 && orth_v < 1e-4, "%s svd %dx%d: U^T U, Vt Vt^T off identity by %.3g, %.3g",
-              be->name, rows, cols, orth_u, orth_v);
-        /* ||A - U S Vt||_F vs the Eckart-Young optimum sqrt(sum of discarded sigma^2) */
-        double err = 0, opt = 0;
-        for (int i = 0; i < rows; i++)
-            for (int j = 0; j < cols; j++) {
-                double x = A[(size_t)i * cols + j];
-                for (int r = 0; r < rank; r++) x -= (double)U[(size_t)i * rank + r] * S[r] * Vt[(size_t)r * cols + j];
-                err += x * x;
-            }
-        for (int r = rank; r < k; r++) opt += sig[r] * sig[r];
-        err = sqrt(err);
-        opt = sqrt(opt);
-        CHECK(fabs(err - opt) < 1e-4 * normA, "%s svd %dx%d rank %d: error %.6g, optimum %.6g (|A| %.4g)",
-              be->name, rows, cols, rank, err, opt, normA);
+        if (rc == 0) check_svd_factors(be->name, "svd", A, rows, cols, rank, U, S, Vt, sig, normA);
         free(U); free(S); free(Vt);
     }
     float U1, S1, V1;
     CHECK(be->svd(A, rows, cols, k + 1, &U1, &S1, &V1) == -1, "%s svd rank > min(rows, cols) must fail", be->name);
-    free(A); free(G); free(sig);
+    free(A); free(sig);
+}
+
+/* batch blocks at once, each checked as a single SVD is. */
+static void test_svd_batched_case(const kb_backend *be, int batch, int rows, int cols, int decay) {
+    int k = rows < cols ? rows : cols, rank = test_int(1, k);
+    size_t na = (size_t)rows * cols, nu = (size_t)rows * rank, nv = (size_t)rank * cols;
+    float *A = fmalloc(batch * na), *U = fmalloc(batch * nu), *S = fmalloc((size_t)batch * rank), *Vt = fmalloc(batch * nv);
+    for (int b = 0; b < batch; b++) svd_input(A + b * na, rows, cols, decay);
+    test_poison(U, batch * nu);
+    test_poison(S, (size_t)batch * rank);
+    test_poison(Vt, batch * nv);
+    int rc = be->svd_batched(A, batch, rows, cols, rank, U, S, Vt);
+    CHECK(rc == 0, "%s svd_batched %d x %dx%d rank %d returned %d", be->name, batch, rows, cols, rank, rc);
+    double *sig = dcalloc(k);
+    for (int b = 0; rc == 0 && b < batch; b++) {
+        double normA = svd_reference(A + b * na, rows, cols, sig);
+        check_svd_factors(be->name, "svd_batched", A + b * na, rows, cols, rank, U + b * nu, S + (size_t)b * rank,
+                          Vt + b * nv, sig, normA);
+    }
+    float U1, S1, V1;
+    CHECK(be->svd_batched(A, batch, rows, cols, k + 1, &U1, &S1, &V1) == -1, "%s svd_batched rank > min must fail",
+          be->name);
+    free(A); free(U); free(S); free(Vt); free(sig);
+}
+
+static void test_svd_batched(const kb_backend *be) {
+    if (!be->svd_batched) return;
+    test_svd_batched_case(be, test_int(2, 9), test_int(1, 32), test_int(1, 32), 0);   /* gesvdjBatched sizes */
+    test_svd_batched_case(be, test_int(2, 5), 32, 32, 1);
+    test_svd_batched_case(be, test_int(2, 3), test_int(33, 90), 64, 1);               /* one by one */
+    test_svd_batched_case(be, 1, test_int(5, 40), test_int(5, 40), 0);
+    float dummy = 0;
+    CHECK(be->svd_batched(&dummy, 0, 4, 4, 2, &dummy, &dummy, &dummy) == 0, "%s svd_batched of 0 blocks", be->name);
 }
 
 static void test_svd(const kb_backend *be) {
@@ -577,12 +664,19 @@ int main(void) {
     for (int b = 0; b < 2; b++) {
         const kb_backend *be = backends[b];
         if (!be) continue;
+        cur_backend = b;
         printf("backend %s\n", be->name);
         test_prefill(be);
         test_prefill_long_prefix(be);
         test_decode(be);
         for (int i = 0; i < 5; i++) test_gather(be);
         test_svd(be);
+        test_svd_batched(be);
     }
+    for (int b = 0; b < 2; b++)
+        for (int op = 0; op < E_NOPS; op++)
+            if (err_seen[b][op])
+                printf("maxerr %-5s %-19s %.3g %.0e\n", backends[b]->name, err_name[op], err_max[b][op],
+                       err_bound[op]);
     return check_done("test_kernels");
 }

@@ -279,6 +279,18 @@ static void test_truncation(const kv_tokenizer *tok) {
         free(body);
     }
     tc_list_free(&l);
+    /* budget from the model context: prompt + generation fit, and nearly fill it */
+    o.max_tokens = 0;
+    o.max_ctx = test_int(1000, 3000);
+    CHECK(lb_load_task(&o, lb_task_index("hotpotqa"), path_of("hotpotqa.jsonl"), &l, &st, err, sizeof err) == 0 && l.n == 1, "%s", err);
+    if (l.n == 1)
+        CHECK(l.v[0].prompt_tokens + l.v[0].max_new_tokens <= o.max_ctx && l.v[0].prompt_tokens + l.v[0].max_new_tokens >= o.max_ctx - 16,
+              "max_ctx %d: prompt %d + %d", o.max_ctx, l.v[0].prompt_tokens, l.v[0].max_new_tokens);
+    tc_list_free(&l);
+    o.max_ctx = 100;
+    CHECK(lb_load_task(&o, lb_task_index("hotpotqa"), path_of("hotpotqa.jsonl"), &l, &st, err, sizeof err) == -1 &&
+          strstr(err, "leaves no room"), "%s", err);
+    tc_list_free(&l);
     free(context);
     free(rec);
 }

@@ -79,7 +79,7 @@ static double loss_at(const sekv_tparams *th, const problem *pb, const sekv_loss
     return parts.total;
 }
 
-static void check_gradients(int L, int H, int J, int d, int n, int R, int local, int P) {
+static void check_gradients(int L, int H, int J, int d, int n, int R, int local, int P, int per_span) {
     problem pb;
     CHECK(problem_random(&pb, L, H, J, d, n, R, local, P) == 0, "building the problem");
     if (!pb.doc.n_pos) return;
@@ -88,6 +88,7 @@ static void check_gradients(int L, int H, int J, int d, int n, int R, int local,
     sekv_tparams_alloc(&g, L, H, d, R);
     sekv_tparams_alloc(&g2, L, H, d, R);
     sekv_loss_cfg cfg = sekv_loss_defaults();
+    cfg.budget_per_span = per_span;
     double lb = 0.07;
     size_t ne = sekv_tdoc_elems(&pb.doc);
     sekv_ste_probe probe = {1, malloc(ne + 1), malloc((ne + 1) * 8)};
@@ -175,6 +176,7 @@ static void check_forward(void) {
     char err[200];
     sekv_params_init(&fp, L, H, d, R, 1, err, sizeof err);
     sekv_tparams_to(&th, &fp);
+    sekv_tparams_free(&th);
     sekv_tparams_from(&th, &fp);   /* both sides see the same float values */
     const sekv_tdoc *doc = &pb.doc;
     int ns = doc->n_spans, g = H / J;
@@ -506,8 +508,8 @@ static void check_training(void) {
 int main(void) {
     test_seed();
     kb_set_threads(2);
-    check_gradients(2, 4, 2, 16, 48, 8, 0, 3);
-    check_gradients(1, 6, 3, 24, 64, 32, 4, 4);
+    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 0);
+    check_gradients(1, 6, 3, 24, 64, 32, 4, 4, 1);
     check_forward();
     check_coverage();
     check_optimiser();

@@ -56,6 +56,7 @@ typedef struct {
     const ib_opts *o;
     const ib_task *task;
     tc_list *out;
+    int budget;              /* middle-truncation budget in tokens, 0: none */
 } ib_load;
 
 static int on_record(void *ctx, const json_value *v, int line, char *err, size_t errlen) {
@@ -90,7 +91,7 @@ static int on_record(void *ctx, const json_value *v, int line, char *err, size_t
         answers = two;
         answers[1] = l;
     }
-    if (tc_build_from_template(&c, L->o->tok, L->o->use_chat, T->prompt, context, names, values, 5, L->o->max_tokens,
+    if (tc_build_from_template(&c, L->o->tok, L->o->use_chat, T->prompt, context, names, values, 5, L->budget,
                                "", err, errlen))
         goto out;
     const json_value *idv = json_get(v, "id");
@@ -122,7 +123,15 @@ int ib_load_task(const ib_opts *o, int task, const char *path, tc_list *out, jso
                  size_t errlen) {
     if (task < 0 || task >= IB_N_TASKS) { snprintf(err, errlen, "infinitebench: no task %d", task); return -1; }
     if (!o->tok) { snprintf(err, errlen, "infinitebench: no tokenizer"); return -1; }
-    ib_load L = {o, &TASKS[task], out};
+    ib_load L = {o, &TASKS[task], out, o->max_tokens};
+    if (!L.budget && o->max_ctx > 0) {
+        int wrap = tc_wrapper_tokens(o->tok, o->use_chat, "");
+        L.budget = o->max_ctx - TASKS[task].max_new - wrap - 8;
+        if (wrap < 0 || L.budget < 64) {
+            snprintf(err, errlen, "infinitebench:%s: a %d-token context leaves no room for prompts", TASKS[task].file, o->max_ctx);
+            return -1;
+        }
+    }
     int rc = jsonl_read(path, on_record, &L, st, o->log, err, errlen);
     out->skipped += st->skipped;
     return rc < 0 ? -1 : 0;

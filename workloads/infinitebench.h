@@ -16,6 +16,8 @@ enum { IB_N_TASKS = 7 };
 typedef struct {
     const kv_tokenizer *tok;   /* required */
     int max_tokens;            /* middle-truncation budget before the chat template; 0: none */
+    int max_ctx;               /* with max_tokens 0: each task's budget is max_ctx - its max_new_tokens
+                                  - the template's tokens - 8, so prompt + generation fit */
     int use_chat;              /* 1 */
     int question_after;
     int limit;                 /* per task; 0: all */

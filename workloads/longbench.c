@@ -79,6 +79,7 @@ typedef struct {
     const lb_opts *o;
     const lb_task *task;
     tc_list *out;
+    int budget;              /* middle-truncation budget in tokens, 0: none */
 } lb_load;
 
 static int on_record(void *ctx, const json_value *v, int line, char *err, size_t errlen) {
@@ -110,7 +111,7 @@ static int on_record(void *ctx, const json_value *v, int line, char *err, size_t
     static const char *const names[] = {"input"};
     const char *values[] = {input};
     int rc = tc_build_from_template(&c, L->o->tok, L->o->use_chat && T->chat, T->prompt, context, names, values, 1,
-                                    L->o->max_tokens, "", err, errlen);
+                                    L->budget, "", err, errlen);
     strbuf idb = {0}, tk = {0};
     if (id) sb_puts(&idb, id);
     else sb_printf(&idb, "%s-%d", T->name, line);
@@ -138,7 +139,15 @@ int lb_load_task(const lb_opts *o, int task, const char *path, tc_list *out, jso
                  size_t errlen) {
     if (task < 0 || task >= LB_N_TASKS) { snprintf(err, errlen, "longbench: no task %d", task); return -1; }
     if (!o->tok) { snprintf(err, errlen, "longbench: no tokenizer"); return -1; }
-    lb_load L = {o, &TASKS[task], out};
+    lb_load L = {o, &TASKS[task], out, o->max_tokens};
+    if (!L.budget && o->max_ctx > 0) {
+        int wrap = tc_wrapper_tokens(o->tok, o->use_chat && TASKS[task].chat, "");
+        L.budget = o->max_ctx - TASKS[task].max_new - wrap - 8;
+        if (wrap < 0 || L.budget < 64) {
+            snprintf(err, errlen, "longbench:%s: a %d-token context leaves no room for prompts", TASKS[task].name, o->max_ctx);
+            return -1;
+        }
+    }
     int rc = jsonl_read(path, on_record, &L, st, o->log, err, errlen);
     out->skipped += st->skipped;
     return rc < 0 ? -1 : 0;

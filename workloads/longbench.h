@@ -16,6 +16,8 @@ enum { LB_N_TASKS = 16 };
 typedef struct {
     const kv_tokenizer *tok;   /* required */
     int max_tokens;            /* truncation budget of the prompt before the chat template; 0: none */
+    int max_ctx;               /* with max_tokens 0: each task's budget is max_ctx - its max_new_tokens
+                                  - the template's tokens - 8, so prompt + generation fit */
     int use_chat;              /* 1: the model's chat template where LongBench uses one */
     int question_after;        /* recorded in each case's settings */
     int limit;                 /* at most this many cases per task; 0: all */

@@ -106,6 +106,14 @@ int tc_set_prompt(tc_case *c, const kv_tokenizer *t, int use_chat, const char *b
     return 0;
 }
 
+int tc_wrapper_tokens(const kv_tokenizer *t, int use_chat, const char *answer_prefix) {
+    tc_case c;
+    tc_case_init(&c);
+    int n = tc_set_prompt(&c, t, use_chat, "", "", answer_prefix) ? -1 : c.prompt_tokens;
+    tc_case_free(&c);
+    return n;
+}
+
 /* Appends the ids of text to (*ids, *n, *cap). */
 static int append_ids(const kv_tokenizer *t, const char *text, int special, int32_t **ids, int *n, int *cap) {
     size_t len = strlen(text);

@@ -107,6 +107,10 @@ int tc_set_answers(tc_case *c, const char *const *answers, int n);
 /* The official score of one model output, in [0, 100]. */
 double tc_score(const tc_case *c, const char *output);
 
+/* Tokens the chat template (or none), the answer prefix and BOS add around a body: what a
+ * prompt budget must leave besides the body. -1 on allocation failure. */
+int tc_wrapper_tokens(const kv_tokenizer *t, int use_chat, const char *answer_prefix);
+
 /* Dataset prompts (tc_template.c). tpl holds "{context}" and other "{name}" fields:
  * fills the n named fields (not context), splits the result at {context} into pre and
  * post, forms body = pre + context + post, cuts body in the middle to max_tokens tokens

@@ -1,0 +1,211 @@
+/* One text case through the model for every (method, budget); see model_case.h.
+ *
+ * Timing, per result: prefill_s is the shared prefill (timed once per case) plus, with
+ * question_after, this method's decode steps over the question tokens; compress_s is the
+ * method's ingest of every layer; decode_s covers the generation loop, whose forward
+ * passes (decode_tokens) give tokens_per_s. The first generated token comes from the
+ * prefill's logits, so a generation of k tokens that ends on a stop token takes k passes
+ * and one that hits max_new takes k - 1. */
+#include "model_case.h"
+#include "../methods/sekv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+kv_setup mc_setup(const mc_case *c, double budget) {
+    const kv_model_config *cf = model_config(c->model);
+    kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
+                  .head_dim = cf->head_dim, .n_prompt = c->n_pf,
+                  .max_decode = c->max_new + (c->n - c->n_pf), .elem_bytes = 4, .params = NULL};
+    if (budget <= 1) s.budget_frac = budget;
+    else s.budget_tokens = (int)budget;
+    return s;
+}
+
+kv_needs mc_union_needs(const mc_case *c, const kv_method *const *methods, const double *budgets, int n_pairs) {
+    kv_needs all = {0, 0};
+    for (int i = 0; i < n_pairs; i++) {
+        kv_setup s = mc_setup(c, budgets[i]);
+        char err[256];
+        kv_state *st = methods[i]->init(&s, err, sizeof err);
+        if (!st) continue;
+        kv_needs nd = {0, 0};
+        if (methods[i]->needs) methods[i]->needs(st, &nd);
+        methods[i]->free(st);
+        all.col_mass |= nd.col_mass;
+        if (nd.window > all.window) all.window = nd.window;
+    }
+    return all;
+}
+
+int mc_prefill(mc_case *c, const kv_needs *needs, char *err, size_t errlen) {
+    if (model_prefill(c->model, c->ids, c->n_pf, needs, &c->pf, err, errlen)) return -1;
+    c->have_pf = 1;
+    return 0;
+}
+
+void mc_free(mc_case *c) {
+    if (c->have_pf) prefill_out_free(&c->pf);
+    c->have_pf = 0;
+}
+
+void mc_result_clear(mc_result *res) {
+    free(res->output);
+    free(res->heads);
+    free(res->zoom);
+    memset(res, 0, sizeof *res);
+}
+
+static void set_reason(mc_result *res, const char *status, const char *fmt, const char *a, const char *b) {
+    char buf[600];
+    snprintf(buf, sizeof buf, fmt, a, b);
+    free(res->output);
+    res->output = strdup(buf);
+    res->r.status = status;
+    res->r.output = res->output;
+}
+
+/* The generated ids as text (special tokens hidden, as a user would read them). */
+static char *ids_text(const kv_tokenizer *t, const int32_t *ids, int n) {
+    size_t cap = 1;
+    for (int i = 0; i < n; i++) {
+        int len = tok_piece(t, ids[i], 0, NULL, 0);
+        cap += len > 0 ? (size_t)len : 0;
+    }
+    char *s = malloc(cap);
+    if (s) tok_decode(t, ids, n, s, cap);
+    return s;
+}
+
+/* 1 if the token's text holds a newline (LongBench samsum stops there). */
+static int piece_has_newline(const kv_tokenizer *t, int id) {
+    char buf[256];
+    int len = tok_piece(t, id, 0, buf, sizeof buf);
+    return len > 0 && len < (int)sizeof buf && memchr(buf, '\n', (size_t)len) != NULL;
+}
+
+static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
+    if (m != &kv_sekv) return;
+    const sekv_zoom_event *ev = NULL;
+    size_t n = sekv_zoom_log(st, &ev);
+    if (!n) return;
+    res->zoom = malloc(n * sizeof *res->zoom);
+    if (!res->zoom) return;   /* the events are a bonus; the result stands without them */
+    for (size_t i = 0; i < n; i++)
+        res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded};
+    res->n_zoom = n;
+}
+
+void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res) {
+    const kv_model_config *cf = model_config(c->model);
+    const kv_tokenizer *tok = model_tokenizer(c->model);
+    const int L = cf->n_layer, H = cf->n_head;
+    memset(res, 0, sizeof *res);
+    kvdb_result *r = &res->r;
+    r->method = m->name;
+    r->budget = budget;
+    r->score = r->rel_err = NAN;
+    r->prefill_s = c->pf.seconds;
+    r->n_layers = L;
+    r->n_heads = H;
+    kv_setup s = mc_setup(c, budget);
+    r->budget_tokens = kv_budget(&s);
+
+    char err[512] = "";
+    kv_state *st = m->init(&s, err, sizeof err);
+    if (!st) {
+        set_reason(res, "infeasible", "%s%s", *err ? err : "init refused the setup", "");
+        return;
+    }
+    float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);
+    int32_t *gen = malloc((size_t)(c->max_new > 0 ? c->max_new : 1) * sizeof *gen);
+    res->heads = calloc((size_t)L * H, sizeof *res->heads);
+    if (!logits || !gen || !res->heads) {
+        set_reason(res, "error", "out of memory%s%s", "", "");
+        goto done;
+    }
+
+    double t0 = now_s();
+    for (int l = 0; l < L; l++) {
+        kv_prefill p = prefill_layer(&c->pf, l);
+        if (m->ingest(st, &p, err, sizeof err)) {
+            /* A method that finds at ingest that the budget cannot hold what it must keep
+             * (SeKV's persistent part, known only once the prompt is segmented) says
+             * "infeasible: ..."; that is recorded as infeasible, anything else as an error. */
+            int infeasible = !strncmp(err, "infeasible", 10);
+            char where[32];
+            snprintf(where, sizeof where, "ingest layer %d: ", l);
+            set_reason(res, infeasible ? "infeasible" : "error", "%s%s", where, err);
+            goto done;
+        }
+    }
+    r->compress_s = now_s() - t0;
+    memcpy(logits, c->pf.last_logits, (size_t)cf->n_vocab * sizeof *logits);
+
+    /* question_after: the question tokens join the compressed cache through decode steps. */
+    t0 = now_s();
+    for (int pos = c->n_pf; pos < c->n; pos++) {
+        int id = c->ids[pos];
+        kv_token info = {pos, (float)model_surprisal(c->model, logits, id), model_sent_end(c->model, id)};
+        if (model_decode(c->model, m, st, id, pos, &info, logits)) {
+            char where[64];
+            snprintf(where, sizeof where, "%d", pos);
+            set_reason(res, "error", "question token at position %s failed in decode%s", where, "");
+            goto done;
+        }
+    }
+    res->question_s = now_s() - t0;
+    r->prefill_s += res->question_s;
+
+    /* Greedy generation until a stop token, a newline where the task stops there, or max_new. */
+    int count = 0, steps = 0;
+    t0 = now_s();
+    while (count < c->max_new) {
+        int id = model_argmax(logits, cf->n_vocab);
+        if (tok_is_stop(tok, id) || (c->tc->stop_newline && piece_has_newline(tok, id))) break;
+        gen[count++] = id;
+        if (count == c->max_new) break;
+        int pos = c->n + count - 1;
+        kv_token info = {pos, (float)model_surprisal(c->model, logits, id), model_sent_end(c->model, id)};
+        if (model_decode(c->model, m, st, id, pos, &info, logits)) {
+            char where[32];
+            snprintf(where, sizeof where, "%d", pos);
+            set_reason(res, "error", "decode failed at position %s%s", where, "");
+            goto done;
+        }
+        steps++;
+    }
+    r->decode_s = now_s() - t0;
+    r->decode_tokens = steps;
+    r->tokens_per_s = steps && r->decode_s > 0 ? steps / r->decode_s : 0;
+    res->n_generated = count;
+
+    if (m->memory) m->memory(st, &r->mem);
+    if (m->head_stats)
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++) m->head_stats(st, l, h, &res->heads[(size_t)l * H + h]);
+    r->heads = res->heads;
+    copy_zoom(m, st, res);
+
+    res->output = ids_text(tok, gen, count);
+    if (!res->output) {
+        set_reason(res, "error", "out of memory%s%s", "", "");
+        goto done;
+    }
+    r->output = res->output;
+    r->score = tc_score(c->tc, res->output) / 100.0;
+    r->status = isfinite(r->score) ? "ok" : "error";
+done:
+    free(logits);
+    free(gen);
+    m->free(st);
+}

@@ -1,0 +1,49 @@
+/* One text case through the model for every (method, budget): the prompt is prefilled
+ * once with the statistics all methods asked for, then each method ingests the shared
+ * prefill (compression), optionally takes the question tokens through decode steps
+ * (--question-after), and generates greedily until a stop token. Used by run_model.c. */
+#ifndef KV_MODEL_CASE_H
+#define KV_MODEL_CASE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../methods/method.h"
+#include "../model/model.h"
+#include "../results/db.h"
+#include "../workloads/textcase.h"
+
+typedef struct {
+    kv_model *model;
+    const tc_case *tc;
+    const int32_t *ids;         /* the case's tokens (tc_tokenize) */
+    int n, n_context;           /* all tokens; end of the context part */
+    int question_after;         /* 1: prefill ids[0, n_context), feed the rest by decode steps */
+    int max_new;                /* generation limit (already capped to the model's context) */
+    int n_pf;                   /* tokens prefilled: n, or n_context with question_after */
+    kv_prefill_out pf;
+    int have_pf;
+} mc_case;
+
+/* The setup a method sees for this case at this budget (elem_bytes 4, no params). */
+kv_setup mc_setup(const mc_case *c, double budget);
+/* The statistics every (method, budget) pair asks the prefill for; pairs whose init
+ * refuses the setup are skipped (they are recorded as infeasible when run). */
+kv_needs mc_union_needs(const mc_case *c, const kv_method *const *methods, const double *budgets, int n_pairs);
+/* The shared prefill; 0, or -1 with err. */
+int mc_prefill(mc_case *c, const kv_needs *needs, char *err, size_t errlen);
+void mc_free(mc_case *c);
+
+/* One (method, budget) result. The strings and arrays are owned here (mc_result_clear). */
+typedef struct {
+    kvdb_result r;               /* ready for kvdb_result_put */
+    char *output;                /* generated text, or the reason for a non-ok status */
+    kv_headstat *heads;          /* [n_layer][n_head] */
+    kvdb_zoom *zoom;             /* SeKV zoom-ins, or NULL */
+    size_t n_zoom;
+    int n_generated;
+    double question_s;           /* question tokens fed after compression (question_after) */
+} mc_result;
+
+void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res);
+void mc_result_clear(mc_result *res);
+
+#endif

@@ -1,0 +1,216 @@
+/* The text workloads of `kvbench run --model` (see model_workload.h). */
+#include "model_workload.h"
+#include "../workloads/gsm8k.h"
+#include "../workloads/haystack.h"
+#include "../workloads/infinitebench.h"
+#include "../workloads/longbench.h"
+#include "../workloads/niah.h"
+#include "../workloads/ruler.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const FORMS = "niah, ruler, ruler:TASK[,TASK..], longbench:DIR, infinitebench:DIR, gsm8k:FILE";
+
+int mw_parse(const char *spec, mw_spec *out, char *err, size_t errlen) {
+    static const struct {
+        const char *name;
+        mw_kind kind;
+        int arg;   /* 0 none, 1 optional, 2 required */
+    } kinds[] = {{"niah", MW_NIAH, 0},
+                 {"ruler", MW_RULER, 1},
+                 {"longbench", MW_LONGBENCH, 2},
+                 {"infinitebench", MW_INFINITEBENCH, 2},
+                 {"gsm8k", MW_GSM8K, 2}};
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strlen(kinds[i].name) != len || strncmp(spec, kinds[i].name, len)) continue;
+        const char *arg = colon ? colon + 1 : "";
+        if (kinds[i].arg == 0 && colon) {
+            snprintf(err, errlen, "--workload '%s': %s takes no ':' argument (valid: %s)", spec, kinds[i].name, FORMS);
+            return -1;
+        }
+        if (kinds[i].arg == 2 && !*arg) {
+            snprintf(err, errlen, "--workload '%s': %s needs a %s after ':' (valid: %s)", spec, kinds[i].name,
+                     kinds[i].kind == MW_GSM8K ? "test JSONL file" : "data directory", FORMS);
+            return -1;
+        }
+        if (strlen(arg) >= sizeof out->arg) {
+            snprintf(err, errlen, "--workload '%.40s...': argument too long", spec);
+            return -1;
+        }
+        out->kind = kinds[i].kind;
+        out->name = kinds[i].name;
+        snprintf(out->arg, sizeof out->arg, "%s", !strcmp(arg, "all") && out->kind == MW_RULER ? "" : arg);
+        if (out->kind == MW_RULER && *out->arg) {   /* every task must exist before anything loads */
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%s", out->arg);
+            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+                if (ruler_task_index(t) < 0) {
+                    char valid[512] = "";
+                    for (int k = 0; k < RULER_N_TASKS; k++) {
+                        size_t n = strlen(valid);
+                        snprintf(valid + n, sizeof valid - n, "%s%s", k ? ", " : "", ruler_task_name(k));
+                    }
+                    snprintf(err, errlen, "--workload '%s': unknown RULER task '%s' (valid: %s)", spec, t, valid);
+                    return -1;
+                }
+        }
+        return 0;
+    }
+    snprintf(err, errlen, "--workload '%s': unknown workload (valid: %s, or synthetic-niah, synthetic-multikey, "
+             "synthetic-multivalue without --model)", spec, FORMS);
+    return -1;
+}
+
+int mw_ctx_is_length(mw_kind k) { return k == MW_NIAH || k == MW_RULER; }
+
+int mw_max_new(const mw_spec *s) {
+    int mx = 0;
+    switch (s->kind) {
+    case MW_NIAH: mx = NIAH_MAX_NEW; break;
+    case MW_RULER:
+        for (int i = 0; i < RULER_N_TASKS; i++) mx = ruler_task_max_new(i) > mx ? ruler_task_max_new(i) : mx;
+        break;
+    case MW_LONGBENCH:
+        for (int i = 0; i < LB_N_TASKS; i++) mx = lb_task_max_new(i) > mx ? lb_task_max_new(i) : mx;
+        break;
+    case MW_INFINITEBENCH:
+        for (int i = 0; i < IB_N_TASKS; i++) mx = ib_task_max_new(i) > mx ? ib_task_max_new(i) : mx;
+        break;
+    case MW_GSM8K: mx = GSM_MAX_NEW; break;
+    }
+    return s->max_new > 0 && s->max_new < mx ? s->max_new : mx;
+}
+
+/* FNV-1a 64 of the text: the haystack's identity in the run key. */
+static uint64_t fnv64(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static int load_niah(const mw_spec *s, const kv_tokenizer *tok, const char *hay, size_t hay_len, tc_list *out,
+                     char *err, size_t errlen) {
+    niah_opts o;
+    niah_defaults(&o);
+    o.tok = tok;
+    o.haystack = hay;
+    o.haystack_len = hay_len;
+    o.question_after = s->question_after;
+    if (s->max_new > 0) o.max_new_tokens = s->max_new;
+    int longest = 0;
+    for (int i = 0; i < s->n_ctx; i++) longest = s->ctxs[i] > longest ? s->ctxs[i] : longest;
+    niah_builder *b = niah_open(&o, longest, err, errlen);
+    if (!b) return -1;
+    int rc = niah_grid(b, s->ctxs, s->n_ctx, s->depths, s->n_depths, out, err, errlen);
+    niah_close(b);
+    while (rc == 0 && s->limit > 0 && out->n > s->limit) tc_case_free(&out->v[--out->n]);
+    return rc;
+}
+
+static int load_ruler(const mw_spec *s, const kv_tokenizer *tok, const char *hay, size_t hay_len, tc_list *out,
+                      char *err, size_t errlen) {
+    ruler_opts o;
+    ruler_defaults(&o);
+    o.tok = tok;
+    o.essays = hay;
+    o.essays_len = hay_len;
+    o.seed = s->seed;
+    o.question_after = s->question_after;
+    int samples = s->limit > 0 ? s->limit : 1;
+    for (int t = 0; t < RULER_N_TASKS; t++) {
+        if (*s->arg) {   /* only the listed tasks, in the order of the task table */
+            char buf[1024];
+            int listed = 0;
+            snprintf(buf, sizeof buf, "%s", s->arg);
+            for (char *save = NULL, *w = strtok_r(buf, ",", &save); w && !listed; w = strtok_r(NULL, ",", &save))
+                listed = ruler_task_index(w) == t;
+            if (!listed) continue;
+        }
+        for (int i = 0; i < s->n_ctx; i++)
+            if (ruler_generate(&o, t, s->ctxs[i], samples, out, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+/* Text of the haystack if the workload uses one; *hay NULL otherwise. */
+static int need_haystack(const mw_spec *s) {
+    if (s->kind == MW_NIAH) return 1;
+    if (s->kind != MW_RULER) return 0;
+    for (int t = 0; t < RULER_N_TASKS; t++) {
+        if (!ruler_task_needs_essays(t)) continue;
+        if (!*s->arg) return 1;
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", s->arg);
+        for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save))
+            if (ruler_task_index(w) == t) return 1;
+    }
+    return 0;
+}
+
+int mw_load(const mw_spec *s, const kv_tokenizer *tok, tc_list *out, char *ident, size_t identlen, char *err,
+            size_t errlen) {
+    memset(out, 0, sizeof *out);
+    *ident = 0;
+    char *hay = NULL;
+    size_t hay_len = 0;
+    if (need_haystack(s)) {
+        hay = haystack_load(s->haystack, &hay_len, err, errlen);
+        if (!hay) return -1;
+        snprintf(ident, identlen, "haystack=%016llx", (unsigned long long)fnv64(hay, hay_len));
+    }
+    int rc = -1;
+    switch (s->kind) {
+    case MW_NIAH: rc = load_niah(s, tok, hay, hay_len, out, err, errlen); break;
+    case MW_RULER: rc = load_ruler(s, tok, hay ? hay : "", hay_len, out, err, errlen); break;
+    case MW_LONGBENCH: {
+        lb_opts o;
+        lb_defaults(&o);
+        o.tok = tok;
+        o.max_tokens = s->truncate;
+        o.question_after = s->question_after;
+        o.limit = s->limit;
+        rc = lb_load_dir(&o, s->arg, s->tasks, out, err, errlen);
+        break;
+    }
+    case MW_INFINITEBENCH: {
+        ib_opts o;
+        ib_defaults(&o);
+        o.tok = tok;
+        o.max_tokens = s->truncate;
+        o.question_after = s->question_after;
+        o.limit = s->limit;
+        rc = ib_load_dir(&o, s->arg, s->tasks, out, err, errlen);
+        break;
+    }
+    case MW_GSM8K: {
+        gsm_opts o;
+        gsm_defaults(&o);
+        o.tok = tok;
+        if (s->shots >= 0) o.n_shots = s->shots;
+        o.shots_path = s->shots_file;
+        o.question_after = s->question_after;
+        o.limit = s->limit;
+        rc = gsm_load(&o, s->arg, out, err, errlen);
+        if (rc == 0) snprintf(ident, identlen, "shots=%d", o.n_shots);
+        break;
+    }
+    }
+    if (rc == 0 && (s->kind == MW_LONGBENCH || s->kind == MW_INFINITEBENCH || s->kind == MW_GSM8K)) {
+        char real[PATH_MAX];
+        size_t used = strlen(ident);
+        snprintf(ident + used, identlen - used, "%sdata=%s", used ? ";" : "",
+                 realpath(s->arg, real) ? real : s->arg);
+    }
+    if (rc == 0 && out->n == 0) {
+        snprintf(err, errlen, "--workload %s%s%s: no cases to run", s->name, *s->arg ? ":" : "", s->arg);
+        rc = -1;
+    }
+    if (rc) tc_list_free(out);
+    free(hay);
+    return rc;
+}

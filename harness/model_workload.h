@@ -1,0 +1,43 @@
+/* The text workloads of `kvbench run --model`: parsing --workload and building the
+ * cases (the workloads/ builders) with the options that shape them. */
+#ifndef KV_MODEL_WORKLOAD_H
+#define KV_MODEL_WORKLOAD_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../model/tokenizer.h"
+#include "../workloads/textcase.h"
+
+typedef enum { MW_NIAH, MW_RULER, MW_LONGBENCH, MW_INFINITEBENCH, MW_GSM8K } mw_kind;
+
+typedef struct {
+    mw_kind kind;
+    const char *name;           /* "niah", "ruler", "longbench", "infinitebench", "gsm8k" */
+    char arg[1024];             /* ruler tasks ("" = all), data directory, or GSM8K test file */
+    const char *tasks;          /* --tasks (longbench, infinitebench); NULL = every file present */
+    const char *haystack;       /* --haystack (niah, ruler); NULL = the fetched essays */
+    const char *shots_file;     /* --shots-file (gsm8k); NULL = train.jsonl next to the test file */
+    const int *ctxs;            /* niah/ruler: lengths in tokens */
+    int n_ctx;
+    const double *depths;       /* niah: needle depths, % of the context */
+    int n_depths;
+    int truncate;               /* longbench/infinitebench: prompt budget in tokens before the template */
+    int limit;                  /* niah: first N cases; ruler: samples per task and length (0 -> 1);
+                                   longbench/infinitebench: cases per task; gsm8k: test cases; 0 = all */
+    int question_after, max_new, shots;
+    uint64_t seed;
+} mw_spec;
+
+/* "niah", "ruler", "ruler:TASK,..", "longbench:DIR", "infinitebench:DIR", "gsm8k:FILE".
+ * Fills kind, name and arg; 0, or -1 with a one-line reason naming the valid forms. */
+int mw_parse(const char *spec, mw_spec *out, char *err, size_t errlen);
+/* 1 if --ctx lists prompt lengths (niah, ruler), 0 if it is the truncation budget. */
+int mw_ctx_is_length(mw_kind k);
+/* The largest generation length of the workload's tasks (for the truncation budget). */
+int mw_max_new(const mw_spec *s);
+
+/* Builds every case. ident receives what identifies the inputs beyond the options
+ * (haystack checksum, data path) for the run key. 0, or -1 with err. */
+int mw_load(const mw_spec *s, const kv_tokenizer *tok, tc_list *out, char *ident, size_t identlen, char *err,
+            size_t errlen);
+
+#endif

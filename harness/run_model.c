@@ -1,0 +1,909 @@
+/* kvbench run through the model: text workloads over methods and budgets.
+ *
+ * Per case: tokenize the prompt, prefill it once with the statistics every method asked
+ * for (shared by all methods and budgets), then for every (method, budget) not yet in
+ * the database: init, ingest every layer (compression), greedy decode through the
+ * method until a stop token, score the text with the workload's official metric, and
+ * commit the result at once. Rerunning the same command finds the same run and skips
+ * what is committed; kill -9 loses only the result being computed.
+ *
+ * --jobs N starts N copies of this command (re-executed, so no thread pool crosses a
+ * fork), each taking every N-th case, all writing to the same results file. */
+#include "run_model.h"
+#include "commands.h"
+#include "model_case.h"
+#include "model_workload.h"
+#include "provenance.h"
+#include "../kernels/core.h"
+#include "../methods/method.h"
+#include "../model/model.h"
+#include "../results/db.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { MAX_LIST = 64, MAX_PAIRS = MAX_LIST * MAX_LIST, MAX_JOBS = 64 };
+
+typedef struct {
+    const char *model_path, *workload, *db_path;
+    mw_spec wl;
+    const kv_method *methods[MAX_LIST];
+    int n_methods;
+    double budgets[MAX_LIST];
+    int n_budgets;
+    int ctxs[MAX_LIST];
+    int n_ctx, ctx_given;
+    double depths[MAX_LIST];   /* % */
+    int n_depths, depths_given;
+    int threads, jobs, job_index, quiet;
+    /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
+    const kv_method *pair_m[MAX_PAIRS];
+    double pair_b[MAX_PAIRS];
+    int n_pairs;
+} rm_opts;
+
+void run_model_usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench run --workload W --db FILE [--model F] [options]\n"
+            "\n"
+            "Runs a text workload through the model for every method and budget. Each case is\n"
+            "prefilled once (shared by all methods); each method then compresses the prefill,\n"
+            "generates greedily, and its answer is scored with the workload's official metric.\n"
+            "Every result is committed to FILE at once; rerunning the same command resumes.\n"
+            "\n"
+            "  --workload W       niah                 needle in a haystack (Paul Graham essays)\n"
+            "                     ruler[:TASK,..]      RULER synthetic tasks (default: all 11)\n"
+            "                     longbench:DIR        LongBench v1 JSONL files in DIR\n"
+            "                     infinitebench:DIR    InfiniteBench JSONL files in DIR\n"
+            "                     gsm8k:FILE           GSM8K test JSONL (few-shot)\n"
+            "  --model F          GGUF model (default %s)\n"
+            "  --methods LIST     all, or method names (kvbench methods) (default all)\n"
+            "  --budget LIST      kept fraction of the prompt in (0,1], or token counts > 1 (default\n"
+            "                     0.1); fullkv ignores it and runs once per case, recorded at budget 1\n"
+            "  --ctx LIST         niah, ruler: prompt lengths in tokens (default niah 1024,2048,4096,\n"
+            "                     ruler 4096); longbench, infinitebench: one value, the prompt budget\n"
+            "                     before the chat template, cut in the middle (default: the model's\n"
+            "                     context - the longest generation - 64)\n"
+            "  --depths LIST      niah: needle depths in %% of the context (default 0,10,..,100)\n"
+            "  --limit N          niah: first N cases; ruler: samples per task and length (default 1);\n"
+            "                     longbench, infinitebench: cases per task; gsm8k: test cases\n"
+            "  --tasks LIST       longbench, infinitebench: these tasks only (default: every file)\n"
+            "  --haystack PATH    niah, ruler: essay text file or directory of .txt (default: the\n"
+            "                     `make haystack` cache)\n"
+            "  --shots N          gsm8k: worked examples in the prompt (default 50)\n"
+            "  --shots-file F     gsm8k: where the examples come from (default train.jsonl beside FILE)\n"
+            "  --question-after   prefill and compress the context only, then feed the question\n"
+            "                     tokens through decode steps into the compressed cache (default:\n"
+            "                     question-aware, the whole prompt is prefilled and compressed)\n"
+            "  --max-new N        generate at most N tokens (default: the task's own length)\n"
+            "  --seed S           ruler generation seed (default 42)\n"
+            "  --db FILE          results file (created if missing; required)\n"
+            "  --threads N        worker threads (default: online CPUs, divided among jobs)\n"
+            "  --jobs N           run N processes, each taking every N-th case (default 1)\n"
+            "  --quiet            no progress lines\n"
+            "  --help             this text\n"
+            "\n"
+            "Generation is greedy and stops at the tokenizer's stop tokens (end of turn and end of\n"
+            "text), at a newline for tasks scored on one line (LongBench samsum), or at the limit.\n"
+            "The run is identified by the model file, workload inputs, generation settings and\n"
+            "backend; methods, budgets, ctx, depths and limits only select which results to add.\n"
+            "Latency is split into prefill (shared; with --question-after plus the question\n"
+            "tokens), compression (the method's ingest) and decode (tokens/s of the forward passes).\n",
+            model_default_path());
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kvbench run: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return -1;
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return fail("%s '%s': expected an integer in %d..%d", flag, s, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int each_item(const char *flag, const char *list, int (*item)(const char *flag, const char *s, rm_opts *o),
+                     rm_opts *o) {
+    if (!*list) return fail("%s: empty list", flag);
+    char buf[4096];
+    if (strlen(list) >= sizeof buf) return fail("%s: list too long", flag);
+    strcpy(buf, list);
+    char *s = buf;
+    for (;;) {
+        char *comma = strchr(s, ',');
+        if (comma) *comma = 0;
+        if (!*s) return fail("%s '%s': empty item in the list", flag, list);
+        if (item(flag, s, o)) return -1;
+        if (!comma) return 0;
+        s = comma + 1;
+    }
+}
+
+static int add_method(const char *flag, const char *s, rm_opts *o) {
+    for (int i = 0; i < kv_method_count(); i++) {
+        const kv_method *m = kv_method_at(i);
+        if (strcmp(s, "all") && kv_method_find(s) != m) continue;
+        int dup = 0;
+        for (int k = 0; k < o->n_methods; k++) dup |= o->methods[k] == m;
+        if (!dup && o->n_methods < MAX_LIST) o->methods[o->n_methods++] = m;
+    }
+    if (strcmp(s, "all") && !kv_method_find(s)) {
+        char valid[1024] = "";
+        for (int i = 0; i < kv_method_count(); i++) {
+            size_t len = strlen(valid);
+            snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", kv_method_at(i)->name);
+        }
+        return fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
+    }
+    return 0;
+}
+
+static int add_budget(const char *flag, const char *s, rm_opts *o) {
+    double v = 0;
+    if (parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
+        return fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
+    for (int i = 0; i < o->n_budgets; i++)
+        if (o->budgets[i] == v) return 0;
+    if (o->n_budgets == MAX_LIST) return fail("%s: more than %d budgets", flag, MAX_LIST);
+    o->budgets[o->n_budgets++] = v;
+    return 0;
+}
+
+static int add_ctx(const char *flag, const char *s, rm_opts *o) {
+    int v = 0;
+    if (parse_int(flag, s, 64, 1 << 24, &v)) return -1;
+    for (int i = 0; i < o->n_ctx; i++)
+        if (o->ctxs[i] == v) return 0;
+    if (o->n_ctx == MAX_LIST) return fail("%s: more than %d values", flag, MAX_LIST);
+    o->ctxs[o->n_ctx++] = v;
+    return 0;
+}
+
+static int add_depth(const char *flag, const char *s, rm_opts *o) {
+    double v = 0;
+    if (parse_double(s, &v) || v < 0 || v > 100)
+        return fail("%s '%s': a depth is a percentage of the context, in [0,100]", flag, s);
+    for (int i = 0; i < o->n_depths; i++)
+        if (o->depths[i] == v) return 0;
+    if (o->n_depths == MAX_LIST) return fail("%s: more than %d depths", flag, MAX_LIST);
+    o->depths[o->n_depths++] = v;
+    return 0;
+}
+
+/* --flag value or --flag=value; *val NULL for a flag without a value. */
+static int split_flag(int argc, char **argv, int *i, char *flag, size_t cap, const char **val) {
+    const char *a = argv[*i], *eq = strchr(a, '=');
+    size_t len = eq ? (size_t)(eq - a) : strlen(a);
+    if (len >= cap) return fail("unknown option '%s' (see kvbench run --workload niah --help)", a);
+    memcpy(flag, a, len);
+    flag[len] = 0;
+    static const char *const bare[] = {"--question-after", "--quiet", "--help", "-h"};
+    for (size_t k = 0; k < sizeof bare / sizeof bare[0]; k++)
+        if (!strcmp(flag, bare[k])) {
+            if (eq) return fail("%s takes no value", flag);
+            *val = NULL;
+            return 0;
+        }
+    if (eq) *val = eq + 1;
+    else if (*i + 1 < argc) *val = argv[++*i];
+    else return fail("%s needs a value", flag);
+    return 0;
+}
+
+int run_model_wanted(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--model") || !strncmp(a, "--model=", 8)) return 1;
+        const char *v = NULL;
+        if (!strncmp(a, "--workload=", 11)) v = a + 11;
+        else if (!strncmp(a, "--workloads=", 12)) v = a + 12;
+        else if ((!strcmp(a, "--workload") || !strcmp(a, "--workloads")) && i + 1 < argc) v = argv[++i];
+        if (v && strncmp(v, "synthetic-", 10)) return 1;
+    }
+    return 0;
+}
+
+/* 0 ok, 1 help printed, -1 error printed. */
+static int parse_args(int argc, char **argv, rm_opts *o) {
+    const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL;
+    memset(o, 0, sizeof *o);
+    o->model_path = model_default_path();
+    o->jobs = 1;
+    o->job_index = -1;
+    o->wl.shots = -1;
+    o->wl.seed = 42;
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "-", 1)) return fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
+        char flag[64];
+        const char *val;
+        if (split_flag(argc, argv, &i, flag, sizeof flag, &val)) return -1;
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
+            run_model_usage(stdout);
+            return 1;
+        }
+        if (!strcmp(flag, "--question-after")) o->wl.question_after = 1;
+        else if (!strcmp(flag, "--quiet")) o->quiet = 1;
+        else if (!strcmp(flag, "--model")) o->model_path = val;
+        else if (!strcmp(flag, "--workload") || !strcmp(flag, "--workloads")) o->workload = val;
+        else if (!strcmp(flag, "--methods") || !strcmp(flag, "--method")) methods = val;
+        else if (!strcmp(flag, "--budget") || !strcmp(flag, "--budgets")) budgets = val;
+        else if (!strcmp(flag, "--ctx")) ctxs = val;
+        else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) depths = val;
+        else if (!strcmp(flag, "--db")) o->db_path = val;
+        else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
+        else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
+        else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
+        else if (!strcmp(flag, "--shots")) { if (parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
+        else if (!strcmp(flag, "--limit")) { if (parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
+        else if (!strcmp(flag, "--max-new")) { if (parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
+        else if (!strcmp(flag, "--threads")) { if (parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else if (!strcmp(flag, "--jobs")) { if (parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
+        else if (!strcmp(flag, "--job-index")) { if (parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
+        else if (!strcmp(flag, "--seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (errno || end == val || *end || *val == '-') return fail("--seed '%s': expected a non-negative integer", val);
+            o->wl.seed = v;
+        } else return fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
+    }
+    if (!o->workload) return fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
+    char err[1024];
+    if (mw_parse(o->workload, &o->wl, err, sizeof err)) return fail("%s", err);
+    if (!o->db_path || !*o->db_path) return fail("--db FILE is required (the results file to write)");
+    if (!*o->model_path) return fail("--model: empty path");
+    if (o->job_index >= o->jobs) return fail("--job-index %d: must be below --jobs %d", o->job_index, o->jobs);
+    if (each_item("--methods", methods, add_method, o) || each_item("--budget", budgets, add_budget, o)) return -1;
+    if (o->n_methods == 0) return fail("--methods: no methods are built into this kvbench");
+    if (ctxs) {
+        if (each_item("--ctx", ctxs, add_ctx, o)) return -1;
+        o->ctx_given = 1;
+        if (!mw_ctx_is_length(o->wl.kind) && o->n_ctx != 1)
+            return fail("--ctx: %s takes one value, the prompt budget in tokens", o->wl.name);
+    }
+    if (depths) {
+        if (o->wl.kind != MW_NIAH) return fail("--depths applies to niah only (%s places its own needles)", o->wl.name);
+        if (each_item("--depths", depths, add_depth, o)) return -1;
+        o->depths_given = 1;
+    } else {
+        for (int i = 0; i <= 10; i++) o->depths[o->n_depths++] = 10.0 * i;
+    }
+    if (o->wl.tasks && o->wl.kind != MW_LONGBENCH && o->wl.kind != MW_INFINITEBENCH)
+        return fail("--tasks applies to longbench and infinitebench (ruler takes ruler:TASK,..)");
+    if ((o->wl.shots >= 0 || o->wl.shots_file) && o->wl.kind != MW_GSM8K) return fail("--shots applies to gsm8k only");
+    if (o->wl.haystack && o->wl.kind != MW_NIAH && o->wl.kind != MW_RULER)
+        return fail("--haystack applies to niah and ruler only");
+    for (int i = 0; i < o->n_methods; i++) {
+        int once = !strcmp(o->methods[i]->name, "fullkv");
+        for (int b = 0; b < (once ? 1 : o->n_budgets); b++) {
+            o->pair_m[o->n_pairs] = o->methods[i];
+            o->pair_b[o->n_pairs++] = once ? 1.0 : o->budgets[b];
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- small helpers */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fmt_dur(char *buf, size_t n, double s) {
+    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
+    else if (s < 60) snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+static void fmt_bytes(char *buf, size_t len, double b) {
+    if (b >= 1 << 30) snprintf(buf, len, "%.2f GiB", b / (1 << 30));
+    else if (b >= 1 << 20) snprintf(buf, len, "%.1f MiB", b / (1 << 20));
+    else if (b >= 1 << 10) snprintf(buf, len, "%.1f KiB", b / (1 << 10));
+    else snprintf(buf, len, "%.0f B", b);
+}
+
+/* A JSON string literal (control characters escaped). */
+static size_t json_str(char *buf, size_t cap, size_t n, const char *s) {
+#define PUTC(c) (n + 1 < cap ? (buf[n] = (c), buf[n + 1] = 0) : 0, n++)
+    PUTC('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            PUTC('\\');
+            PUTC((char)c);
+        } else if (c < 0x20) {
+            char esc[8];
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            for (char *e = esc; *e; e++) PUTC(*e);
+        } else {
+            PUTC((char)c);
+        }
+    }
+    PUTC('"');
+#undef PUTC
+    return n;
+}
+
+/* ---------------------------------------------------------------- the cases */
+
+typedef struct {
+    tc_list list;
+    int32_t **ids;             /* [n] */
+    int *n_tok, *n_ctx_part, *max_new;
+    char **key;                /* case_key: "task/id" */
+    double *cost;              /* relative prefill cost, for the ETA */
+} case_set;
+
+static void cases_free(case_set *cs) {
+    for (int i = 0; i < cs->list.n; i++) {
+        if (cs->ids) free(cs->ids[i]);
+        if (cs->key) free(cs->key[i]);
+    }
+    free(cs->ids), free(cs->n_tok), free(cs->n_ctx_part), free(cs->max_new), free(cs->key), free(cs->cost);
+    tc_list_free(&cs->list);
+    memset(cs, 0, sizeof *cs);
+}
+
+/* Tokenizes every case and checks that prompt + generation fit the model: the error
+ * comes before any prefill. */
+static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) {
+    const kv_model_config *cf = model_config(model);
+    const kv_tokenizer *tok = model_tokenizer(model);
+    int n = cs->list.n;
+    cs->ids = calloc((size_t)n, sizeof *cs->ids);
+    cs->n_tok = calloc((size_t)n, sizeof *cs->n_tok);
+    cs->n_ctx_part = calloc((size_t)n, sizeof *cs->n_ctx_part);
+    cs->max_new = calloc((size_t)n, sizeof *cs->max_new);
+    cs->key = calloc((size_t)n, sizeof *cs->key);
+    cs->cost = calloc((size_t)n, sizeof *cs->cost);
+    if (!cs->ids || !cs->n_tok || !cs->n_ctx_part || !cs->max_new || !cs->key || !cs->cost)
+        return fail("out of memory for %d cases", n);
+    for (int i = 0; i < n; i++) {
+        tc_case *c = &cs->list.v[i];
+        if (tc_tokenize(tok, c, &cs->ids[i], &cs->n_tok[i], &cs->n_ctx_part[i]))
+            return fail("case %s: out of memory tokenizing the prompt", c->id);
+        int want = c->max_new_tokens > 0 ? c->max_new_tokens : 64;
+        if (o->wl.max_new > 0 && o->wl.max_new < want) want = o->wl.max_new;
+        int nt = cs->n_tok[i];
+        if (nt + want > cf->n_ctx_train)
+            return fail("case %s/%s: %d prompt tokens + %d new tokens are beyond the model's context of %d "
+                        "tokens (%s)%s", c->task, c->id, nt, want, cf->n_ctx_train, o->model_path,
+                        o->wl.kind == MW_GSM8K ? "; use fewer --shots" : mw_ctx_is_length(o->wl.kind) ? "" : "; lower --ctx");
+        if (o->wl.question_after && cs->n_ctx_part[i] < 1)
+            return fail("case %s/%s: --question-after needs a context before the question", c->task, c->id);
+        cs->max_new[i] = want;
+        size_t klen = strlen(c->task) + strlen(c->id) + 2;
+        cs->key[i] = malloc(klen);
+        if (!cs->key[i]) return fail("out of memory");
+        snprintf(cs->key[i], klen, "%s/%s", c->task, c->id);
+        double pf = o->wl.question_after ? cs->n_ctx_part[i] : nt;
+        cs->cost[i] = pf * (1 + pf / 4096.0);   /* GEMMs linear, attention quadratic */
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- run identity */
+
+static void model_ident(const char *path, char *buf, size_t n) {
+    struct stat st;
+    char *copy = strdup(path);
+    const char *base = copy ? basename(copy) : path;
+    snprintf(buf, n, "%s:%lld", base, stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
+    free(copy);
+}
+
+/* The ids generation stops at, as the tokenizer reports them. */
+static int stop_ids(const kv_tokenizer *tok, int *ids, int cap) {
+    int n = 0;
+    for (int id = 0; id < tok_vocab(tok) && n < cap; id++)
+        if (tok_is_stop(tok, id)) ids[n++] = id;
+    return n;
+}
+
+static void run_key(const rm_opts *o, const kv_model *model, const char *ident, const char *backend, char *buf,
+                    size_t n) {
+    char mid[512];
+    model_ident(o->model_path, mid, sizeof mid);
+    snprintf(buf, n,
+             "model/v1;workload=%s;model=%s;%s;seed=%llu;max_new=%d;question_after=%d;truncate=%d;"
+             "template=%s;elem_bytes=4;backend=%s",
+             o->wl.name, mid, ident, (unsigned long long)o->wl.seed, o->wl.max_new, o->wl.question_after,
+             mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate, tc_template_name(model_tokenizer(model)), backend);
+}
+
+static void config_json(const rm_opts *o, const kv_model *model, const case_set *cs, const char *ident,
+                        const char *backend, char *buf, size_t cap) {
+    const kv_model_config *cf = model_config(model);
+    const kv_tokenizer *tok = model_tokenizer(model);
+    size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__))
+#define STR(s) (n = json_str(buf, cap, n, (s)))
+    PUT("{\"workload\":"), STR(o->workload);
+    PUT(",\"model\":"), STR(o->model_path);
+    PUT(",\"model_name\":"), STR(cf->name);
+    PUT(",\"arch\":"), STR(cf->arch);
+    PUT(",\"n_ctx_train\":%d,\"inputs\":", cf->n_ctx_train), STR(ident);
+    PUT(",\"template\":"), STR(tc_template_name(tok));
+    PUT(",\"templates_used\":[");
+    int first = 1;
+    for (int i = 0; i < cs->list.n; i++) {   /* distinct template names of the cases */
+        const char *t = cs->list.v[i].settings.template_name;
+        int seen = 0;
+        for (int k = 0; k < i && !seen; k++) seen = !strcmp(cs->list.v[k].settings.template_name, t);
+        if (seen) continue;
+        PUT("%s", first ? "" : ","), STR(t);
+        first = 0;
+    }
+    int ids[16], ns = stop_ids(tok, ids, 16);
+    PUT("],\"add_bos\":%d,\"bos\":%d,\"eos\":%d,\"stop_ids\":[", tok_add_bos(tok), tok_bos(tok), tok_eos(tok));
+    for (int i = 0; i < ns; i++) PUT("%s%d", i ? "," : "", ids[i]);
+    PUT("],\"stop\":\"greedy until a stop id, a newline for tasks that stop there, or max_new\"");
+    PUT(",\"question_after\":%d,\"question_mode\":", o->wl.question_after);
+    STR(o->wl.question_after ? "context prefilled and compressed, question tokens then decoded into the cache"
+                             : "question-aware: the whole prompt prefilled and compressed");
+    PUT(",\"max_new\":%d,\"seed\":%llu,\"limit\":%d,\"truncate\":%d,\"shots\":%d", o->wl.max_new,
+        (unsigned long long)o->wl.seed, o->wl.limit, o->wl.truncate, o->wl.shots);
+    PUT(",\"elem_bytes\":4,\"backend\":"), STR(backend);
+    PUT(",\"threads\":%d,\"jobs\":%d,\"fullkv_budget\":1,\"methods\":[", kb_threads(), o->jobs);
+    for (int i = 0; i < o->n_methods; i++) PUT("%s", i ? "," : ""), STR(o->methods[i]->name);
+    PUT("],\"budgets\":[");
+    for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
+    PUT("],\"ctx\":[");
+    for (int i = 0; i < o->n_ctx; i++) PUT("%s%d", i ? "," : "", o->ctxs[i]);
+    PUT("],\"depths_pct\":[");
+    for (int i = 0; o->wl.kind == MW_NIAH && i < o->n_depths; i++) PUT("%s%.10g", i ? "," : "", o->depths[i]);
+    PUT("]}");
+#undef PUT
+#undef STR
+}
+
+/* ---------------------------------------------------------------- database helpers */
+
+static int64_t find_case(kv_db *db, int64_t run_id, const char *key) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT id FROM cases WHERE run_id = ? AND case_key = ?", -1, &st, NULL))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : rc == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    return id;
+}
+
+static int64_t count_results(kv_db *db, int64_t run_id) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(kvdb_sqlite(db),
+                           "SELECT count(*) FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?", -1,
+                           &st, NULL))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* Which pairs of case i are missing: missing[p] = 1. Returns the count, or -1. */
+static int missing_pairs(kv_db *db, int64_t run_id, const rm_opts *o, const char *key, uint8_t *missing,
+                         int64_t *case_id) {
+    *case_id = find_case(db, run_id, key);
+    if (*case_id < 0) return fail("results db '%s': looking up case %s: %s", o->db_path, key,
+                                  sqlite3_errmsg(kvdb_sqlite(db)));
+    int n = 0;
+    for (int p = 0; p < o->n_pairs; p++) {
+        int e = *case_id ? kvdb_result_exists(db, *case_id, o->pair_m[p]->name, o->pair_b[p]) : 0;
+        if (e < 0) return fail("%s", kvdb_errmsg(db));
+        missing[p] = e == 0;
+        n += missing[p];
+    }
+    return n;
+}
+
+/* Mean score, memory and latency per (method, budget) of the run, from the database. */
+static void print_summary(kv_db *db, int64_t run_id) {
+    static const char *sql =
+        "SELECT r.method, r.budget, count(*), sum(r.status = 'ok'),"
+        " avg(CASE WHEN r.status = 'ok' THEN r.score END), avg(CASE WHEN r.status = 'ok' THEN r.fast_peak END),"
+        " avg(CASE WHEN r.status = 'ok' THEN r.prefill_s END), avg(CASE WHEN r.status = 'ok' THEN r.compress_s END),"
+        " avg(CASE WHEN r.status = 'ok' AND r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END)"
+        " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? GROUP BY 1, 2";
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(kvdb_sqlite(db), sql, -1, &st, NULL)) return;
+    sqlite3_bind_int64(st, 1, run_id);
+    typedef struct {
+        char method[64];
+        double budget, score, peak, pf, comp, ms;
+        int n, ok, order;
+    } row;
+    row rows[MAX_PAIRS];
+    int nr = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && nr < MAX_PAIRS) {
+        row *r = &rows[nr++];
+        snprintf(r->method, sizeof r->method, "%s", (const char *)sqlite3_column_text(st, 0));
+        r->budget = sqlite3_column_double(st, 1);
+        r->n = sqlite3_column_int(st, 2);
+        r->ok = sqlite3_column_int(st, 3);
+        double *v[] = {&r->score, &r->peak, &r->pf, &r->comp, &r->ms};
+        for (int k = 0; k < 5; k++)
+            *v[k] = sqlite3_column_type(st, 4 + k) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4 + k);
+        const kv_method *m = kv_method_find(r->method);
+        r->order = kv_method_count();
+        for (int k = 0; m && k < kv_method_count(); k++)
+            if (kv_method_at(k) == m) r->order = k;
+    }
+    sqlite3_finalize(st);
+    for (int i = 1; i < nr; i++)   /* registry order, then budget */
+        for (int j = i; j > 0 && (rows[j].order < rows[j - 1].order ||
+                                  (rows[j].order == rows[j - 1].order && rows[j].budget < rows[j - 1].budget));
+             j--) {
+            row t = rows[j];
+            rows[j] = rows[j - 1];
+            rows[j - 1] = t;
+        }
+    printf("\n%-14s %-7s %7s %7s %12s %10s %11s %12s\n", "method", "budget", "cases", "score", "fast KV peak",
+           "prefill", "compress", "decode");
+    for (int i = 0; i < nr; i++) {
+        row *r = &rows[i];
+        char b[32], peak[32], cases[32], pf[32], comp[32], ms[32];
+        snprintf(b, sizeof b, "%.10g", r->budget);
+        snprintf(cases, sizeof cases, r->ok == r->n ? "%d" : "%d/%d", r->ok, r->n);
+        if (!r->ok) {
+            printf("%-14s %-7s %7s %7s %12s\n", r->method, b, cases, "-", "infeasible/error");
+            continue;
+        }
+        fmt_bytes(peak, sizeof peak, r->peak);
+        snprintf(pf, sizeof pf, "%.2f s", r->pf);
+        snprintf(comp, sizeof comp, "%.3f s", r->comp);
+        if (isnan(r->ms)) snprintf(ms, sizeof ms, "-");
+        else snprintf(ms, sizeof ms, "%.1f ms/tok", r->ms);
+        printf("%-14s %-7s %7s %6.1f%% %12s %10s %11s %12s\n", r->method, b, cases, 100 * r->score, peak, pf, comp, ms);
+    }
+}
+
+/* ---------------------------------------------------------------- progress */
+
+typedef struct {
+    double start, pf_s, pf_cost, res_s, res_cost;
+    double left_pf_cost, left_res_cost;
+    int done, total;
+    char prefix[32];
+} progress;
+
+static double eta(const progress *p) {
+    if (p->pf_cost <= 0 && p->res_cost <= 0) return -1;
+    double rate_pf = p->pf_cost > 0 ? p->pf_s / p->pf_cost : 0, rate_res = p->res_cost > 0 ? p->res_s / p->res_cost : 0;
+    if (p->left_pf_cost > 0 && rate_pf == 0) return -1;
+    if (p->left_res_cost > 0 && rate_res == 0) return -1;
+    return p->left_pf_cost * rate_pf + p->left_res_cost * rate_res;
+}
+
+/* Relative cost of one result: compression ~ prompt, decode ~ generated tokens x cache. */
+static double result_cost(int n_prompt, int max_new) { return 1.0 + n_prompt / 2048.0 + max_new / 32.0; }
+
+/* ---------------------------------------------------------------- one worker */
+
+/* Marks the missing (case, pair) results of the cases this job takes (every case when
+ * job < 0) and fills their case ids (0: not recorded yet). Returns the count, or -1. */
+static int scan_missing(kv_db *db, int64_t run_id, const rm_opts *o, const case_set *cs, int job, uint8_t *missing,
+                        int64_t *case_ids) {
+    int total = 0;
+    for (int i = 0; i < cs->list.n; i++) {
+        if (job >= 0 && i % o->jobs != job) continue;
+        int k = missing_pairs(db, run_id, o, cs->key[i], missing + (size_t)i * o->n_pairs, &case_ids[i]);
+        if (k < 0) return -1;
+        total += k;
+    }
+    return total;
+}
+
+static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db, int64_t run_id, int *n_new) {
+    const int N = cs->list.n;
+    uint8_t *missing = calloc((size_t)N * o->n_pairs + 1, 1);
+    int64_t *case_ids = calloc((size_t)N + 1, sizeof *case_ids);
+    if (!missing || !case_ids) {
+        free(missing), free(case_ids);
+        return fail("out of memory");
+    }
+    progress pg = {.start = now_s()};
+    if (o->jobs > 1) snprintf(pg.prefix, sizeof pg.prefix, "[job %d/%d] ", o->job_index + 1, o->jobs);
+    int job = o->jobs > 1 ? o->job_index : -1, mine = 0;
+    int rc = scan_missing(db, run_id, o, cs, job, missing, case_ids) < 0 ? -1 : 0;
+    for (int i = 0; i < N && !rc; i++) {
+        if (job >= 0 && i % o->jobs != job) continue;
+        mine++;
+        int k = 0;
+        for (int p = 0; p < o->n_pairs; p++) k += missing[(size_t)i * o->n_pairs + p];
+        if (k > 0) {
+            pg.total += k;
+            pg.left_pf_cost += cs->cost[i];
+            pg.left_res_cost += k * result_cost(cs->n_tok[i], cs->max_new[i]);
+        }
+    }
+    if (!rc && !o->quiet)
+        fprintf(stderr, "%s%d cases, %d results to compute (%d method/budget pairs per case)\n", pg.prefix, mine,
+                pg.total, o->n_pairs);
+    mc_result res;
+    memset(&res, 0, sizeof res);
+    int seen = 0;
+    for (int i = 0; i < N && !rc; i++) {
+        if (job >= 0 && i % o->jobs != job) continue;
+        seen++;
+        uint8_t *miss = missing + (size_t)i * o->n_pairs;
+        int k = 0;
+        for (int p = 0; p < o->n_pairs; p++) k += miss[p];
+        if (!k) {
+            if (!o->quiet)
+                fprintf(stderr, "%s[case %d/%d] %s: all %d results present, skipped\n", pg.prefix, seen, mine,
+                        cs->key[i], o->n_pairs);
+            continue;
+        }
+        const tc_case *tc = &cs->list.v[i];
+        mc_case mc = {.model = model, .tc = tc, .ids = cs->ids[i], .n = cs->n_tok[i], .n_context = cs->n_ctx_part[i],
+                      .question_after = o->wl.question_after, .max_new = cs->max_new[i]};
+        mc.n_pf = mc.question_after ? mc.n_context : mc.n;
+        const kv_method *um[MAX_PAIRS];
+        double ub[MAX_PAIRS];
+        int nu = 0;
+        for (int p = 0; p < o->n_pairs; p++)
+            if (miss[p]) um[nu] = o->pair_m[p], ub[nu++] = o->pair_b[p];
+        kv_needs needs = mc_union_needs(&mc, um, ub, nu);
+        if (!o->quiet)
+            fprintf(stderr, "%s[case %d/%d] %s: prefill %d tokens%s%s...\n", pg.prefix, seen, mine, cs->key[i], mc.n_pf,
+                    needs.col_mass ? ", column mass" : "", needs.window ? ", window rows" : "");
+        char err[512];
+        double t0 = now_s();
+        if (mc_prefill(&mc, &needs, err, sizeof err)) {
+            rc = fail("case %s: prefill: %s", cs->key[i], err);
+            break;
+        }
+        pg.pf_s += now_s() - t0;
+        pg.pf_cost += cs->cost[i];
+        pg.left_pf_cost -= cs->cost[i];
+        kvdb_case kc = {.case_key = cs->key[i], .workload = o->wl.name, .variant = tc->task, .seed = o->wl.seed,
+                        .ctx = tc->length > 0 ? tc->length : mc.n,
+                        .depth = tc->depth >= 0 ? tc->depth / 100.0 : NAN, .prefill_s = mc.pf.seconds};
+        if (!case_ids[i]) case_ids[i] = kvdb_case_get(db, run_id, &kc);
+        if (case_ids[i] < 0) {
+            rc = fail("%s", kvdb_errmsg(db));
+            mc_free(&mc);
+            break;
+        }
+        for (int p = 0; p < o->n_pairs && !rc; p++) {
+            if (!miss[p]) continue;
+            const kv_method *m = o->pair_m[p];
+            double rt0 = now_s();
+            mc_run_method(&mc, m, o->pair_b[p], &res);
+            if (kvdb_result_put(db, case_ids[i], &res.r)) {
+                rc = fail("%s", kvdb_errmsg(db));
+                break;
+            }
+            /* Zoom events go in their own transaction after the result (a kill -9 in
+             * between keeps the result without its events). */
+            if (res.n_zoom && kvdb_zoom_put(db, case_ids[i], m->name, o->pair_b[p], res.zoom, res.n_zoom))
+                fprintf(stderr, "%skvbench run: zoom events not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
+            (*n_new)++;
+            pg.done++;
+            double c = result_cost(mc.n, mc.max_new);
+            pg.res_s += now_s() - rt0;
+            pg.res_cost += c;
+            pg.left_res_cost -= c;
+            if (!o->quiet) {
+                char el[32], et[32], sc[32], dec[64];
+                fmt_dur(el, sizeof el, now_s() - pg.start);
+                fmt_dur(et, sizeof et, eta(&pg));
+                if (!strcmp(res.r.status, "ok")) {
+                    snprintf(sc, sizeof sc, "score %.2f", res.r.score);
+                    snprintf(dec, sizeof dec, "compress %.2fs, decode %d tok %.1f tok/s", res.r.compress_s,
+                             res.n_generated, res.r.tokens_per_s);
+                } else {
+                    snprintf(sc, sizeof sc, "%s", res.r.status);
+                    snprintf(dec, sizeof dec, "%.50s", res.output ? res.output : "");
+                }
+                fprintf(stderr, "%s[case %d/%d] %s %-12s @ %-5g %s | %s | %d/%d done, %s elapsed, ETA %s\n",
+                        pg.prefix, seen, mine, cs->key[i], m->name, o->pair_b[p], sc, dec, pg.done, pg.total, el, et);
+            }
+            mc_result_clear(&res);
+        }
+        mc_result_clear(&res);
+        mc_free(&mc);
+    }
+    free(missing);
+    free(case_ids);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+/* Starts the N copies of this command with --job-index, waits for all. 0 if all succeeded. */
+static int run_jobs(const rm_opts *o, int argc, char **argv) {
+    int per = o->threads ? o->threads : (kb_threads() / o->jobs > 0 ? kb_threads() / o->jobs : 1);
+    char per_s[16];
+    snprintf(per_s, sizeof per_s, "%d", per);
+    char **args = calloc((size_t)argc + 8, sizeof *args);
+    if (!args) return fail("out of memory");
+    args[0] = "kvbench";
+    for (int i = 0; i < argc; i++) args[i + 1] = argv[i];
+    char idx[MAX_JOBS][16];
+    pid_t pids[MAX_JOBS];
+    int started = 0, rc = 0;
+    for (int j = 0; j < o->jobs; j++) {
+        snprintf(idx[j], sizeof idx[j], "%d", j);
+        args[argc + 1] = "--threads";
+        args[argc + 2] = per_s;
+        args[argc + 3] = "--job-index";
+        args[argc + 4] = idx[j];
+        args[argc + 5] = NULL;
+        int e = posix_spawn(&pids[j], "/proc/self/exe", NULL, NULL, args, environ);
+        if (e) {
+            rc = fail("--jobs: cannot start job %d: %s", j + 1, strerror(e));
+            break;
+        }
+        started++;
+    }
+    for (int j = 0; j < started; j++) {
+        int status;
+        while (waitpid(pids[j], &status, 0) < 0)
+            if (errno != EINTR) {
+                status = -1;
+                break;
+            }
+        if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+            if (status != -1 && WIFSIGNALED(status)) fail("job %d killed by signal %d", j + 1, WTERMSIG(status));
+            else fail("job %d failed", j + 1);
+            rc = -1;
+        }
+    }
+    free(args);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the command */
+
+int cmd_run_model(int argc, char **argv) {
+    rm_opts o;
+    int pr = parse_args(argc, argv, &o);
+    if (pr) return pr > 0 ? 0 : 2;
+    const char *backend = "cpu";
+    if (o.threads) kb_set_threads(o.threads);
+
+    char err[1024];
+    kv_model *model = model_load(o.model_path, err, sizeof err);
+    if (!model) return fail("--model: %s", err), 1;
+    const kv_model_config *cf = model_config(model);
+    int rc = 0;
+    case_set cs;
+    memset(&cs, 0, sizeof cs);
+    kv_db *db = NULL;
+
+    /* Lengths the model cannot hold are refused before anything is built. */
+    if (mw_ctx_is_length(o.wl.kind)) {
+        if (!o.ctx_given) {
+            if (o.wl.kind == MW_NIAH) o.ctxs[0] = 1024, o.ctxs[1] = 2048, o.ctxs[2] = 4096, o.n_ctx = 3;
+            else o.ctxs[0] = 4096, o.n_ctx = 1;
+            for (int i = 0; i < o.n_ctx; i++)
+                if (o.ctxs[i] > cf->n_ctx_train) o.ctxs[i] = cf->n_ctx_train;
+        }
+        for (int i = 0; i < o.n_ctx && !rc; i++)
+            if (o.ctxs[i] > cf->n_ctx_train)
+                rc = fail("--ctx %d is beyond the context of the model %s (%d tokens)", o.ctxs[i], o.model_path,
+                          cf->n_ctx_train);
+        o.wl.ctxs = o.ctxs;
+        o.wl.n_ctx = o.n_ctx;
+        o.wl.depths = o.depths;
+        o.wl.n_depths = o.n_depths;
+    } else {
+        int room = cf->n_ctx_train - mw_max_new(&o.wl) - 64;
+        o.wl.truncate = o.ctx_given ? o.ctxs[0] : room;
+        if (o.wl.truncate > room)
+            rc = fail("--ctx %d: prompts of up to %d tokens + %d new tokens are beyond the context of the model %s "
+                      "(%d tokens); use at most %d", o.wl.truncate, o.wl.truncate, mw_max_new(&o.wl), o.model_path,
+                      cf->n_ctx_train, room);
+        if (o.wl.truncate < 64) rc = fail("--ctx %d: too small a prompt budget", o.wl.truncate);
+    }
+    char ident[1536] = "";
+    if (!rc && mw_load(&o.wl, model_tokenizer(model), &cs.list, ident, sizeof ident, err, sizeof err))
+        rc = fail("%s", err);
+    if (!rc) rc = cases_prepare(&cs, &o, model);
+
+    provenance prov;
+    provenance_get(&prov);
+    char key[3072], *json = NULL;
+    int64_t run_id = -1;
+    int n_new = 0;
+    double start = now_s();
+    int present = 0;
+    if (!rc) {
+        run_key(&o, model, ident, backend, key, sizeof key);
+        size_t jcap = 65536;
+        json = malloc(jcap);
+        if (!json) rc = fail("out of memory");
+        else config_json(&o, model, &cs, ident, backend, json, jcap);
+    }
+    if (!rc) {
+        db = kvdb_open(o.db_path, err, sizeof err);
+        if (!db) rc = fail("%s", err);
+    }
+    if (!rc) {
+        char mid[512];
+        model_ident(o.model_path, mid, sizeof mid);
+        kvdb_run run = {.run_key = key, .config_json = json, .workload = o.wl.name, .model = mid,
+                        .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS, .host = prov.host,
+                        .cpu = prov.cpu, .backend = backend, .seed = o.wl.seed};
+        int resumed = 0;
+        run_id = kvdb_run_begin(db, &run, &resumed);
+        if (run_id < 0) rc = fail("%s", kvdb_errmsg(db));
+        else if (resumed && !o.quiet && o.job_index < 0)
+            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, o.wl.name);
+        if (!rc) {   /* the requested results already recorded */
+            uint8_t *miss = calloc((size_t)cs.list.n * o.n_pairs + 1, 1);
+            int64_t *ids = calloc((size_t)cs.list.n + 1, sizeof *ids);
+            int k = miss && ids ? scan_missing(db, run_id, &o, &cs, -1, miss, ids) : fail("out of memory");
+            if (k < 0) rc = -1;
+            else present = cs.list.n * o.n_pairs - k;
+            free(miss), free(ids);
+        }
+    }
+    if (!rc) {
+        if (o.jobs > 1 && o.job_index < 0) {
+            int64_t before = count_results(db, run_id);
+            kvdb_close(db);   /* the jobs open their own connections */
+            db = NULL;
+            model_free(model);
+            model = NULL;
+            rc = run_jobs(&o, argc, argv);
+            char e2[512];
+            db = kvdb_open(o.db_path, e2, sizeof e2);
+            if (!db) rc = fail("%s", e2);
+            else n_new = (int)(count_results(db, run_id) - before);
+        } else {
+            rc = run_cases(&o, model, &cs, db, run_id, &n_new);
+        }
+    }
+    if (!rc && o.job_index < 0) {
+        print_summary(db, run_id);
+        printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
+               present, now_s() - start, o.db_path);
+    }
+    free(json);
+    kvdb_close(db);
+    cases_free(&cs);
+    model_free(model);
+    return rc ? 1 : 0;
+}

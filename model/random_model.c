@@ -1,0 +1,305 @@
+/* Random-weight models in the shapes of known checkpoints (see random_model.h). */
+#include "random_model.h"
+#include "engine.h"
+#include "quant.h"
+#include "tok_internal.h"
+#include "../kernels/core.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name, *arch;
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
+    float rope_base, norm_eps;
+    int tied;
+} preset;
+
+/* The shapes of the published configs. n_ctx: the longest context the family is used at
+ * (Llama 3.1's 128K for llama3-8b, whose shapes it shares). */
+static const preset presets[] = {
+    {"smollm2-135m", "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1},
+    {"llama3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0},
+    {"mistral-7b", "llama", 32, 4096, 32, 8, 128, 14336, 32768, 32768, 1000000.0f, 1e-5f, 0},
+    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 32768, 1000000.0f, 1e-6f, 0},
+};
+enum { N_PRESETS = sizeof presets / sizeof presets[0] };
+
+const char *const *random_model_presets(void) {
+    static const char *names[N_PRESETS + 1];
+    for (int i = 0; i < N_PRESETS; i++) names[i] = presets[i].name;
+    names[N_PRESETS] = NULL;
+    return names;
+}
+
+/* ---- seeded streams: splitmix64 */
+
+static uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* x[i] uniform in [lo, hi), from the stream of (seed, tensor, row). */
+static void fill_row(float *x, int n, uint64_t seed, int tensor, int row, float lo, float hi) {
+    uint64_t s = mix64(seed ^ mix64(((uint64_t)(uint32_t)tensor << 32) | (uint32_t)row));
+    for (int i = 0; i < n; i++) {
+        s += 0x9e3779b97f4a7c15ULL;
+        float u = (float)(mix64(s) >> 40) * (1.0f / 16777216.0f);
+        x[i] = lo + (hi - lo) * u;
+    }
+}
+
+/* ---- weights */
+
+typedef struct {
+    weight *w;
+    int id;            /* tensor number: the stream and the gguf_tensor slot */
+    const char *name;
+} wslot;
+
+typedef struct {
+    wslot *slots;
+    int n_slots;
+    uint64_t seed;
+    int rows_per_task;
+    int *task_slot, *task_row0;
+} fill_job;
+
+static void fill_task(void *ctx, int t) {
+    const fill_job *j = ctx;
+    const wslot *s = &j->slots[j->task_slot[t]];
+    weight *w = s->w;
+    float a = sqrtf(3.0f / (float)w->cols);   /* uniform(-a, a): standard deviation 1/sqrt(cols) */
+    int r1 = j->task_row0[t] + j->rows_per_task < w->rows ? j->task_row0[t] + j->rows_per_task : w->rows;
+    for (int r = j->task_row0[t]; r < r1; r++) fill_row(w->f32 + (size_t)r * w->cols, w->cols, j->seed, s->id, r, -a, a);
+}
+
+static int fail(char *err, size_t errlen, const char *name, const char *msg) {
+    snprintf(err, errlen, "random:%s: %s", name, msg);
+    return -1;
+}
+
+/* The byte-level tokenizer: ids 0..255 are the bytes; the rest print nothing. */
+static kv_tokenizer *byte_tokenizer(int n_vocab) {
+    kv_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->kind = TOK_SPM;
+    t->n_vocab = n_vocab;
+    t->bos = t->eos = t->unk = -1;
+    t->text = malloc(256);
+    t->piece = malloc(256);
+    t->text_off = malloc(((size_t)n_vocab + 1) * sizeof *t->text_off);
+    t->piece_off = malloc(((size_t)n_vocab + 1) * sizeof *t->piece_off);
+    t->type = malloc((size_t)n_vocab);
+    t->map = malloc(sizeof *t->map);   /* one empty slot: tok_find finds nothing, bytes fall back */
+    if (!t->text || !t->piece || !t->text_off || !t->piece_off || !t->type || !t->map) {
+        tok_free(t);
+        return NULL;
+    }
+    t->map[0] = -1;
+    t->map_mask = 0;
+    for (int i = 0; i <= n_vocab; i++) t->text_off[i] = t->piece_off[i] = (uint32_t)(i < 256 ? i : 256);
+    for (int i = 0; i < n_vocab; i++) t->type[i] = i < 256 ? TT_BYTE : TT_UNUSED;
+    for (int b = 0; b < 256; b++) {
+        t->text[b] = t->piece[b] = (char)b;
+        t->byte_tok[b] = b;
+    }
+    return t;
+}
+
+kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t errlen) {
+    const preset *p = NULL;
+    for (int i = 0; i < N_PRESETS; i++)
+        if (name && !strcmp(name, presets[i].name)) p = &presets[i];
+    if (!p) {
+        char list[256] = "";
+        for (int i = 0; i < N_PRESETS; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", presets[i].name);
+        snprintf(err, errlen, "random:%s: unknown preset (known: %s)", name ? name : "", list);
+        return NULL;
+    }
+    kv_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        fail(err, errlen, p->name, "out of memory");
+        return NULL;
+    }
+    kv_model_config *c = &m->cfg;
+    snprintf(m->gf.path, sizeof m->gf.path, "random:%s", p->name);
+    snprintf(c->arch, sizeof c->arch, "%s", p->arch);
+    snprintf(c->name, sizeof c->name, "random %s (seed %" PRIu64 ")", p->name, seed);
+    c->n_layer = p->n_layer;
+    c->n_embd = p->n_embd;
+    c->n_head = p->n_head;
+    c->n_head_kv = p->n_head_kv;
+    c->head_dim = p->head_dim;
+    c->n_ff = p->n_ff;
+    c->n_vocab = p->n_vocab;
+    c->n_ctx_train = p->n_ctx;
+    c->rope_base = p->rope_base;
+    c->norm_eps = p->norm_eps;
+    c->has_qkv_bias = !strcmp(p->arch, "qwen2");
+    m->n_rot = p->head_dim;
+    m->rope_neox = c->has_qkv_bias;
+    m->rope_pos_scale = 1.0;
+    m->tied = p->tied;
+    m->prefill_chunk = 512;
+
+    const int L = c->n_layer, E = c->n_embd, F = c->n_ff, V = c->n_vocab;
+    const int qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
+    const int n_slots = 7 * L + 1 + !m->tied;
+    size_t per_layer = 2 * (size_t)E + (c->has_qkv_bias ? (size_t)qd + 2 * (size_t)kvd : 0);
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    m->small = malloc(((size_t)L * per_layer + E) * sizeof(float));
+    m->gf.tensors = calloc((size_t)n_slots, sizeof *m->gf.tensors);
+    wslot *slots = calloc((size_t)n_slots, sizeof *slots);
+    m->sent_end = calloc((size_t)V, 1);
+    m->tok = byte_tokenizer(V);
+    if (!m->layers || !m->small || !m->gf.tensors || !slots || !m->sent_end || !m->tok) {
+        free(slots);
+        model_free(m);
+        fail(err, errlen, p->name, "out of memory");
+        return NULL;
+    }
+    m->sent_end['.'] = m->sent_end['!'] = m->sent_end['?'] = 1;
+
+    /* every 2-D weight, in the order of f32_all */
+    static const char *names[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+    int ns = 0;
+    for (int l = 0; l < L; l++) {
+        layer_weights *w = &m->layers[l];
+        weight *all[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->gate, &w->up, &w->down};
+        const int rows[7] = {qd, kvd, kvd, E, F, F, E}, cols[7] = {E, E, E, qd, E, E, F};
+        for (int j = 0; j < 7; j++) {
+            all[j]->rows = rows[j];
+            all[j]->cols = cols[j];
+            slots[ns] = (wslot){all[j], ns, names[j]};
+            ns++;
+        }
+    }
+    m->output.rows = V;
+    m->output.cols = E;
+    slots[ns] = (wslot){&m->output, ns, "output"};
+    ns++;
+    if (!m->tied) {
+        m->embd.rows = V;
+        m->embd.cols = E;
+        slots[ns] = (wslot){&m->embd, ns, "token_embd"};
+        ns++;
+    }
+    size_t total = 0;
+    for (int i = 0; i < ns; i++) total += (size_t)slots[i].w->rows * slots[i].w->cols;
+    m->f32_all = malloc(total * sizeof(float));
+    if (!m->f32_all) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "out of memory for %zu MB of f32 weights", total * sizeof(float) >> 20);
+        free(slots);
+        model_free(m);
+        fail(err, errlen, p->name, msg);
+        return NULL;
+    }
+    float *at = m->f32_all;
+    for (int i = 0; i < ns; i++) {
+        weight *w = slots[i].w;
+        gguf_tensor *t = &m->gf.tensors[i];
+        int layer = i < 7 * L ? i / 7 : -1;
+        if (layer >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s.weight", layer, slots[i].name);
+        else snprintf(t->name, sizeof t->name, "%s.weight", slots[i].name);
+        t->n_dims = 2;
+        t->ne[0] = w->cols;
+        t->ne[1] = w->rows;
+        t->ne[2] = t->ne[3] = 1;
+        t->type = GGML_F32;
+        t->nbytes = (size_t)w->rows * w->cols * sizeof(float);
+        t->data = at;
+        w->t = t;
+        w->f32 = at;
+        w->row_bytes = (size_t)w->cols * sizeof(float);
+        at += (size_t)w->rows * w->cols;
+    }
+    m->gf.n_tensors = ns;
+    if (m->tied) m->embd = m->output;
+
+    /* fill, in tasks of at most 256 rows */
+    fill_job job = {slots, ns, seed, 256, NULL, NULL};
+    int ntasks = 0;
+    for (int i = 0; i < ns; i++) ntasks += (slots[i].w->rows + 255) / 256;
+    job.task_slot = malloc((size_t)ntasks * sizeof(int));
+    job.task_row0 = malloc((size_t)ntasks * sizeof(int));
+    if (!job.task_slot || !job.task_row0) {
+        free(job.task_slot);
+        free(job.task_row0);
+        free(slots);
+        model_free(m);
+        fail(err, errlen, p->name, "out of memory");
+        return NULL;
+    }
+    for (int i = 0, t = 0; i < ns; i++)
+        for (int r = 0; r < slots[i].w->rows; r += 256, t++) {
+            job.task_slot[t] = i;
+            job.task_row0[t] = r;
+        }
+    kb_parallel_for(ntasks, fill_task, &job);
+    free(job.task_slot);
+    free(job.task_row0);
+    free(slots);
+
+    /* norms near 1, biases small; streams after the 2-D weights' */
+    float *s = m->small;
+    int id = ns;
+    for (int l = 0; l < L; l++) {
+        layer_weights *w = &m->layers[l];
+        w->attn_norm = s;
+        fill_row(s, E, seed, id++, 0, 0.9f, 1.1f);
+        s += E;
+        w->ffn_norm = s;
+        fill_row(s, E, seed, id++, 0, 0.9f, 1.1f);
+        s += E;
+        if (c->has_qkv_bias) {
+            w->bq = s;
+            fill_row(s, qd, seed, id++, 0, -0.05f, 0.05f);
+            s += qd;
+            w->bk = s;
+            fill_row(s, kvd, seed, id++, 0, -0.05f, 0.05f);
+            s += kvd;
+            w->bv = s;
+            fill_row(s, kvd, seed, id++, 0, -0.05f, 0.05f);
+            s += kvd;
+        }
+    }
+    m->output_norm = s;
+    fill_row(s, E, seed, id, 0, 0.9f, 1.1f);
+
+    c->n_params = (int64_t)total + (int64_t)L * (int64_t)per_layer + E;
+    return m;
+}
+
+kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen) {
+    const char *p = strncmp(spec, "random:", 7) ? spec : spec + 7;
+    char name[64];
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    if (len >= sizeof name) {
+        snprintf(err, errlen, "%s: preset name too long", spec);
+        return NULL;
+    }
+    memcpy(name, p, len);
+    name[len] = 0;
+    uint64_t seed = 1;
+    if (colon) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || *end || colon[1] == '-') {
+            snprintf(err, errlen, "%s: the seed after the preset name must be a non-negative integer", spec);
+            return NULL;
+        }
+        seed = v;
+    }
+    return model_load_random(name, seed, err, errlen);
+}

@@ -1,0 +1,374 @@
+/* kvbench plot: the line figures and the zoom heatmap.
+ *
+ * memory   fast-tier KV peak (MiB) vs context length: one line per method (per method
+ *          and budget when a method ran at several), mean over the cases at that length.
+ * latency  decode ms per token vs context length, the same lines.
+ * budget   mean score (%) vs budget, one line per method; a method recorded at a single
+ *          budget (fullkv, which keeps everything) is a dashed horizontal reference.
+ * zoom     SeKV's zoom rate per (layer, query head): head_stats events (spans expanded,
+ *          summed over decode steps) / decode steps, mean over the cases; one panel per
+ *          budget.
+ * Only finished results (status ok) count. Colours are fixed per method (runinfo.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plot_util.h"
+
+typedef struct {
+    char *method;
+    double budget;        /* NAN: every budget of the method (budget figure) */
+    int n, cap;
+    double *x, *y;
+} series;
+
+typedef struct {
+    series *s;
+    int n, cap;
+} series_set;
+
+static void set_free(series_set *ss) {
+    for (int i = 0; i < ss->n; i++) free(ss->s[i].method), free(ss->s[i].x), free(ss->s[i].y);
+    free(ss->s);
+    memset(ss, 0, sizeof *ss);
+}
+
+static series *series_get(series_set *ss, const char *method, double budget) {
+    for (int i = 0; i < ss->n; i++)
+        if (!strcmp(ss->s[i].method, method) &&
+            (ss->s[i].budget == budget || (isnan(budget) && isnan(ss->s[i].budget))))
+            return &ss->s[i];
+    if (ss->n == ss->cap) {
+        int cap = ss->cap ? 2 * ss->cap : 16;
+        series *p = realloc(ss->s, cap * sizeof *p);
+        if (!p) return NULL;
+        ss->s = p, ss->cap = cap;
+    }
+    series *s = &ss->s[ss->n];
+    *s = (series){.method = strdup(method), .budget = budget};
+    if (!s->method) return NULL;
+    ss->n++;
+    return s;
+}
+
+static int series_add(series *s, double x, double y) {
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        double *px = realloc(s->x, cap * sizeof *px);
+        if (!px) return -1;
+        s->x = px;
+        double *py = realloc(s->y, cap * sizeof *py);
+        if (!py) return -1;
+        s->y = py, s->cap = cap;
+    }
+    s->x[s->n] = x, s->y[s->n] = y, s->n++;
+    return 0;
+}
+
+static int series_cmp(const void *a, const void *b) {
+    const series *x = a, *y = b;
+    int c = kv_method_cmp(x->method, y->method);
+    if (c) return c;
+    if (isnan(x->budget) || isnan(y->budget)) return 0;
+    return (x->budget > y->budget) - (x->budget < y->budget);
+}
+
+/* The figures' queries: method, budget, x, y per point. */
+static const struct {
+    const char *name, *x, *y, *where, *title, *xlabel, *ylabel;
+    int per_method;   /* 1: one series per method over its budgets */
+} FIGS[] = {
+    {"memory", "c.ctx", "avg(r.fast_peak) / 1048576.0", "c.ctx > 0 AND r.fast_peak IS NOT NULL",
+     "fast-tier KV cache peak", "context length (tokens)", "fast-tier KV peak (MiB)", 0},
+    {"latency", "c.ctx", "avg(1000.0 * r.decode_s / r.decode_tokens)", "c.ctx > 0 AND r.decode_tokens > 0",
+     "decode latency", "context length (tokens)", "decode time per token (ms)", 0},
+    {"budget", "r.budget", "100.0 * avg(r.score)", "r.score IS NOT NULL", "score vs KV budget", NULL,
+     "mean score (%)", 1},
+};
+enum { N_FIGS = sizeof FIGS / sizeof FIGS[0] };
+
+int plot_lines_known(const char *figure) {
+    for (int i = 0; i < N_FIGS; i++)
+        if (!strcmp(FIGS[i].name, figure)) return 1;
+    return !strcmp(figure, "zoom");
+}
+
+static int load_series(sqlite3 *h, int fig, int64_t run, const char *variant, series_set *ss) {
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT r.method, r.budget, %s, %s FROM results r JOIN cases c ON c.id = r.case_id"
+             " WHERE c.run_id = ?1 AND r.status = 'ok' AND (?2 IS NULL OR c.variant = ?2) AND %s"
+             " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+             FIGS[fig].x, FIGS[fig].y, FIGS[fig].where);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "kvbench plot: reading results: %s\n", sqlite3_errmsg(h));
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, run);
+    if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
+    int rc = 0;
+    while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+        if (sqlite3_column_type(st, 3) == SQLITE_NULL) continue;
+        const char *m = (const char *)sqlite3_column_text(st, 0);
+        series *s = series_get(ss, m ? m : "?", FIGS[fig].per_method ? NAN : sqlite3_column_double(st, 1));
+        if (!s || series_add(s, sqlite3_column_double(st, 2), sqlite3_column_double(st, 3))) rc = -1;
+    }
+    sqlite3_finalize(st);
+    if (rc) fprintf(stderr, "kvbench plot: out of memory\n");
+    if (ss->n) qsort(ss->s, ss->n, sizeof *ss->s, series_cmp);
+    return rc;
+}
+
+/* Several budgets of one method in the set (the label then names the budget). */
+static int method_has_budgets(const series_set *ss, const char *method) {
+    int k = 0;
+    for (int i = 0; i < ss->n; i++) k += !strcmp(ss->s[i].method, method);
+    return k > 1;
+}
+
+/* Distinct budgets, for the dash type of a method run at several: 1 + rank of b. */
+static int budget_dash(const series_set *ss, double b) {
+    int rank = 0;
+    for (int i = 0; i < ss->n; i++) {
+        int dup = 0;
+        for (int k = 0; k < i; k++) dup |= ss->s[k].budget == ss->s[i].budget;
+        if (!dup && ss->s[i].budget < b) rank++;
+    }
+    return 1 + rank % 5;
+}
+
+/* Budget figure: a method recorded only at budget 1 (all tokens: fullkv) is a reference
+ * line rather than a point. */
+static int is_reference(const series *s) { return s->n == 1 && s->x[0] == 1; }
+
+static void write_header(FILE *f, const char *figure, const char *gp, const char *out, const kv_runinfo *ri,
+                         const char *title, const char *variant, int w, int h) {
+    char line[1024];
+    kv_runinfo_line(ri, line, sizeof line);
+    gp_open(f, figure, gp, out, w, h);
+    fprintf(f, "  set title \"");
+    gp_dq(f, title);
+    if (variant) fprintf(f, ", variant "), gp_dq(f, variant);
+    fprintf(f, "\\n");
+    gp_dq_wrap(f, line, 110);
+    fprintf(f, "\" noenhanced font ',9'\n");
+}
+
+static int write_lines(int fig, const series_set *ss, const kv_runinfo *ri, const char *variant, const char *out,
+                       const char *gp, const char *dat) {
+    const int budget_fig = FIGS[fig].per_method;
+    /* budget axis: fractions (as %) unless every multi-budget point is a token count */
+    int fractions = 0, tokens = 0;
+    double xmin = INFINITY, xmax = -INFINITY;
+    for (int i = 0; i < ss->n; i++)
+        for (int k = 0; k < ss->s[i].n; k++) {
+            if (budget_fig && is_reference(&ss->s[i])) continue;
+            double x = ss->s[i].x[k];
+            if (budget_fig) *(x <= 1 ? &fractions : &tokens) += 1;
+            xmin = fmin(xmin, x), xmax = fmax(xmax, x);
+        }
+    int use_pct = budget_fig && (fractions > 0 || tokens == 0);
+    FILE *d = fopen(dat, "w");
+    if (!d) return -1;
+    fprintf(d, "# kvbench plot --figure %s: one block per line (gnuplot index): x y\n", FIGS[fig].name);
+    int block = 0, dropped = 0;
+    int *blk = calloc((size_t)ss->n + 1, sizeof *blk);
+    if (!blk) {
+        fclose(d);
+        return -1;
+    }
+    for (int i = 0; i < ss->n; i++) {
+        const series *s = &ss->s[i];
+        blk[i] = -1;
+        if (budget_fig && is_reference(s)) continue;   /* drawn as a constant */
+        int kept = 0;
+        for (int k = 0; k < s->n; k++) {
+            double x = s->x[k];
+            if (budget_fig && (x <= 1) != use_pct) {
+                dropped++;
+                continue;
+            }
+            if (!kept++) fprintf(d, "%s# %s @ %g\n", block ? "\n\n" : "", s->method, s->budget);
+            fprintf(d, "%.10g %.10g\n", use_pct ? 100 * x : x, s->y[k]);
+        }
+        if (kept) blk[i] = block++;
+    }
+    if (dropped)
+        fprintf(stderr, "kvbench plot: %d points with budgets given as %s left out (the axis shows %s)\n", dropped,
+                use_pct ? "token counts" : "fractions", use_pct ? "fractions" : "token counts");
+    if (fclose(d)) {
+        free(blk);
+        return -1;
+    }
+    FILE *f = fopen(gp, "w");
+    if (!f) {
+        free(blk);
+        return -1;
+    }
+    write_header(f, FIGS[fig].name, gp, out, ri, FIGS[fig].title, variant, 1000, 650);
+    const char *xlabel = FIGS[fig].xlabel ? FIGS[fig].xlabel
+                         : use_pct       ? "KV budget (% of prompt tokens kept per layer and kv head)"
+                                         : "KV budget (tokens kept per layer and kv head)";
+    fprintf(f, "  set xlabel ");
+    gp_str(f, xlabel);
+    fprintf(f, "\n  set ylabel ");
+    gp_str(f, FIGS[fig].ylabel);
+    fprintf(f, "\n  set key below height 1.5\n  set grid\n  set tics nomirror\n");
+    double scale = use_pct ? 100 : 1;
+    if (!budget_fig && xmin > 0 && xmax / xmin >= 4) {
+        fprintf(f, "  set logscale x 2\n");
+        fprintf(f, "  set xrange [%g:%g]\n", xmin / 1.15, xmax * 1.15);
+    } else if (budget_fig && xmax >= xmin) {   /* from 0, so that a single budget sits in a frame */
+        fprintf(f, "  set xrange [0:%g]\n", scale * xmax * 1.1);
+    } else if (xmax > xmin) {
+        double pad = (xmax - xmin) * 0.05;
+        fprintf(f, "  set xrange [%g:%g]\n", xmin - pad, xmax + pad);
+    }
+    if (!budget_fig) {   /* the lengths that were run, as tics */
+        fprintf(f, "  set xtics (");
+        int first = 1;
+        for (int i = 0; i < ss->n; i++)
+            for (int k = 0; k < ss->s[i].n; k++) {
+                int dup = 0;
+                for (int a = 0; a <= i && !dup; a++)
+                    for (int b = 0; b < (a == i ? k : ss->s[a].n) && !dup; b++) dup = ss->s[a].x[b] == ss->s[i].x[k];
+                if (dup) continue;
+                fprintf(f, "%s'%g' %g", first ? "" : ", ", ss->s[i].x[k], ss->s[i].x[k]);
+                first = 0;
+            }
+        fprintf(f, ")\n");
+    }
+    if (budget_fig) fprintf(f, "  set yrange [0:105]\n");
+    else fprintf(f, "  set yrange [0:*]\n");
+    fprintf(f, "  plot ");
+    int n_items = 0;
+    for (int i = 0; i < ss->n; i++) {
+        const series *s = &ss->s[i];
+        char label[256];
+        if (!budget_fig && method_has_budgets(ss, s->method)) snprintf(label, sizeof label, "%s @ %g", s->method, s->budget);
+        else snprintf(label, sizeof label, "%s", s->method);
+        if (budget_fig && is_reference(s)) {
+            char ref[300];
+            snprintf(ref, sizeof ref, "%s (budget %g)", s->method, s->x[0]);
+            fprintf(f, "%s%.10g with lines dt 2 lw 2 lc rgb '%s' title ", n_items++ ? ", \\\n       " : "", s->y[0],
+                    kv_method_color(s->method));
+            gp_str(f, ref);
+            continue;
+        }
+        if (blk[i] < 0) continue;
+        fprintf(f, "%s", n_items++ ? ", \\\n       " : "");
+        gp_str(f, dat);
+        fprintf(f, " index %d using 1:2 with linespoints lw 2 pt %d ps 1.2 dt %d lc rgb '%s' title ", blk[i],
+                1 + i % 13, budget_fig || !method_has_budgets(ss, s->method) ? 1 : budget_dash(ss, s->budget),
+                kv_method_color(s->method));
+        gp_str(f, label);
+    }
+    fprintf(f, "\n");
+    gp_close(f);
+    free(blk);
+    return fclose(f) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- zoom */
+
+static int write_zoom(sqlite3 *h, const kv_runinfo *ri, const char *variant, const char *out, const char *gp,
+                      const char *dat) {
+    static const char *sql =
+        "SELECT r.budget, hs.layer, hs.head, avg(hs.events / r.decode_tokens) FROM head_stats hs"
+        " JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id"
+        " WHERE c.run_id = ?1 AND lower(r.method) = 'sekv' AND r.status = 'ok' AND r.decode_tokens > 0"
+        " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3";
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "kvbench plot: reading head statistics: %s\n", sqlite3_errmsg(h));
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, ri->id);
+    if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
+    FILE *d = fopen(dat, "w");
+    if (!d) {
+        sqlite3_finalize(st);
+        return -1;
+    }
+    fprintf(d, "# kvbench plot --figure zoom: one block per SeKV budget (gnuplot index): head layer rate\n");
+    double budgets[64];
+    int nb = 0, max_layer = 0, max_head = 0, rows = 0;
+    double vmax = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        double b = sqlite3_column_double(st, 0);
+        if (!nb || budgets[nb - 1] != b) {
+            if (nb == 64) break;
+            fprintf(d, "%s# sekv @ %g\n", nb ? "\n\n" : "", b);
+            budgets[nb++] = b;
+        }
+        int l = sqlite3_column_int(st, 1), hd = sqlite3_column_int(st, 2);
+        double v = sqlite3_column_double(st, 3);
+        fprintf(d, "%d %d %.10g\n", hd, l, v);
+        max_layer = l > max_layer ? l : max_layer;
+        max_head = hd > max_head ? hd : max_head;
+        vmax = v > vmax ? v : vmax;
+        rows++;
+    }
+    sqlite3_finalize(st);
+    if (fclose(d)) return -1;
+    if (!rows) {
+        fprintf(stderr, "kvbench plot: run %lld has no finished sekv results with decode steps and head statistics"
+                        " (the zoom figure needs a run with --methods sekv)\n", (long long)ri->id);
+        return -1;
+    }
+    FILE *f = fopen(gp, "w");
+    if (!f) return -1;
+    int w = 520 * nb < 1000 ? 1000 : 520 * nb, hgt = 560 + 8 * max_layer;
+    char line[1024];
+    kv_runinfo_line(ri, line, sizeof line);
+    gp_open(f, "zoom", gp, out, w, hgt);
+    char title[1400];
+    snprintf(title, sizeof title, "SeKV zoom rate: spans expanded per decode step%s%s", variant ? ", variant " : "",
+             variant ? variant : "");
+    fprintf(f, "  set multiplot layout 1,%d title \"", nb);
+    gp_dq(f, title);
+    fprintf(f, "\\n");
+    gp_dq_wrap(f, line, 110);
+    fprintf(f, "\" font ',9'\n  set palette defined (0 '#ffffff', 1 '#fde0ef', 2 '#e377c2', 3 '#7a0177')\n");
+    fprintf(f, "  set cbrange [0:%g]\n  set cblabel 'spans expanded per step'\n", vmax > 0 ? vmax : 1);
+    fprintf(f, "  set xrange [-0.5:%g]\n  set yrange [-0.5:%g]\n", max_head + 0.5, max_layer + 0.5);
+    fprintf(f, "  set xlabel 'query head'\n  set ylabel 'layer'\n  set tics nomirror\n");
+    for (int b = 0; b < nb; b++) {
+        char t[128];
+        snprintf(t, sizeof t, "sekv @ budget %g", budgets[b]);
+        fprintf(f, "  set title ");
+        gp_str(f, t);
+        fprintf(f, "\n  plot ");
+        gp_str(f, dat);
+        fprintf(f, " index %d using 1:2:3 with image notitle\n", b);
+    }
+    fprintf(f, "  unset multiplot\n");
+    gp_close(f);
+    return fclose(f) ? -1 : 0;
+}
+
+int plot_lines_write(const char *figure, sqlite3 *h, const kv_runinfo *ri, const char *variant, const char *out,
+                     const char *gp, const char *dat) {
+    int rc;
+    if (!strcmp(figure, "zoom")) {
+        rc = write_zoom(h, ri, variant, out, gp, dat);
+    } else {
+        int fig = 0;
+        while (fig < N_FIGS && strcmp(FIGS[fig].name, figure)) fig++;
+        if (fig == N_FIGS) return -1;
+        series_set ss = {0};
+        rc = load_series(h, fig, ri->id, variant, &ss);
+        if (rc == 0 && !ss.n) {
+            fprintf(stderr, "kvbench plot: run %lld has no finished results for the %s figure%s%s\n",
+                    (long long)ri->id, figure, variant ? " in variant " : "", variant ? variant : "");
+            rc = -1;
+        } else if (rc == 0) {
+            rc = write_lines(fig, &ss, ri, variant, out, gp, dat);
+            if (rc) fprintf(stderr, "kvbench plot: cannot write %s / %s\n", dat, gp);
+        }
+        set_free(&ss);
+        return rc;
+    }
+    return rc;
+}

@@ -1,0 +1,31 @@
+/* What the figures of kvbench plot share: writing gnuplot scripts that draw PNG and SVG
+ * from one set of commands, running gnuplot, and checking what it wrote. */
+#ifndef KV_PLOT_UTIL_H
+#define KV_PLOT_UTIL_H
+#include <sqlite3.h>
+#include <stdio.h>
+#include "runinfo.h"
+
+/* A gnuplot single-quoted string ('' escapes '). */
+void gp_str(FILE *f, const char *s);
+/* The inside of a gnuplot double-quoted string (the caller writes the quotes, and may
+ * put \n between pieces for a line break): " and \ escaped, newlines dropped. */
+void gp_dq(FILE *f, const char *s);
+/* The same, breaking the line (\n) after a ", " where the next item would pass width
+ * characters: the long run line under a figure's title. */
+void gp_dq_wrap(FILE *f, const char *s, int width);
+/* Opens the loop that draws everything twice: OUT.png (pngcairo, else png) and OUT.svg,
+ * w x h pixels. The caller writes the plot commands, then gp_close(). */
+void gp_open(FILE *f, const char *figure, const char *script, const char *out, int w, int h);
+void gp_close(FILE *f);
+/* Runs `gnuplot script`; 0, or -1 after printing why. */
+int gp_run(const char *script);
+/* The file exists, is non-empty and starts with magic; else prints why and returns -1. */
+int gp_check_image(const char *path, const char *magic, size_t n);
+
+/* The line and heatmap figures (plot_lines.c): "memory", "latency", "budget", "zoom".
+ * Writes the data and the script for run ri.id; 0, or -1 after printing why. */
+int plot_lines_known(const char *figure);
+int plot_lines_write(const char *figure, sqlite3 *h, const kv_runinfo *ri, const char *variant, const char *out,
+                     const char *gp, const char *dat);
+#endif

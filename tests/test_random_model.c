@@ -1,0 +1,180 @@
+/* Random-weight models (model/random_model.c): a preset's published shape and parameter
+ * count, the weights' scale, determinism per seed, the byte tokenizer, a 64-token prefill
+ * and 4 decode steps without NaN whose first step agrees with a prefill of the longer
+ * prompt, and one-line errors for bad names. Attention in decode is written here (float64). */
+#include "../model/random_model.h"
+#include "../model/engine.h"
+#include "../model/quant.h"
+#include "check.h"
+
+/* The engine's decode attention over a full cache: [L][Hkv][cap][d]. */
+typedef struct {
+    const kv_model_config *c;
+    float *K, *V;
+    int cap, pos;
+} full_cache;
+
+static void cache_attn(void *ctx, int layer, const float *q, const float *k, const float *v, float *out) {
+    full_cache *fc = ctx;
+    int d = fc->c->head_dim, Hkv = fc->c->n_head_kv, g = fc->c->n_head / Hkv, n = fc->pos + 1;
+    size_t lay = (size_t)layer * Hkv * fc->cap * d;
+    for (int j = 0; j < Hkv; j++) {
+        memcpy(fc->K + lay + ((size_t)j * fc->cap + fc->pos) * d, k + j * d, d * sizeof(float));
+        memcpy(fc->V + lay + ((size_t)j * fc->cap + fc->pos) * d, v + j * d, d * sizeof(float));
+    }
+    double *s = malloc((size_t)n * sizeof *s);
+    for (int h = 0; h < fc->c->n_head; h++) {
+        const float *Kh = fc->K + lay + (size_t)(h / g) * fc->cap * d, *Vh = fc->V + lay + (size_t)(h / g) * fc->cap * d;
+        double mx = -INFINITY, z = 0;
+        for (int t = 0; t < n; t++) {
+            double dot = 0;
+            for (int i = 0; i < d; i++) dot += (double)q[h * d + i] * Kh[(size_t)t * d + i];
+            s[t] = dot / sqrt((double)d);
+            if (s[t] > mx) mx = s[t];
+        }
+        for (int t = 0; t < n; t++) z += (s[t] = exp(s[t] - mx));
+        for (int i = 0; i < d; i++) {
+            double o = 0;
+            for (int t = 0; t < n; t++) o += s[t] / z * Vh[(size_t)t * d + i];
+            out[h * d + i] = (float)o;
+        }
+    }
+    free(s);
+}
+
+static int all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+static void test_errors(void) {
+    char err[256] = "";
+    CHECK(!model_load_random("nope", 1, err, sizeof err) && strstr(err, "random:nope") && strstr(err, "smollm2-135m"),
+          "unknown preset: got '%s'", err);
+    CHECK(!model_load_random_spec("random:smollm2-135m:x1", err, sizeof err) && strstr(err, "seed"),
+          "bad seed: got '%s'", err);
+    CHECK(!model_load_random_spec("random:smollm2-135m:-3", err, sizeof err) && strstr(err, "seed"),
+          "negative seed: got '%s'", err);
+    const char *const *names = random_model_presets();
+    int n = 0;
+    while (names[n]) n++;
+    CHECK(n == 4, "%d presets, expected 4", n);
+}
+
+static void test_smollm2(void) {
+    char err[256];
+    uint64_t seed = test_next() % 1000000;
+    kv_model *m = model_load_random("smollm2-135m", seed, err, sizeof err);
+    CHECK(m != NULL, "load: %s", err);
+    if (!m) return;
+    const kv_model_config *c = model_config(m);
+    /* SmolLM2-135M's config.json; 134,515,008 parameters with tied embeddings */
+    CHECK(c->n_layer == 30 && c->n_embd == 576 && c->n_head == 9 && c->n_head_kv == 3 && c->head_dim == 64 &&
+              c->n_ff == 1536 && c->n_vocab == 49152 && c->rope_base == 100000.0f && !strcmp(c->arch, "llama"),
+          "smollm2-135m shape");
+    CHECK(c->n_params == 134515008, "smollm2-135m has %lld parameters", (long long)c->n_params);
+
+    /* scale: projections have standard deviation 1/sqrt(fan-in) */
+    const weight *wq = &m->layers[7].wq;
+    double ss = 0;
+    size_t nw = (size_t)wq->rows * wq->cols;
+    for (size_t i = 0; i < nw; i++) ss += (double)wq->f32[i] * wq->f32[i];
+    double sd = sqrt(ss / nw) * sqrt((double)wq->cols);
+    CHECK(fabs(sd - 1) < 0.02, "layer 7 wq: std * sqrt(cols) = %.4f, expected 1", sd);
+    CHECK(wq->t->type == GGML_F32 && wq->t->data == wq->f32, "decode rows and the f32 copy are one F32 buffer");
+
+    /* determinism per seed */
+    kv_model *m2 = model_load_random_spec(seed ? "random:smollm2-135m:0" : "random:smollm2-135m:1", err, sizeof err);
+    CHECK(m2 && memcmp(m2->layers[0].wq.f32, m->layers[0].wq.f32, 4096) != 0, "another seed gave the same weights");
+    model_free(m2);
+    char spec[64];
+    snprintf(spec, sizeof spec, "random:smollm2-135m:%llu", (unsigned long long)seed);
+    m2 = model_load_random_spec(spec, err, sizeof err);
+    size_t total = 0;
+    for (int l = 0; l < 30; l++) total += 3538944;
+    total += (size_t)49152 * 576;
+    CHECK(m2 && memcmp(m2->f32_all, m->f32_all, total * sizeof(float)) == 0 &&
+              memcmp(m2->layers[29].ffn_norm, m->layers[29].ffn_norm, 576 * sizeof(float)) == 0 &&
+              memcmp(m2->output_norm, m->output_norm, 576 * sizeof(float)) == 0,
+          "the same seed gave different weights");
+    model_free(m2);
+
+    /* the byte tokenizer */
+    const kv_tokenizer *tok = model_tokenizer(m);
+    int32_t ids[8];
+    int n = tok_encode(tok, "Hi.", 3, 0, ids, 8);
+    CHECK(n == 3 && ids[0] == 'H' && ids[1] == 'i' && ids[2] == '.', "encode 'Hi.' gave %d ids", n);
+    char text[16];
+    tok_decode(tok, ids, n, text, sizeof text);
+    CHECK(!strcmp(text, "Hi."), "decode gave '%s'", text);
+    CHECK(model_sent_end(m, '.') == 1 && model_sent_end(m, 'H') == 0, "sentence ends");
+    CHECK(!tok_is_stop(tok, 0) && tok_vocab(tok) == 49152, "no stop tokens, full vocabulary");
+
+    /* prefill 64 tokens, then 4 decode steps through a full cache */
+    int T = 64, steps = 4, V = c->n_vocab, L = c->n_layer, H = c->n_head, Hkv = c->n_head_kv, d = c->head_dim;
+    int32_t prompt[65];
+    for (int t = 0; t < T + 1; t++) prompt[t] = (int32_t)(test_next() % (uint64_t)V);
+    kv_needs needs = {1, 8};
+    kv_prefill_out pf, pf65;
+    CHECK(model_prefill(m, prompt, T, &needs, &pf, err, sizeof err) == 0, "prefill: %s", err);
+    size_t kvn = (size_t)L * Hkv * T * d;
+    CHECK(all_finite(pf.K, kvn) && all_finite(pf.V, kvn) && all_finite(pf.last_logits, V) &&
+              all_finite(pf.surprisal, T) && all_finite(pf.col_mass, (size_t)L * H * T) &&
+              all_finite(pf.win_probs, (size_t)L * H * 8 * T),
+          "prefill produced NaN or inf");
+    /* every query's probabilities sum to 1: column mass sums to T per head, window rows to 1 */
+    double worst = 0;
+    for (int lh = 0; lh < L * H; lh++) {
+        double sum = 0;
+        for (int t = 0; t < T; t++) sum += pf.col_mass[(size_t)lh * T + t];
+        worst = fmax(worst, fabs(sum - T) / T);
+        for (int w = 0; w < 8; w++) {
+            double rs = 0;
+            for (int t = 0; t < T; t++) rs += pf.win_probs[((size_t)lh * 8 + w) * T + t];
+            worst = fmax(worst, fabs(rs - 1));
+        }
+    }
+    CHECK(worst < 1e-5, "attention rows do not sum to 1 (off by %.3g)", worst);
+
+    full_cache fc = {c, NULL, NULL, T + steps, 0};
+    fc.K = malloc(sizeof(float) * L * Hkv * fc.cap * d);
+    fc.V = malloc(sizeof(float) * L * Hkv * fc.cap * d);
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < Hkv; j++) {
+            size_t dst = ((size_t)l * Hkv + j) * fc.cap * d, src = ((size_t)l * Hkv + j) * T * d;
+            memcpy(fc.K + dst, pf.K + src, sizeof(float) * T * d);
+            memcpy(fc.V + dst, pf.V + src, sizeof(float) * T * d);
+        }
+    float *logits = malloc(sizeof(float) * V);
+    int ok = 1, id = prompt[T];
+    for (int s = 0; s < steps; s++) {
+        fc.pos = T + s;
+        ok &= engine_forward_token(m, id, fc.pos, cache_attn, &fc, logits) == 0 && all_finite(logits, V);
+        if (s == 0) {   /* the first step sees the 65-token prompt */
+            CHECK(model_prefill(m, prompt, T + 1, NULL, &pf65, err, sizeof err) == 0, "prefill 65: %s", err);
+            double num = 0, den = 0;
+            for (int i = 0; i < V; i++) {
+                num += ((double)logits[i] - pf65.last_logits[i]) * ((double)logits[i] - pf65.last_logits[i]);
+                den += (double)pf65.last_logits[i] * pf65.last_logits[i];
+            }
+            CHECK(sqrt(num / den) < 1e-4, "decode step vs prefill of the longer prompt: logits rel err %.3g",
+                  sqrt(num / den));
+            prefill_out_free(&pf65);
+        }
+        id = model_argmax(logits, V);
+    }
+    CHECK(ok, "decode steps failed or produced NaN");
+    free(logits);
+    free(fc.K);
+    free(fc.V);
+    prefill_out_free(&pf);
+    model_free(m);
+}
+
+int main(void) {
+    test_seed();
+    test_errors();
+    test_smollm2();
+    return check_done("test_random_model");
+}
