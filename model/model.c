@@ -2,6 +2,7 @@
  * checked against the hyperparameters, norms copied to f32, the tokenizer. */
 #include "engine.h"
 #include "quant.h"
+#include "random_model.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +282,9 @@ static int build_sent_end(kv_model *m, char *err, size_t errlen) {
 }
 
 kv_model *model_load(const char *path, char *err, size_t errlen) {
+    /* random:NAME[:SEED]: a named architecture with seeded random weights (latency and
+     * memory runs; meaningless for accuracy) */
+    if (!strncmp(path, "random:", 7)) return model_load_random_spec(path, err, errlen);
     kv_model *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "%s: out of memory", path);

@@ -85,6 +85,22 @@ static void check_gradients(int L, int H, int J, int d, int n, int R, int local,
     if (!pb.doc.n_pos) return;
     sekv_tparams th, g, g2;
     params_random(&th, L, H, d, R);
+    /* each head's tau between the middle two of its relevances: both sides occur */
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            double al[512];
+            int na = 0, j = h / (H / J);
+            for (int p = 0; p < pb.doc.n_pos; p++)
+                for (int s = 0; s < pb.doc.nvis[p] && na < 512; s++) {
+                    const float *kb = pb.doc.kbar + (((size_t)l * J + j) * pb.doc.n_spans + s) * d;
+                    const float *q = pb.doc.q + (((size_t)p * L + l) * H + h) * d;
+                    double a = sekv_talpha(&th, l, h, q, kb, pb.doc.span[s].len);
+                    int k = na++;
+                    while (k > 0 && al[k - 1] > a) al[k] = al[k - 1], k--;
+                    al[k] = a;
+                }
+            if (na >= 2) th.tau[l * H + h] = 0.5 * (al[na / 2 - 1] + al[na / 2]);
+        }
     sekv_tparams_alloc(&g, L, H, d, R);
     sekv_tparams_alloc(&g2, L, H, d, R);
     sekv_loss_cfg cfg = sekv_loss_defaults();

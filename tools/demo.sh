@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make demo`: every method at a 10% KV budget on needle-in-a-haystack with the default
+# `make demo`: set-up (tools/setup.sh), then every method at a 10% KV budget on needle-in-a-haystack with the default
 # model (SmolLM2-135M-Instruct), end to end: build, fetch the model and the haystack,
 # run the grid (progress and ETA on stderr; a rerun resumes), print the table, draw the
 # figures. About 10 minutes on 2 CPU cores.
@@ -19,9 +19,8 @@ OUT=${DEMO_PLOTS:-plots}
 MAKE=${MAKE:-make}
 
 start=$(date +%s)
+bash tools/setup.sh
 "$MAKE" -s kvbench
-"$MAKE" -s model
-bash tools/fetch_haystack.sh
 mkdir -p "$(dirname "$DB")" "$OUT"
 
 echo "demo: NIAH, ctx $CTX x depths $DEPTHS %, every method at budget 0.1 -> $DB"
