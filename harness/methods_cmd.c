@@ -1,6 +1,9 @@
-/* kvbench methods: the registered KV-cache methods with their parameters and defaults. */
+/* kvbench methods: the registered KV-cache methods with their parameters and defaults,
+ * and SeKV's trainable-parameter count for the model's shape. */
 #include "commands.h"
 #include "../methods/method.h"
+#include "../methods/sekv.h"
+#include "../model/model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,9 +14,34 @@ static void usage(FILE *f) {
             "\n"
             "Lists every registered method (or only the named ones) with its summary and its\n"
             "parameters: name, default and meaning. Parameters are given to a method as\n"
-            "key=value,key=value overrides of these defaults.\n"
+            "key=value,key=value overrides of these defaults. For sekv it also counts the\n"
+            "trainable parameters for the model's shape and their share of the model.\n"
             "\n"
-            "  --help   this text\n");
+            "  --model F   the model for sekv's count (default %s)\n"
+            "  --help      this text\n",
+            model_default_path());
+}
+
+/* SeKV's trainable parameters (routing W, thresholds tau, rank gate at the default rank
+ * cap 32) for the model's attention shape, and their share of the model's parameters. */
+static void print_sekv_count(const char *model_path) {
+    char err[600];
+    kv_model *model = model_load(model_path, err, sizeof err);
+    if (!model) {
+        printf("  trainable parameters: L*H*(%d*head_dim + 1) + the rank gate; no model to count for (%s)\n",
+               SEKV_DPRIME, err);
+        return;
+    }
+    const kv_model_config *cf = model_config(model);
+    sekv_params p = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .head_dim = cf->head_dim, .rank_cap = 32,
+                     .dp = SEKV_DPRIME, .hidden = SEKV_HIDDEN};
+    size_t n = sekv_params_count(&p), w = (size_t)cf->n_layer * cf->n_head * SEKV_DPRIME * cf->head_dim,
+           tau = (size_t)cf->n_layer * cf->n_head;
+    const char *base = strrchr(model_path, '/');
+    printf("  trainable parameters: %zu (%.2f%% of the %.1fM of %s): routing W %zu, tau %zu, rank gate %zu\n", n,
+           100.0 * (double)n / (double)cf->n_params, cf->n_params / 1e6, base ? base + 1 : model_path, w, tau,
+           n - w - tau);
+    model_free(model);
 }
 
 static void print_method(const kv_method *m) {
@@ -28,10 +56,20 @@ static void print_method(const kv_method *m) {
 }
 
 int cmd_methods(int argc, char **argv) {
+    const char *model_path = model_default_path();
+    int names = 0;   /* argv[1..names] are the method names once options are taken out */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--model")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "kvbench methods: --model needs a file\n");
+                return 2;
+            }
+            model_path = argv[++i];
+            continue;
         }
         if (argv[i][0] == '-') {
             fprintf(stderr, "kvbench methods: unknown option '%s' (see kvbench methods --help)\n", argv[i]);
@@ -41,6 +79,7 @@ int cmd_methods(int argc, char **argv) {
             fprintf(stderr, "kvbench methods: unknown method '%s' (kvbench methods lists them)\n", argv[i]);
             return 2;
         }
+        argv[++names] = argv[i];
     }
     if (kv_method_count() == 0) {
         fprintf(stderr, "kvbench methods: no methods are built into this kvbench\n");
@@ -49,12 +88,13 @@ int cmd_methods(int argc, char **argv) {
     int first = 1;
     for (int i = 0; i < kv_method_count(); i++) {
         const kv_method *m = kv_method_at(i);
-        int wanted = argc < 2;
-        for (int a = 1; a < argc && !wanted; a++) wanted = kv_method_find(argv[a]) == m;
+        int wanted = names == 0;
+        for (int a = 1; a <= names && !wanted; a++) wanted = kv_method_find(argv[a]) == m;
         if (!wanted) continue;
         if (!first) printf("\n");
         first = 0;
         print_method(m);
+        if (m == &kv_sekv) print_sekv_count(model_path);
     }
     return 0;
 }

@@ -21,11 +21,11 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-kv_setup mc_setup(const mc_case *c, double budget) {
+kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget) {
     const kv_model_config *cf = model_config(c->model);
     kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
                   .head_dim = cf->head_dim, .n_prompt = c->n_pf,
-                  .max_decode = c->max_new + (c->n - c->n_pf), .elem_bytes = 4, .params = NULL};
+                  .max_decode = c->max_new + (c->n - c->n_pf), .elem_bytes = 4, .params = mparams_get(c->params, m)};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;
     return s;
@@ -34,7 +34,7 @@ kv_setup mc_setup(const mc_case *c, double budget) {
 kv_needs mc_union_needs(const mc_case *c, const kv_method *const *methods, const double *budgets, int n_pairs) {
     kv_needs all = {0, 0};
     for (int i = 0; i < n_pairs; i++) {
-        kv_setup s = mc_setup(c, budgets[i]);
+        kv_setup s = mc_setup(c, methods[i], budgets[i]);
         char err[256];
         kv_state *st = methods[i]->init(&s, err, sizeof err);
         if (!st) continue;
@@ -117,7 +117,8 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
     r->prefill_s = c->pf.seconds;
     r->n_layers = L;
     r->n_heads = H;
-    kv_setup s = mc_setup(c, budget);
+    kv_setup s = mc_setup(c, m, budget);
+    r->params = s.params;
     r->budget_tokens = kv_budget(&s);
 
     char err[512] = "";

@@ -10,6 +10,7 @@
 #include "../model/model.h"
 #include "../results/db.h"
 #include "../workloads/textcase.h"
+#include "method_params.h"
 
 typedef struct {
     kv_model *model;
@@ -19,12 +20,13 @@ typedef struct {
     int question_after;         /* 1: prefill ids[0, n_context), feed the rest by decode steps */
     int max_new;                /* generation limit (already capped to the model's context) */
     int n_pf;                   /* tokens prefilled: n, or n_context with question_after */
+    const method_params *params; /* --params overrides, or NULL */
     kv_prefill_out pf;
     int have_pf;
 } mc_case;
 
-/* The setup a method sees for this case at this budget (elem_bytes 4, no params). */
-kv_setup mc_setup(const mc_case *c, double budget);
+/* The setup method m sees for this case at this budget (elem_bytes 4, its --params). */
+kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget);
 /* The statistics every (method, budget) pair asks the prefill for; pairs whose init
  * refuses the setup are skipped (they are recorded as infeasible when run). */
 kv_needs mc_union_needs(const mc_case *c, const kv_method *const *methods, const double *budgets, int n_pairs);

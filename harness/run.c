@@ -6,6 +6,7 @@
  * in the database: init, ingest every layer (compression time), decode (append + attend
  * per layer), score, and commit the result at once. Rerunning the same command finds the
  * same run and skips what is committed. */
+#include "method_params.h"
 #include "commands.h"
 #include "provenance.h"
 #include "run_model.h"
@@ -41,6 +42,7 @@ typedef struct {
     int layers, decode, heads, kv_heads, head_dim, needles, threads;
     const char *backend;
     int quiet;
+    method_params params;   /* --params overrides */
 } run_opts;
 
 static const char *workload_name(syn_kind k) {
@@ -63,6 +65,8 @@ static void usage(FILE *f) {
             "  --depths LIST     needle depths in [0,1] (default 0.1,0.5,0.9)\n"
             "  --seed N          workload seed (default 1)\n"
             "  --db FILE         results file (created if missing; required)\n"
+            "  --params SPEC     per-method overrides METHOD:key=value[,..][;METHOD:..], e.g.\n"
+            "                    sekv:zoom=0 (kvbench methods lists them); part of the run's identity\n"
             "  --layers N        layers (default 3: retrieval heads live in layers >= 1)\n"
             "  --decode N        decode steps after the prompt (default 8)\n"
             "  --heads N, --kv-heads N, --head-dim N   attention shape (default 8, 2, 64)\n"
@@ -209,7 +213,7 @@ static int add_depth(const char *flag, const char *s, void *ctx) {
 /* 0 ok, 1 help printed, -1 error printed. */
 static int parse_args(int argc, char **argv, run_opts *o) {
     const char *workload = "synthetic-niah", *methods = "all", *budgets = "0.1", *ctxs = "2048,8192",
-               *depths = "0.1,0.5,0.9";
+               *depths = "0.1,0.5,0.9", *params = NULL;
     memset(o, 0, sizeof *o);
     o->seed = 1;
     o->layers = 3;
@@ -250,6 +254,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--ctx")) ctxs = val;
         else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) depths = val;
         else if (!strcmp(flag, "--db")) o->db_path = val;
+        else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--backend")) o->backend = val;
         else if (!strcmp(flag, "--seed")) {
             char *end;
@@ -271,6 +276,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         each_item("--depths", depths, add_depth, o))
         return -1;
     if (!o->db_path || !*o->db_path) return fail("--db FILE is required (the results file to write)");
+    char perr[512];
+    if (mparams_parse(&o->params, params, perr, sizeof perr)) return fail("%s", perr);
     if (o->heads % o->kv_heads)
         return fail("--heads %d is not a multiple of --kv-heads %d", o->heads, o->kv_heads);
     if (o->n_methods == 0) return fail("--methods: no methods are built into this kvbench");
@@ -310,11 +317,13 @@ static void syn_config_of(const run_opts *o, syn_kind kind, int ctx, double dept
 /* The run's identity: everything that changes the numbers of a result, nothing that only
  * selects which results exist (methods, budgets, ctx, depths) or how fast (threads). */
 static void run_key(const run_opts *o, syn_kind kind, char *buf, size_t len) {
+    char mp[2048];
+    mparams_canon(&o->params, mp, sizeof mp);
     snprintf(buf, len,
              "synthetic/v1;workload=%s;seed=%llu;layers=%d;heads=%d;kv_heads=%d;head_dim=%d;decode=%d;"
-             "needles=%d;elem_bytes=%d;backend=%s",
+             "needles=%d;elem_bytes=%d;backend=%s%s%s",
              workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim,
-             o->decode, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend);
+             o->decode, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, *mp ? ";params=" : "", mp);
 }
 
 static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len) {
@@ -336,9 +345,10 @@ static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len)
 #undef PUT
 }
 
-static kv_setup setup_of(const run_opts *o, int ctx, double budget) {
+static kv_setup setup_of(const run_opts *o, const kv_method *m, int ctx, double budget) {
     kv_setup s = {.n_layers = o->layers, .n_heads = o->heads, .n_kv_heads = o->kv_heads, .head_dim = o->head_dim,
-                  .n_prompt = ctx, .max_decode = o->decode, .elem_bytes = ELEM_BYTES, .params = NULL};
+                  .n_prompt = ctx, .max_decode = o->decode, .elem_bytes = ELEM_BYTES,
+                  .params = mparams_get(&o->params, m)};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;
     return s;
@@ -458,7 +468,8 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
     r->n_layers = L;
     r->n_heads = H;
     r->score = r->rel_err = NAN;
-    kv_setup setup = setup_of(o, c->ctx, budget);
+    kv_setup setup = setup_of(o, m, c->ctx, budget);
+    r->params = setup.params;
     r->budget_tokens = kv_budget(&setup);
     char err[256] = "";
     kv_state *st = m->init(&setup, err, sizeof err);
@@ -594,7 +605,7 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
     kv_needs all = {0, 0};
     for (int i = 0; i < o->n_methods; i++)
         for (int b = 0; b < o->n_budgets; b++) {
-            kv_setup s = setup_of(o, ctx, o->budgets[b]);
+            kv_setup s = setup_of(o, o->methods[i], ctx, o->budgets[b]);
             char err[256];
             kv_state *st = o->methods[i]->init(&s, err, sizeof err);
             if (!st) continue;   /* recorded as infeasible when its turn comes */
@@ -642,7 +653,7 @@ int cmd_run(int argc, char **argv) {
     mr.layer_err = xcalloc((size_t)o.layers, sizeof *mr.layer_err);
 
     for (int k = 0; k < o.n_kinds && !rc; k++) {
-        char key[512], json[8192];
+        char key[3072], json[8192];
         run_key(&o, o.kinds[k], key, sizeof key);
         config_json(&o, o.kinds[k], json, sizeof json);
         kvdb_run run = {.run_key = key, .config_json = json, .workload = workload_name(o.kinds[k]),

@@ -49,6 +49,7 @@ typedef struct {
     double depths[MAX_LIST];   /* % */
     int n_depths, depths_given;
     int threads, jobs, job_index, quiet;
+    method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
     double pair_b[MAX_PAIRS];
@@ -73,6 +74,8 @@ void run_model_usage(FILE *f) {
             "  --methods LIST     all, or method names (kvbench methods) (default all)\n"
             "  --budget LIST      kept fraction of the prompt in (0,1], or token counts > 1 (default\n"
             "                     0.1); fullkv ignores it and runs once per case, recorded at budget 1\n"
+            "  --params SPEC      per-method overrides METHOD:key=value[,..][;METHOD:..], e.g.\n"
+            "                     sekv:zoom=0 (kvbench methods lists them); part of the run's identity\n"
             "  --ctx LIST         niah, ruler: prompt lengths in tokens (default niah 1024,2048,4096,\n"
             "                     ruler 4096); longbench, infinitebench: one value, the prompt budget\n"
             "                     before the chat template, cut in the middle (default: the model's\n"
@@ -239,7 +242,7 @@ int run_model_wanted(int argc, char **argv) {
 
 /* 0 ok, 1 help printed, -1 error printed. */
 static int parse_args(int argc, char **argv, rm_opts *o) {
-    const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL;
+    const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL, *params = NULL;
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
     o->jobs = 1;
@@ -264,6 +267,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--ctx")) ctxs = val;
         else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) depths = val;
         else if (!strcmp(flag, "--db")) o->db_path = val;
+        else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
         else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
@@ -288,6 +292,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     if (!*o->model_path) return fail("--model: empty path");
     if (o->job_index >= o->jobs) return fail("--job-index %d: must be below --jobs %d", o->job_index, o->jobs);
     if (each_item("--methods", methods, add_method, o) || each_item("--budget", budgets, add_budget, o)) return -1;
+    if (mparams_parse(&o->params, params, err, sizeof err)) return fail("%s", err);
     if (o->n_methods == 0) return fail("--methods: no methods are built into this kvbench");
     if (ctxs) {
         if (each_item("--ctx", ctxs, add_ctx, o)) return -1;
@@ -445,11 +450,13 @@ static void run_key(const rm_opts *o, const kv_model *model, const char *ident, 
                     size_t n) {
     char mid[512];
     model_ident(o->model_path, mid, sizeof mid);
+    char mp[2048];
+    mparams_canon(&o->params, mp, sizeof mp);
     snprintf(buf, n,
              "model/v1;workload=%s;model=%s;%s;seed=%llu;max_new=%d;question_after=%d;truncate=%d;"
-             "template=%s;elem_bytes=4;backend=%s",
+             "template=%s;elem_bytes=4;backend=%s%s%s",
              o->wl.name, mid, ident, (unsigned long long)o->wl.seed, o->wl.max_new, o->wl.question_after,
-             mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate, tc_template_name(model_tokenizer(model)), backend);
+             mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate, tc_template_name(model_tokenizer(model)), backend, *mp ? ";params=" : "", mp);
 }
 
 static void config_json(const rm_opts *o, const kv_model *model, const case_set *cs, const char *ident,
@@ -487,7 +494,10 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     PUT(",\"elem_bytes\":4,\"backend\":"), STR(backend);
     PUT(",\"threads\":%d,\"jobs\":%d,\"fullkv_budget\":1,\"methods\":[", kb_threads(), o->jobs);
     for (int i = 0; i < o->n_methods; i++) PUT("%s", i ? "," : ""), STR(o->methods[i]->name);
-    PUT("],\"budgets\":[");
+    char mp[2048];
+    mparams_canon(&o->params, mp, sizeof mp);
+    PUT("],\"params\":"), STR(mp);
+    PUT(",\"budgets\":[");
     for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
     PUT("],\"ctx\":[");
     for (int i = 0; i < o->n_ctx; i++) PUT("%s%d", i ? "," : "", o->ctxs[i]);
@@ -680,7 +690,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         }
         const tc_case *tc = &cs->list.v[i];
         mc_case mc = {.model = model, .tc = tc, .ids = cs->ids[i], .n = cs->n_tok[i], .n_context = cs->n_ctx_part[i],
-                      .question_after = o->wl.question_after, .max_new = cs->max_new[i]};
+                      .question_after = o->wl.question_after, .max_new = cs->max_new[i], .params = &o->params};
         mc.n_pf = mc.question_after ? mc.n_context : mc.n;
         const kv_method *um[MAX_PAIRS];
         double ub[MAX_PAIRS];

@@ -119,6 +119,21 @@ bad "ctx 16" --workload synthetic-multikey --ctx 16 --db "$T/never.db"
 bad "$T/no/such/dir/x.db" --ctx 64 --layers 1 --db "$T/no/such/dir/x.db"
 mkdir -p "$T/adir"
 bad "$T/adir" --ctx 64 --layers 1 --db "$T/adir"
+bad "unknown parameter 'bogus'" --params sekv:bogus=1 "${OK[@]}"
+bad "unknown method 'nope'" --params nope:x=1 "${OK[@]}"
+bad "expected METHOD:key=value" --params sekv "${OK[@]}"
+
+# --params: an ablation is its own run, its params recorded with each result
+P=(--workload synthetic-niah --methods sekv --ctx 96 --layers 2 --depths 0.5 --quiet --db "$T/abl.db")
+"$KVBENCH" run "${P[@]}" >/dev/null 2>&1 || fail "default sekv run failed"
+"$KVBENCH" run "${P[@]}" --params "sekv:zoom=0,rank=8" >/dev/null 2>&1 || fail "ablation run failed"
+runs=$(sqlite3 "$T/abl.db" "select count(*) from runs")
+[ "$runs" = 2 ] || fail "--params should make its own run: $runs runs"
+got=$(sqlite3 "$T/abl.db" "select coalesce(params,'-') from results order by id" | tr '\n' ' ')
+[ "$got" = "- zoom=0,rank=8 " ] || fail "recorded params: '$got'"
+"$KVBENCH" run "${P[@]}" --params "sekv:zoom=0,rank=8" >/dev/null 2>&1
+n=$(sqlite3 "$T/abl.db" "select count(*) from results")
+[ "$n" = 2 ] || fail "rerun of the ablation should resume: $n results"
 
 if [ "$fails" -gt 0 ]; then echo "test_run: $fails failures"; exit 1; fi
 echo "test_run: all checks passed"
