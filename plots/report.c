@@ -1,7 +1,8 @@
 /* kvbench report: one table per run from the results file. Rows are methods (at each
  * budget), columns are workload variants (or budgets, or context lengths); each column
  * shows the mean score over the cases that finished ("ok"), the mean fast-tier peak KV
- * bytes and the decode latency. Markdown to stdout, or CSV through libcsv. */
+ * bytes and the decode latency. Markdown to stdout, or CSV through libcsv.
+ * --table NAME prints one of the paper-style tables instead (report_tables.c). */
 #include <csv.h>
 #include <errno.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../harness/commands.h"
+#include "report_tables.h"
 #include "runinfo.h"
 
 enum by { BY_VARIANT, BY_BUDGET, BY_CTX };
@@ -293,18 +295,68 @@ static void print_csv(FILE *f, const kv_runinfo *ri, const table *t, enum by by)
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kvbench report --db FILE [--run ID] [--by variant|budget|ctx] [--csv [OUT]]\n"
+            "       kvbench report --db FILE --table NAME [--run ID|all] [--csv [OUT]]\n"
             "  Prints a Markdown table of one run: a row per method and budget, and per workload variant\n"
             "  (or budget, or context length) the mean score (%%, status ok only), the mean fast-tier peak\n"
             "  KV bytes and the decode ms per token, then their averages. Best score per column in bold.\n"
-            "  --db FILE    results file written by kvbench run (never created here)\n"
-            "  --run ID     run id (default: the latest run)\n"
-            "  --by KEY     columns: variant (default), budget, or ctx\n"
-            "  --csv [OUT]  the same numbers as CSV, to OUT (the table still goes to stdout) or to stdout\n");
+            "  --db FILE     results file written by kvbench run (never created here)\n"
+            "  --run ID      run id (default: the latest run); with --table, all pools every run of the file\n"
+            "                (rows by model, method, params and budget; columns by workload, context, ...)\n"
+            "  --by KEY      columns: variant (default), budget, or ctx\n"
+            "  --table NAME  a paper-style table instead, rows = methods (with their params) and budgets:\n"
+            "                main      score per workload (workload:task), Avg of the workloads\n"
+            "                niah      score per context length, averaged over needle depths, overall\n"
+            "                budget    score per KV budget (mean over workloads)\n"
+            "                rank      main's layout over a method's rank settings (params rank=N)\n"
+            "                ablation  main's layout over every params setting of methods run with several\n"
+            "                memory    per context: fast-tier and slow-tier KV peak bytes, fast-tier tokens,\n"
+            "                          ratio to FullKV; iso-memory: each method at the budget whose fast-tier\n"
+            "                          bytes are nearest to (not above) SeKV's, per context\n"
+            "                latency   per context: prefill s, compression s, decode ms/token, tokens/s\n"
+            "  --csv [OUT]   the same numbers as CSV, to OUT (the table still goes to stdout) or to stdout;\n"
+            "                with --table one line per cell: run, table, section, model, method, params,\n"
+            "                budget, column, value (in the column's units, full precision), n (cases)\n");
+}
+
+/* Writes the CSV to out (NULL: stdout); 0 or -1 after printing why. */
+static FILE *csv_open(const char *out) {
+    FILE *f = out ? fopen(out, "w") : stdout;
+    if (!f) fprintf(stderr, "kvbench report: cannot write --csv '%s': %s\n", out, strerror(errno));
+    return f;
+}
+static int csv_close(FILE *f, const char *out) {
+    if (f == stdout || !f) return 0;
+    if (fclose(f)) {
+        fprintf(stderr, "kvbench report: error writing --csv '%s'\n", out);
+        return -1;
+    }
+    return 0;
+}
+
+/* --table NAME of run `run` (0: the latest), or of every run of the file. */
+static int report_tables(const char *path, const char *tname, int64_t run, int run_all, int csv, const char *csv_out) {
+    kv_runinfo one;
+    kv_db *db = kv_report_open("report", path, run, &one);
+    if (!db) return 1;
+    int n = 1, rc = -1;
+    run = run_all ? 0 : one.id;
+    kv_runinfo *all = run_all ? kv_runinfo_all("report", db, &n) : &one;
+    FILE *f = NULL;
+    if (all && (!csv || (f = csv_open(csv_out)))) {
+        rc = rt_write(kvdb_sqlite(db), tname, all, n, run, !csv || csv_out ? stdout : NULL, f);
+        if (csv_close(f, csv_out)) rc = -1;
+        if (rc && f && f != stdout) remove(csv_out);   /* no half-written CSV */
+    }
+    if (fflush(stdout)) rc = -1;
+    if (all != &one) kv_runinfo_free_all(all, n);
+    kv_runinfo_free(&one);
+    kvdb_close(db);
+    return rc ? 1 : 0;
 }
 
 int cmd_report(int argc, char **argv) {
-    const char *path = NULL, *csv_out = NULL;
-    int csv = 0;
+    const char *path = NULL, *csv_out = NULL, *tname = NULL;
+    int csv = 0, by_given = 0, run_all = 0;
     long long run = 0;
     enum by by = BY_VARIANT;
     for (int i = 1; i < argc; i++) {
@@ -316,20 +368,29 @@ int cmd_report(int argc, char **argv) {
             csv = 1;
             if (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) csv_out = argv[++i];
             if (csv_out && !strcmp(csv_out, "-")) csv_out = NULL;   /* stdout */
-        } else if (i + 1 >= argc && (!strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--by"))) {
+        } else if (i + 1 >= argc &&
+                   (!strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--by") || !strcmp(a, "--table"))) {
             fprintf(stderr, "kvbench report: %s needs a value\n", a);
             return 2;
         } else if (!strcmp(a, "--db")) {
             path = argv[++i];
+        } else if (!strcmp(a, "--table")) {
+            tname = argv[++i];
+            if (rt_table_known(tname) < 0) {
+                fprintf(stderr, "kvbench report: unknown --table '%s' (valid: %s)\n", tname, rt_table_names);
+                return 2;
+            }
         } else if (!strcmp(a, "--run")) {
             char *end;
-            run = strtoll(argv[++i], &end, 10);
-            if (*end || run <= 0) {
-                fprintf(stderr, "kvbench report: --run '%s' is not a positive run id\n", argv[i]);
+            run_all = !strcmp(argv[++i], "all");
+            run = run_all ? 0 : strtoll(argv[i], &end, 10);
+            if (!run_all && (*end || run <= 0)) {
+                fprintf(stderr, "kvbench report: --run '%s' is not a positive run id or all\n", argv[i]);
                 return 2;
             }
         } else if (!strcmp(a, "--by")) {
             const char *v = argv[++i];
+            by_given = 1;
             if (!strcmp(v, "variant")) by = BY_VARIANT;
             else if (!strcmp(v, "budget")) by = BY_BUDGET;
             else if (!strcmp(v, "ctx")) by = BY_CTX;
@@ -346,6 +407,15 @@ int cmd_report(int argc, char **argv) {
         fprintf(stderr, "kvbench report: --db FILE is required (see --help)\n");
         return 2;
     }
+    if (tname && by_given) {
+        fprintf(stderr, "kvbench report: --by applies to the default table, not to --table %s\n", tname);
+        return 2;
+    }
+    if (run_all && !tname) {
+        fprintf(stderr, "kvbench report: --run all needs --table NAME (the default table is one run's)\n");
+        return 2;
+    }
+    if (tname) return report_tables(path, tname, run, run_all, csv, csv_out);
     kv_runinfo ri;
     kv_db *db = kv_report_open("report", path, run, &ri);
     if (!db) return 1;
@@ -358,16 +428,11 @@ int cmd_report(int argc, char **argv) {
     if (rc == 0) {
         if (!csv || csv_out) print_markdown(stdout, &ri, &t, by);
         if (csv) {
-            FILE *f = csv_out ? fopen(csv_out, "w") : stdout;
-            if (!f) {
-                fprintf(stderr, "kvbench report: cannot write --csv '%s': %s\n", csv_out, strerror(errno));
-                rc = -1;
-            } else {
+            FILE *f = csv_open(csv_out);
+            if (!f) rc = -1;
+            else {
                 print_csv(f, &ri, &t, by);
-                if (f != stdout && fclose(f)) {
-                    fprintf(stderr, "kvbench report: error writing --csv '%s'\n", csv_out);
-                    rc = -1;
-                }
+                if (csv_close(f, csv_out)) rc = -1;
             }
         }
     }

@@ -18,6 +18,21 @@ void kv_runinfo_free(kv_runinfo *ri) {
     memset(ri, 0, sizeof *ri);
 }
 
+#define RUN_COLUMNS "SELECT id, run_key, workload, model, git_commit, backend, build_flags, created, seed FROM runs"
+
+static void read_run(sqlite3_stmt *st, kv_runinfo *ri) {
+    ri->id = sqlite3_column_int64(st, 0);
+    ri->run_key = col_dup(st, 1);
+    ri->workload = col_dup(st, 2);
+    ri->model = col_dup(st, 3);
+    ri->git_commit = col_dup(st, 4);
+    ri->backend = col_dup(st, 5);
+    ri->build_flags = col_dup(st, 6);
+    ri->created = col_dup(st, 7);
+    int64_t seed = sqlite3_column_int64(st, 8);
+    memcpy(&ri->seed, &seed, sizeof seed);
+}
+
 kv_db *kv_report_open(const char *cmd, const char *path, int64_t run_id, kv_runinfo *ri) {
     memset(ri, 0, sizeof *ri);
     char err[512];
@@ -43,8 +58,7 @@ kv_db *kv_report_open(const char *cmd, const char *path, int64_t run_id, kv_runi
     }
     if (run_id <= 0) run_id = latest;
     if (sqlite3_prepare_v2(h,
-                           "SELECT id, run_key, workload, model, git_commit, backend, build_flags, created, seed"
-                           " FROM runs WHERE id = ?",
+                           RUN_COLUMNS " WHERE id = ?",
                            -1, &st, NULL) != SQLITE_OK) {
         fprintf(stderr, "kvbench %s: results db '%s': %s\n", cmd, path, sqlite3_errmsg(h));
         goto bad;
@@ -55,16 +69,7 @@ kv_db *kv_report_open(const char *cmd, const char *path, int64_t run_id, kv_runi
                 (long long)run_id, (long long)latest);
         goto bad;
     }
-    ri->id = sqlite3_column_int64(st, 0);
-    ri->run_key = col_dup(st, 1);
-    ri->workload = col_dup(st, 2);
-    ri->model = col_dup(st, 3);
-    ri->git_commit = col_dup(st, 4);
-    ri->backend = col_dup(st, 5);
-    ri->build_flags = col_dup(st, 6);
-    ri->created = col_dup(st, 7);
-    int64_t seed = sqlite3_column_int64(st, 8);
-    memcpy(&ri->seed, &seed, sizeof seed);
+    read_run(st, ri);
     sqlite3_finalize(st);
     return db;
 bad:
@@ -72,6 +77,44 @@ bad:
     kv_runinfo_free(ri);
     kvdb_close(db);
     return NULL;
+}
+
+kv_runinfo *kv_runinfo_all(const char *cmd, kv_db *db, int *n) {
+    sqlite3 *h = kvdb_sqlite(db);
+    sqlite3_stmt *st = NULL;
+    kv_runinfo *all = NULL;
+    int cap = 0, rc;
+    *n = 0;
+    if (sqlite3_prepare_v2(h, RUN_COLUMNS " ORDER BY id", -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            kv_runinfo *p = realloc(all, cap * sizeof *p);
+            if (!p) {
+                fprintf(stderr, "kvbench %s: out of memory\n", cmd);
+                goto bad;
+            }
+            all = p;
+        }
+        memset(&all[*n], 0, sizeof *all);
+        read_run(st, &all[(*n)++]);
+    }
+    if (rc != SQLITE_DONE) goto sqlerr;
+    sqlite3_finalize(st);
+    for (int i = 0; i < *n; i++) all[i].n_runs = *n;
+    return all;
+sqlerr:
+    fprintf(stderr, "kvbench %s: results db '%s': %s\n", cmd, kvdb_path(db), sqlite3_errmsg(h));
+bad:
+    sqlite3_finalize(st);
+    kv_runinfo_free_all(all, *n);
+    *n = 0;
+    return NULL;
+}
+
+void kv_runinfo_free_all(kv_runinfo *ri, int n) {
+    for (int i = 0; ri && i < n; i++) kv_runinfo_free(&ri[i]);
+    free(ri);
 }
 
 void kv_runinfo_line(const kv_runinfo *ri, char *buf, size_t n) {

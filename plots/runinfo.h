@@ -17,6 +17,10 @@ typedef struct {
  * "kvbench CMD: reason" to stderr and returns NULL. */
 kv_db *kv_report_open(const char *cmd, const char *path, int64_t run_id, kv_runinfo *ri);
 void kv_runinfo_free(kv_runinfo *ri);
+/* Every run of the open file, in id order (*n of them); NULL after printing
+ * "kvbench CMD: reason". Free with kv_runinfo_free_all. */
+kv_runinfo *kv_runinfo_all(const char *cmd, kv_db *db, int *n);
+void kv_runinfo_free_all(kv_runinfo *ri, int n);
 /* "run 3: workload niah, model M, git abc, seed 42, backend cpu, created T" */
 void kv_runinfo_line(const kv_runinfo *ri, char *buf, size_t n);
 

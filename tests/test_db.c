@@ -5,6 +5,8 @@
  *
  * Extra modes used by tests/test_report.sh:
  *   test_db --make-fixture PATH   a realistic two-run NIAH results file (fresh seed)
+ *   test_db --make-tables-fixture PATH   several runs for report --table: methods, budgets,
+ *                                 contexts, params (SeKV ablations and ranks), two models
  *   test_db --make-empty PATH     a results file with the schema and no runs
  *   test_db --registry            the method names in registry order
  *   test_db --cmd report|plot ... the subcommand itself (when ./kvbench does not link it yet) */
@@ -448,6 +450,124 @@ static int make_fixture(const char *path) {
     return rc;
 }
 
+/* ---- fixture for report --table (tests/test_report.sh) ---- */
+
+typedef struct {
+    const char *key, *workload, *model;
+    const char *const *variants;   /* NULL-terminated */
+    const int *ctx;                /* 0-terminated */
+    const double *depths;          /* NAN-terminated; empty: no depth (not needle cases) */
+    int per_cell;                  /* cases per (variant, ctx, depth) */
+    const char *const *methods;    /* NULL-terminated */
+    const double *budgets;         /* 0-terminated; fullkv runs once at 1 */
+    const char *params;            /* sekv's params in this run, or NULL */
+} tables_run;
+
+/* One result with plausible, random numbers: scores fall with a smaller budget and a
+ * longer context; SeKV keeps a fraction of its budget on the fast tier and the rest on
+ * the slow tier; some results fail. */
+static int tables_result(kv_db *db, int64_t cid, const char *method, const char *params, double budget, int ctx) {
+    const int L = 4, Hkv = 1, d = 64;
+    stored_result s;
+    int full = !strcmp(method, "fullkv"), sekv = !strcmp(method, "sekv");
+    rand_result(&s, method, budget, "ok", L, 3);
+    s.r.params = params;
+    double q = full ? 0.95 : 0.35 + 0.6 * budget + (sekv ? 0.1 : 0) - 0.03 * (ctx / 1024) + 0.15 * (test_unif() - 0.5);
+    s.r.score = fmin(1, fmax(0, 0.05 * round(20 * q)));   /* steps of 0.05: ties happen */
+    s.r.prefill_s = 1e-4 * ctx * (1 + 0.2 * test_unif());
+    s.r.compress_s = full ? 0 : 1e-5 * ctx * (1 + test_unif());
+    s.r.decode_tokens = test_int(0, 9) ? test_int(4, 48) : 0;   /* sometimes nothing generated */
+    s.r.decode_s = s.r.decode_tokens * (0.004 + 0.01 * test_unif());
+    s.r.tokens_per_s = s.r.decode_tokens ? s.r.decode_tokens / s.r.decode_s : NAN;
+    s.r.budget_tokens = (int)fmax(1, floor(budget * ctx));
+    double fast_share = sekv ? 0.3 + 0.5 * test_unif() : 1;   /* SeKV: summaries + anchors on the fast tier */
+    long kept = (long)(fast_share * s.r.budget_tokens) + s.r.decode_tokens;
+    s.r.mem.fast_tokens = kept * L * Hkv;
+    s.r.mem.fast_aux_bytes = sekv || !strcmp(method, "sentencekv") ? (size_t)(ctx / 16) * L * d * 4 : 0;
+    s.r.mem.fast_bytes = (size_t)s.r.mem.fast_tokens * 2 * d * 4 + s.r.mem.fast_aux_bytes;
+    s.r.mem.fast_peak = s.r.mem.fast_bytes + (size_t)test_int(0, 8192);
+    s.r.mem.slow_bytes = sekv ? (size_t)ctx * L * Hkv * 16 * 4 * (1 + test_int(0, 3)) : 0;
+    s.r.mem.slow_peak = s.r.mem.slow_bytes + (sekv ? (size_t)test_int(0, 4096) : 0);
+    if (!strcmp(method, "zeta_custom") && ctx >= 4096) s.r.status = "infeasible", s.r.score = NAN;
+    else if (test_unif() < 0.04) s.r.status = "error", s.r.score = NAN;
+    return kvdb_result_put(db, cid, &s.r);
+}
+
+static int tables_one(kv_db *db, const tables_run *tr) {
+    kvdb_run run = {tr->key, "{\"fixture\":\"tables\"}", tr->workload, tr->model, "t4bles0", "-O3", "host", "cpu",
+                    "cpu", test_next()};
+    int64_t rid = kvdb_run_begin(db, &run, NULL);
+    if (rid < 0) return -1;
+    int nd = 0;
+    while (!isnan(tr->depths[nd])) nd++;
+    for (int v = 0; tr->variants[v]; v++)
+        for (int x = 0; tr->ctx[x]; x++)
+            for (int y = 0; y < (nd ? nd : 1); y++)
+                for (int k = 0; k < tr->per_cell + (nd && y == 1 && x != 1); k++) {   /* some cells get more */
+                    double depth = nd ? tr->depths[y] : NAN;
+                    char ck[128];
+                    snprintf(ck, sizeof ck, "%s/ctx=%d,depth=%.2f,k=%d", tr->variants[v], tr->ctx[x], depth, k);
+                    kvdb_case c = {ck, tr->workload, tr->ctx[x], depth, tr->variants[v], test_next(), 1e-4 * tr->ctx[x]};
+                    int64_t cid = kvdb_case_get(db, rid, &c);
+                    if (cid < 0) return -1;
+                    for (int m = 0; tr->methods[m]; m++) {
+                        int full = !strcmp(tr->methods[m], "fullkv");
+                        const char *params = !strcmp(tr->methods[m], "sekv") ? tr->params : NULL;
+                        for (int b = 0; tr->budgets[b] && !(full && b); b++)
+                            if (tables_result(db, cid, tr->methods[m], params, full ? 1 : tr->budgets[b], tr->ctx[x]))
+                                return -1;
+                    }
+                }
+    return 0;
+}
+
+static int make_tables_fixture(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        fprintf(stderr, "test_db: fixture %s exists; give a new path\n", path);
+        return 1;
+    }
+    char err[512];
+    kv_db *db = kvdb_open(path, err, sizeof err);
+    if (!db) {
+        fprintf(stderr, "test_db: %s\n", err);
+        return 1;
+    }
+    static const char *const niah[] = {"niah", NULL}, *const ruler[] = {"niah_single_1", "vt", "qa_1", NULL};
+    static const int ctx3[] = {1024, 2048, 4096, 0}, ctx2[] = {2048, 4096, 0}, ctx_ab[] = {1024, 2048, 0},
+                     ctx1[] = {1024, 0};
+    static const double d5[] = {0, 0.25, 0.5, 0.75, 1, NAN}, d3[] = {0, 0.5, 1, NAN}, d2[] = {0, 1, NAN},
+                        none[] = {NAN};
+    static const double b3[] = {0.1, 0.25, 0.5, 0}, b2[] = {0.1, 0.25, 0}, b1[] = {0.1, 0};
+    static const char *const all[] = {"fullkv", "streamingllm", "snapkv", "sentencekv", "sekv", "zeta_custom", NULL},
+                             *const some[] = {"fullkv", "snapkv", "sentencekv", "sekv", NULL},
+                             *const sekv[] = {"sekv", NULL}, *const small[] = {"fullkv", "snapkv", "sekv", NULL};
+    const char *A = "SmolLM2-135M-Instruct-Q4_1", *B = "Qwen2.5-0.5B-Instruct-Q8_0";
+    /* SeKV ablations, each its own run as kvbench run records them; the last two are one
+     * setting written two ways (params are compared normalised). */
+    static const char *const ablations[] = {"zoom=0", "trained_zoom=0", "fixed_chunk=16", "rank=8",
+                                            "rank=64", "rank=16,zoom=0", " zoom=0 ,rank=16"};
+    tables_run runs[16] = {
+        {"tables-niah", "niah", A, niah, ctx3, d5, 1, all, b3, NULL},
+        {"tables-ruler", "ruler", A, ruler, ctx2, none, 2, some, b2, NULL},
+    };
+    int n = 2;
+    char keys[8][64];
+    for (int i = 0; i < 7; i++) {
+        snprintf(keys[i], sizeof keys[i], "tables-sekv-%d", i);
+        runs[n++] = (tables_run){keys[i], "niah", A, niah, ctx_ab, d3, 1, sekv, i == 3 ? b2 : b1, ablations[i]};
+    }
+    runs[n++] = (tables_run){"tables-model-b", "niah", B, niah, ctx1, d2, 1, small, b1, NULL};
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) rc = tables_one(db, &runs[i]);
+    /* and a run that recorded nothing yet (the latest) */
+    kvdb_run empty = {"tables-empty", "{}", "niah", A, "t4bles0", "-O3", "host", "cpu", "cpu", 1};
+    if (!rc && kvdb_run_begin(db, &empty, NULL) < 0) rc = -1;
+    if (rc) fprintf(stderr, "test_db: tables fixture: %s\n", kvdb_errmsg(db));
+    kvdb_close(db);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "--cmd") && argc >= 3) {
         if (!strcmp(argv[2], "report")) return cmd_report(argc - 2, argv + 2);
@@ -463,6 +583,10 @@ int main(int argc, char **argv) {
         test_seed();
         return make_fixture(argv[2]);
     }
+    if (argc == 3 && !strcmp(argv[1], "--make-tables-fixture")) {
+        test_seed();
+        return make_tables_fixture(argv[2]);
+    }
     if (argc == 3 && !strcmp(argv[1], "--make-empty")) {
         char err[512];
         kv_db *db = kvdb_open(argv[2], err, sizeof err);
@@ -471,7 +595,7 @@ int main(int argc, char **argv) {
         return db ? 0 : 1;
     }
     if (argc > 1) {
-        fprintf(stderr, "usage: test_db [--make-fixture PATH | --make-empty PATH | --registry | --cmd report|plot ...]\n");
+        fprintf(stderr, "usage: test_db [--make-fixture PATH | --make-tables-fixture PATH | --make-empty PATH | --registry | --cmd report|plot ...]\n");
         return 2;
     }
     test_seed();

@@ -180,6 +180,25 @@ for s in ("context length (tokens)", "needle depth (%)", "cbrange [0:100]", "mul
 print("report/plot numbers match the database:", len(rows), "rows,", len(panels), "panels")
 EOF
 
+# The paper-style tables (--table) against a fixture of several runs: methods, budgets,
+# contexts, workloads, SeKV params (ablations, ranks), a second model and an empty run.
+# Every table is recomputed in Python from the raw rows (tests/report_tables_ref.py).
+"$T" --make-tables-fixture "$dir/t.db"
+mkdir "$dir/tables"
+./kvbench methods >"$dir/methods" || fail "kvbench methods"
+grep -q "^sekv" "$dir/methods" || fail "kvbench methods lists no sekv (needed for the rank defaults)"
+specs=(main:1 main:2 main:all niah:1 niah:3 niah:all budget:1 budget:all rank:all rank:1 ablation:all ablation:1
+       memory:1 memory:10 memory:all latency:1 latency:all)
+for s in "${specs[@]}"; do
+    "${KV[@]}" report --db "$dir/t.db" --table "${s%%:*}" --run "${s#*:}" --csv "$dir/tables/${s/:/_}.csv" \
+        >"$dir/tables/${s/:/_}.md" || fail "report --table ${s%%:*} --run ${s#*:}"
+done
+cat "$dir/tables/memory_1.md"
+python3 tests/report_tables_ref.py "$dir/t.db" "$dir/registry" "$dir/methods" "$dir/tables" "${specs[@]}"
+# --csv alone: the same CSV on stdout and no Markdown
+"${KV[@]}" report --db "$dir/t.db" --table niah --run all --csv >"$dir/niah_stdout.csv"
+cmp -s "$dir/niah_stdout.csv" "$dir/tables/niah_all.csv" || fail "--csv to stdout differs from --csv FILE"
+
 # Errors: a clear message and a non-zero status; a missing file is not created.
 expect_fail() {   # expect_fail "message part" command...
     local want=$1; shift
@@ -202,6 +221,20 @@ expect_fail "unknown option" "${KV[@]}" report --db "$dir/f.db" --frobnicate
 expect_fail "needs a value" "${KV[@]}" report --db
 expect_fail "--figure" "${KV[@]}" plot --db "$dir/f.db" --figure pie
 expect_fail "gnuplot not found" env PATH=/nonexistent "${KV[@]}" plot --db "$dir/f.db" --out "$dir/nognuplot"
+# the latest run (the default) recorded nothing yet
+expect_fail "run 11 has no results yet" "${KV[@]}" report --db "$dir/t.db" --table main
+expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency)" \
+    "${KV[@]}" report --db "$dir/t.db" --table pie
+expect_fail "needs a value" "${KV[@]}" report --db "$dir/t.db" --table
+expect_fail "no needle cases" "${KV[@]}" report --db "$dir/t.db" --table niah --run 2
+expect_fail "rank parameter" "${KV[@]}" report --db "$dir/f.db" --table rank --run 2
+expect_fail "--by applies to the default table" "${KV[@]}" report --db "$dir/t.db" --table main --by ctx
+expect_fail "--run all needs --table" "${KV[@]}" report --db "$dir/t.db" --run all
+expect_fail "not a positive run id or all" "${KV[@]}" report --db "$dir/t.db" --table main --run some
+expect_fail "no run 99" "${KV[@]}" report --db "$dir/t.db" --table main --run 99
+expect_fail "no runs" "${KV[@]}" report --db "$dir/empty.db" --table main
+expect_fail "cannot write --csv" "${KV[@]}" report --db "$dir/t.db" --table main --run 1 --csv "$dir/no/such/dir.csv"
+"${KV[@]}" report --help | grep -q -- "--table NAME" || fail "report --help lacks --table"
 "${KV[@]}" report --help | grep -q usage || fail "report --help"
 "${KV[@]}" plot --help | grep -q usage || fail "plot --help"
 echo "test_report: all checks passed"

@@ -1,0 +1,367 @@
+/* The records behind kvbench report --table: every result of the selected runs, read once,
+ * with its method family, (family, budget) row, workload column, context and depth as
+ * indices; and the grid printer, Markdown (bold best) or CSV (one line per cell). */
+#include <csv.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "report_tables.h"
+
+void rt_data_free(rt_data *d) {
+    for (int i = 0; i < d->nfam; i++) free(d->fam[i].model), free(d->fam[i].method), free(d->fam[i].params);
+    for (int i = 0; i < d->nwl; i++) free(d->wl[i]);
+    free(d->fam), free(d->row), free(d->wl), free(d->ctx), free(d->depth), free(d->rec);
+    memset(d, 0, sizeof *d);
+}
+
+/* Makes room for element n of array a (capacity cap, doubled as needed): 0, or -1 with a
+ * unchanged. Needs a `void *tmp` in scope. */
+#define ROOM(a, n, cap)                                                                                         \
+    ((n) < (cap) ? 0                                                                                            \
+     : (tmp = realloc((a), sizeof *(a) * (size_t)((cap) ? 2 * (cap) : 64)))                                    \
+         ? ((a) = tmp, (cap) = (cap) ? 2 * (cap) : 64, 0)                                                       \
+         : -1)
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* "b=2, a=1" -> "a=1,b=2": params that differ only in order or spaces are one family. */
+static char *params_norm(const char *p) {
+    if (!p) p = "";
+    char *copy = strdup(p), *items[64], *out = malloc(strlen(p) + 1);
+    if (!copy || !out) {
+        free(copy), free(out);
+        return NULL;
+    }
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && n < 64; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ' || *t == '\t') t++;
+        char *e = t + strlen(t);
+        while (e > t && (e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
+        if (*t) items[n++] = t;
+    }
+    qsort(items, n, sizeof *items, cmp_str);
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(out, ",");
+        strcat(out, items[i]);
+    }
+    free(copy);
+    return out;
+}
+
+static const char *text(sqlite3_stmt *st, int i, const char *dflt) {
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s ? (const char *)s : dflt;
+}
+static double real(sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+static int find_family(rt_data *d, const char *model, const char *method, const char *params) {
+    for (int i = d->nfam - 1; i >= 0; i--)
+        if (!strcmp(d->fam[i].method, method) && !strcmp(d->fam[i].params, params) && !strcmp(d->fam[i].model, model))
+            return i;
+    return -1;
+}
+
+static int fam_cmp(const rt_family *x, const rt_family *y) {
+    int c = strcmp(x->model, y->model);
+    if (!c) c = kv_method_cmp(x->method, y->method);
+    return c ? c : strcmp(x->params, y->params);
+}
+
+/* Sort helpers: an index array ordered by a key, then every reference renumbered. */
+static const rt_data *sort_d;
+static int fam_idx_cmp(const void *a, const void *b) {
+    return fam_cmp(&sort_d->fam[*(const int *)a], &sort_d->fam[*(const int *)b]);
+}
+static int row_idx_cmp(const void *a, const void *b) {
+    const rt_row *x = &sort_d->row[*(const int *)a], *y = &sort_d->row[*(const int *)b];
+    if (x->fam != y->fam) return x->fam < y->fam ? -1 : 1;
+    return (x->budget > y->budget) - (x->budget < y->budget);
+}
+static int int_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+static int dbl_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Orders families and rows, then turns each record's raw ctx/depth (kept in ctx and
+ * the depth field's slot) into indices of the sorted distinct values. */
+static int finish(rt_data *d, const int *raw_ctx, const double *raw_depth) {
+    int *perm = malloc(sizeof(int) * (d->nfam + d->nrow + 1)), *inv = malloc(sizeof(int) * (d->nfam + d->nrow + 1));
+    if (!perm || !inv) {
+        free(perm), free(inv);
+        return -1;
+    }
+    sort_d = d;
+    for (int i = 0; i < d->nfam; i++) perm[i] = i;
+    qsort(perm, d->nfam, sizeof *perm, fam_idx_cmp);
+    for (int i = 0; i < d->nfam; i++) inv[perm[i]] = i;
+    rt_family *f = malloc(sizeof *f * (d->nfam + 1));
+    if (!f) goto oom;
+    for (int i = 0; i < d->nfam; i++) f[i] = d->fam[perm[i]];
+    free(d->fam), d->fam = f;
+    for (int i = 0; i < d->nrow; i++) d->row[i].fam = inv[d->row[i].fam];
+    for (int i = 0; i < d->nrec; i++) d->rec[i].fam = inv[d->rec[i].fam];
+    for (int i = 0; i < d->nrow; i++) perm[i] = i;
+    qsort(perm, d->nrow, sizeof *perm, row_idx_cmp);
+    for (int i = 0; i < d->nrow; i++) inv[perm[i]] = i;
+    rt_row *r = malloc(sizeof *r * (d->nrow + 1));
+    if (!r) goto oom;
+    for (int i = 0; i < d->nrow; i++) r[i] = d->row[perm[i]];
+    free(d->row), d->row = r;
+    for (int i = 0; i < d->nrec; i++) d->rec[i].row = inv[d->rec[i].row];
+    free(perm), free(inv);
+    /* distinct contexts and depths */
+    d->ctx = malloc(sizeof(int) * (d->nrec + 1));
+    d->depth = malloc(sizeof(double) * (d->nrec + 1));
+    if (!d->ctx || !d->depth) return -1;
+    for (int i = 0; i < d->nrec; i++) {
+        int found = 0;
+        for (int k = 0; k < d->nctx && !found; k++) found = d->ctx[k] == raw_ctx[i];
+        if (!found) d->ctx[d->nctx++] = raw_ctx[i];
+        found = isnan(raw_depth[i]);
+        for (int k = 0; k < d->ndepth && !found; k++) found = d->depth[k] == raw_depth[i];
+        if (!found) d->depth[d->ndepth++] = raw_depth[i];
+    }
+    qsort(d->ctx, d->nctx, sizeof *d->ctx, int_cmp);
+    qsort(d->depth, d->ndepth, sizeof *d->depth, dbl_cmp);
+    for (int i = 0; i < d->nrec; i++) {
+        d->rec[i].ctx = d->rec[i].depth = -1;
+        for (int k = 0; k < d->nctx; k++)
+            if (d->ctx[k] == raw_ctx[i]) d->rec[i].ctx = k;
+        for (int k = 0; k < d->ndepth; k++)
+            if (d->depth[k] == raw_depth[i]) d->rec[i].depth = k;
+    }
+    for (int i = 0; i < d->nfam; i++) {
+        int seen = 0;
+        for (int k = 0; k < i && !seen; k++) seen = !strcmp(d->fam[k].model, d->fam[i].model);
+        d->n_models += !seen;
+    }
+    return 0;
+oom:
+    free(perm), free(inv);
+    return -1;
+}
+
+int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
+    static const char *sql =
+        "SELECT ifnull(ru.model, '?'), ifnull(c.workload, ifnull(ru.workload, '?')), c.variant, ifnull(c.ctx, 0),"
+        " c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak, r.fast_tokens,"
+        " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s"
+        " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id"
+        " WHERE ?1 <= 0 OR c.run_id = ?1 ORDER BY c.id, r.id";
+    memset(d, 0, sizeof *d);
+    sqlite3_stmt *st = NULL;
+    int cap_fam = 0, cap_row = 0, cap_wl = 0, cap_rec = 0, cap_ctx = 0, cap_depth = 0, last_row = -1;
+    int *raw_ctx = NULL;
+    double *raw_depth = NULL;
+    void *tmp;
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "kvbench report: reading results: %s\n", sqlite3_errmsg(h));
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *model = text(st, 0, "?"), *workload = text(st, 1, "?"), *variant = text(st, 2, NULL);
+        const char *method = text(st, 5, "?"), *status = text(st, 8, "");
+        double budget = real(st, 7);
+        char *params = params_norm(text(st, 6, ""));
+        if (!params) goto oom;
+        int fi = find_family(d, model, method, params);
+        if (fi < 0) {
+            if (ROOM(d->fam, d->nfam, cap_fam)) {
+                free(params);
+                goto oom;
+            }
+            rt_family *f = &d->fam[d->nfam];
+            f->model = strdup(model), f->method = strdup(method), f->params = params;
+            params = NULL;
+            if (!f->model || !f->method) {
+                free(f->model), free(f->method), free(f->params);
+                goto oom;
+            }
+            fi = d->nfam++;
+        }
+        free(params);
+        /* the row: usually the previous record's (results come case by case, methods in turn) */
+        int ri = last_row >= 0 && d->row[last_row].fam == fi && d->row[last_row].budget == budget ? last_row : -1;
+        for (int k = d->nrow - 1; k >= 0 && ri < 0; k--)
+            if (d->row[k].fam == fi && d->row[k].budget == budget) ri = k;
+        if (ri < 0) {
+            if (ROOM(d->row, d->nrow, cap_row)) goto oom;
+            d->row[d->nrow] = (rt_row){fi, budget};
+            ri = d->nrow++;
+        }
+        last_row = ri;
+        char wl[256];
+        if (!variant || !strcmp(variant, workload)) snprintf(wl, sizeof wl, "%s", workload);
+        else snprintf(wl, sizeof wl, "%s:%s", workload, variant);
+        int wi = -1;
+        for (int k = d->nwl - 1; k >= 0 && wi < 0; k--)
+            if (!strcmp(d->wl[k], wl)) wi = k;
+        if (wi < 0) {
+            if (ROOM(d->wl, d->nwl, cap_wl) || !(d->wl[d->nwl] = strdup(wl))) goto oom;
+            wi = d->nwl++;
+        }
+        if (ROOM(d->rec, d->nrec, cap_rec) || ROOM(raw_ctx, d->nrec, cap_ctx) || ROOM(raw_depth, d->nrec, cap_depth))
+            goto oom;
+        raw_ctx[d->nrec] = sqlite3_column_int(st, 3);
+        raw_depth[d->nrec] = real(st, 4);
+        int ok = !strcmp(status, "ok");
+        d->n_infeasible += !strcmp(status, "infeasible");
+        d->n_error += !strcmp(status, "error");
+        int dt = sqlite3_column_int(st, 16);
+        d->rec[d->nrec++] = (rt_rec){
+            .fam = fi, .row = ri, .wl = wi, .ok = ok, .score = real(st, 9), .fast_peak = real(st, 10),
+            .slow_peak = real(st, 11), .fast_tokens = real(st, 12), .prefill_s = real(st, 13),
+            .compress_s = real(st, 14), .ms_tok = dt > 0 ? 1000.0 * real(st, 15) / dt : NAN,
+            .tok_s = dt > 0 ? real(st, 17) : NAN};
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_DONE) {
+        fprintf(stderr, "kvbench report: reading results: %s\n", sqlite3_errmsg(h));
+        goto bad;
+    }
+    if (finish(d, raw_ctx, raw_depth)) goto oom;
+    free(raw_ctx), free(raw_depth);
+    return 0;
+oom:
+    fprintf(stderr, "kvbench report: out of memory\n");
+bad:
+    sqlite3_finalize(st);
+    free(raw_ctx), free(raw_depth);
+    rt_data_free(d);
+    return -1;
+}
+
+/* ------------------------------------------------ grids */
+
+int rt_grid_init(rt_grid *g, int nr, int nc) {
+    memset(g, 0, sizeof *g);
+    g->nr = nr, g->nc = nc;
+    g->rows = calloc((size_t)nr + 1, sizeof *g->rows);
+    g->cols = calloc((size_t)nc + 1, sizeof *g->cols);
+    g->v = malloc(sizeof *g->v * ((size_t)nr * nc + 1));
+    g->n = calloc((size_t)nr * nc + 1, sizeof *g->n);
+    if (!g->rows || !g->cols || !g->v || !g->n) {
+        rt_grid_free(g);
+        return -1;
+    }
+    for (int i = 0; i < nr * nc; i++) g->v[i] = NAN;
+    return 0;
+}
+
+void rt_grid_free(rt_grid *g) {
+    free(g->rows), free(g->cols), free(g->v), free(g->n);
+    memset(g, 0, sizeof *g);
+}
+
+void rt_family_label(const rt_family *f, char *buf, size_t n) {
+    snprintf(buf, n, "%s%s%s", f->method, *f->params ? " " : "", f->params);
+    for (char *p = buf + strlen(f->method); *p; p++)
+        if (*p == ',') *p = ' ';
+}
+
+/* Three significant digits, no exponent for the usual range. */
+static void fmt_sig(double x, char *buf, size_t n) {
+    if (fabs(x) >= 1000) snprintf(buf, n, "%.0f", x);
+    else snprintf(buf, n, "%.3g", x);
+}
+
+static void fmt_cell(const rt_col *c, double x, char *buf, size_t n) {
+    if (isnan(x)) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    switch (c->fmt) {
+    case RT_PCT: snprintf(buf, n, "%.1f", 100 * x); break;
+    case RT_BYTES: kv_human_bytes(x, buf, n); break;
+    case RT_COUNT: snprintf(buf, n, "%.0f", x); break;
+    case RT_RATIO: snprintf(buf, n, "%.3f", x); break;
+    case RT_BUDGET: kv_budget_str(x, buf, n); break;
+    default: fmt_sig(x, buf, n);
+    }
+}
+
+static int is_best(double x, double best) { return !isnan(x) && fabs(x - best) <= 1e-12 * fmax(1, fabs(best)); }
+
+void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g) {
+    if (g->title[0]) fprintf(f, "### %s\n\n", g->title);
+    if (g->note[0]) fprintf(f, "%s\n\n", g->note);
+    if (!g->nr) return;
+    int model = d->n_models > 1;
+    fprintf(f, "|%s method |%s", model ? " model |" : "", g->has_budget ? " budget |" : "");
+    for (int j = 0; j < g->nc; j++) fprintf(f, " %s |", g->cols[j].label);
+    fprintf(f, "\n|%s---|%s", model ? "---|" : "", g->has_budget ? "---:|" : "");
+    for (int j = 0; j < g->nc; j++) fprintf(f, "---:|");
+    fprintf(f, "\n");
+    for (int i = 0; i < g->nr; i++) {
+        const rt_grow *r = &g->rows[i];
+        if (model) fprintf(f, "| %s ", d->fam[r->fam].model);
+        fprintf(f, "| %s |", r->label);
+        if (g->has_budget) {
+            char b[32] = "-";
+            if (!isnan(r->budget)) kv_budget_str(r->budget, b, sizeof b);
+            fprintf(f, " %s |", b);
+        }
+        for (int j = 0; j < g->nc; j++) {
+            const rt_col *c = &g->cols[j];
+            double x = g->v[i * g->nc + j], best = NAN;
+            for (int k = 0; c->better && k < g->nr; k++) {   /* best among the rows of the same model */
+                double y = g->v[k * g->nc + j];
+                if (strcmp(d->fam[g->rows[k].fam].model, d->fam[r->fam].model)) continue;
+                if (!isnan(y) && (isnan(best) || (c->better > 0 ? y > best : y < best))) best = y;
+            }
+            char s[64];
+            fmt_cell(c, x, s, sizeof s);
+            fprintf(f, c->better && is_best(x, best) ? " **%s** |" : " %s |", s);
+        }
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n");
+}
+
+static void csv_put(FILE *f, const char *s, int last) {
+    csv_fwrite(f, s, strlen(s));
+    fputc(last ? '\n' : ',', f);
+}
+
+/* The shortest of %.15g / %.17g that reads back as the same double ("0.1", not
+ * "0.10000000000000001"). */
+static void fmt_exact(double x, char *buf, size_t n) {
+    snprintf(buf, n, "%.15g", x);
+    if (strtod(buf, NULL) != x) snprintf(buf, n, "%.17g", x);
+}
+
+void rt_csv_header(FILE *f) {
+    const char *h[] = {"run", "table", "section", "model", "method", "params", "budget", "column", "value", "n"};
+    for (int k = 0; k < 10; k++) csv_put(f, h[k], k == 9);
+}
+
+/* One line per cell; numbers in full precision, "" where the Markdown shows "-", in the
+ * units of the Markdown column (score in %, bytes, seconds, ...). */
+void rt_grid_csv(FILE *f, const char *run, const char *table, const rt_data *d, const rt_grid *g) {
+    for (int i = 0; i < g->nr; i++) {
+        const rt_grow *r = &g->rows[i];
+        const rt_family *fam = &d->fam[r->fam];
+        char b[64] = "", v[64], n[32];
+        if (!isnan(r->budget)) fmt_exact(r->budget, b, sizeof b);
+        for (int j = 0; j < g->nc; j++) {
+            double x = g->v[i * g->nc + j];
+            if (isnan(x)) v[0] = 0;
+            else fmt_exact(g->cols[j].fmt == RT_PCT ? 100 * x : x, v, sizeof v);
+            snprintf(n, sizeof n, "%d", g->n[i * g->nc + j]);
+            const char *cells[] = {run,          table, g->title, fam->model, fam->method,
+                                   fam->params,  b,     g->cols[j].label, v, n};
+            for (int k = 0; k < 10; k++) csv_put(f, cells[k], k == 9);
+        }
+    }
+}
