@@ -10,7 +10,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvbench methods [NAME...]\n"
+            "usage: kvbench methods [--model F] [NAME...]\n"
             "\n"
             "Lists every registered method (or only the named ones) with its summary and its\n"
             "parameters: name, default and meaning. Parameters are given to a method as\n"

@@ -20,6 +20,8 @@ typedef struct {
     int budget_tokens;     /* > 0: absolute count instead (budget_frac is then 0) */
     int elem_bytes;        /* bytes per stored K or V element for accounting (4 = f32, 2 = bf16) */
     const char *params;    /* "key=value,key=value" overrides of the method's defaults, or NULL */
+    uint64_t model_hash;   /* the model file's identity (sekv_model_hash of its bytes), 0 = unknown;
+                              lets a method use state trained for this model (SeKV's params) */
 } kv_setup;
 
 /* Statistics a method asks the prefill for. */

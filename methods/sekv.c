@@ -16,10 +16,10 @@
 
 static const kv_param params[] = {
     {"alpha", "auto", "anchor threshold mu + alpha*sigma; auto = smallest of 0.5..4 with P <= B/2"},
-    {"l_min", "4", "spans shorter than this stay at full resolution"},
-    {"l_max", "64", "longer runs are split into balanced spans of at most this"},
+    {"l_min", "4", "spans shorter than this stay at full resolution (lowered to 2 if P > B/2, unless given)"},
+    {"l_max", "auto", "longer runs are split into balanced spans of at most this; auto = 64, or 128/256 if P > B/2"},
     {"sinks", "4", "first tokens kept at full resolution"},
-    {"local", "32", "most recent tokens kept at full resolution"},
+    {"local", "auto", "most recent tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if P > B/2"},
     {"rank", "32", "rank cap R of the span factors: 8, 32 or 64"},
     {"dprime", "32", "routing dimension d' (fixed: 32)"},
     {"tau", "-1", "zoom threshold on the relevance for every head; -1 = from the params (0.05 untrained)"},
@@ -27,7 +27,9 @@ static const kv_param params[] = {
     {"trained_zoom", "1", "0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d), no W (ablation)"},
     {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans (ablation)"},
     {"gate", "1", "rank gate at decode: 1 = hard (component kept iff m > 0.5), 2 = soft m, 0 = off"},
-    {"params_file", "", "trained parameters (kvbench train-sekv); none = untrained routing"},
+    {"params_file", "",
+     "trained parameters (kvbench train-sekv); empty or none = untrained routing; default = "
+     "$KVBENCH_SEKV_PARAMS or ~/.cache/kvbench/sekv-smollm2-135m.params (make sekv-params) when trained for this model"},
     {NULL, NULL, NULL},
 };
 
@@ -49,14 +51,21 @@ static int raw_value(const char *params, const char *key, char *buf, size_t bufl
     return found;
 }
 
+/* An integer parameter whose default is "auto": -1 when absent or "auto". */
+static int auto_int(const char *ps, const char *key, int *out, char *err, size_t errlen) {
+    char buf[64];
+    *out = -1;
+    if (!raw_value(ps, key, buf, sizeof buf) || !strcmp(buf, "auto")) return 0;
+    return kv_param_int(&kv_sekv, ps, key, out, err, errlen);
+}
+
 static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
     const kv_method *m = &kv_sekv;
     int dprime;
     double tau;
     if (kv_param_int(m, ps, "l_min", &st->l_min, err, errlen) ||
-        kv_param_int(m, ps, "l_max", &st->l_max, err, errlen) ||
+        auto_int(ps, "l_max", &st->l_max, err, errlen) || auto_int(ps, "local", &st->local, err, errlen) ||
         kv_param_int(m, ps, "sinks", &st->sinks, err, errlen) ||
-        kv_param_int(m, ps, "local", &st->local, err, errlen) ||
         kv_param_int(m, ps, "rank", &st->rank, err, errlen) ||
         kv_param_int(m, ps, "dprime", &dprime, err, errlen) ||
         kv_param_double(m, ps, "tau", &tau, err, errlen) ||
@@ -75,11 +84,15 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
         }
     }
     st->tau_override = tau;
+    st->lmin_given = raw_value(ps, "l_min", buf, sizeof buf);
+    st->lmax_auto = st->l_max < 0;
+    st->local_auto = st->local < 0;
     raw_value(ps, "params_file", st->params_file, sizeof st->params_file);
     const char *bad = NULL;
     if (st->l_min < 1) bad = "l_min must be >= 1";
-    else if (st->l_max < st->l_min || st->l_max > 4096) bad = "l_max must be in [l_min, 4096]";
-    else if (st->sinks < 0 || st->local < 0) bad = "sinks and local must be >= 0";
+    else if (st->l_max != -1 && (st->l_max < st->l_min || st->l_max > 4096))
+        bad = "l_max must be in [l_min, 4096] (or auto)";
+    else if (st->sinks < 0 || st->local < -1) bad = "sinks and local must be >= 0 (local may be auto)";
     else if (st->rank != 8 && st->rank != 32 && st->rank != 64) bad = "rank must be 8, 32 or 64";
     else if (dprime != SEKV_DPRIME) bad = "dprime is fixed at 32";
     else if (tau != -1 && !(tau >= 0 && tau <= 1)) bad = "tau must be in [0,1] (or -1)";
@@ -93,11 +106,45 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
     return 0;
 }
 
-static int load_prm(kv_state *st, const char *ps, char *err, size_t errlen) {
+/* The default parameters file: $KVBENCH_SEKV_PARAMS, else the one `make sekv-params`
+ * writes for the default model. */
+static void default_params_path(char *buf, size_t len) {
+    const char *env = getenv("KVBENCH_SEKV_PARAMS"), *home = getenv("HOME");
+    if (env && *env) snprintf(buf, len, "%s", env);
+    else snprintf(buf, len, "%s/.cache/kvbench/sekv-smollm2-135m.params", home ? home : ".");
+}
+
+/* Trained parameters from params_file (checked against kv_setup.model_hash when known);
+ * params_file=default: the default file when it holds trained parameters for this very
+ * model (model_hash, shape, and the rank cap if rank was given), else the untrained
+ * initial values, as with no file or params_file=none. Never implicit: which parameters
+ * a result used must show in its recorded params. */
+static int load_prm(kv_state *st, const kv_setup *s, char *err, size_t errlen) {
+    char why[600], buf[16];
+    int rank_given = raw_value(s->params, "rank", buf, sizeof buf);
+    if (!strcmp(st->params_file, "none")) {
+        st->params_file[0] = 0;
+    } else if (!strcmp(st->params_file, "default")) {
+        st->params_file[0] = 0;
+        if (!s->model_hash) return sekv_params_init(&st->prm, st->L, st->H, st->d, st->rank, 0x5e4b5eedULL, err, errlen);
+        char path[sizeof st->params_file];
+        default_params_path(path, sizeof path);
+        sekv_params p;
+        if (sekv_params_load(&p, path, s->model_hash, why, sizeof why) == 0) {
+            if (p.trained && !sekv_params_check_shape(&p, path, st->L, st->H, st->d, why, sizeof why) &&
+                (!rank_given || p.rank_cap == st->rank)) {
+                st->prm = p;
+                st->rank = p.rank_cap;
+                st->params_default = 1;
+                snprintf(st->params_file, sizeof st->params_file, "%s", path);
+                return 0;
+            }
+            sekv_params_free(&p);
+        }
+    }
     if (!st->params_file[0])
         return sekv_params_init(&st->prm, st->L, st->H, st->d, st->rank, 0x5e4b5eedULL, err, errlen);
-    char why[600];
-    if (sekv_params_load(&st->prm, st->params_file, 0, why, sizeof why)) {
+    if (sekv_params_load(&st->prm, st->params_file, s->model_hash, why, sizeof why)) {
         snprintf(err, errlen, "sekv: %s", why);
         return -1;
     }
@@ -105,8 +152,7 @@ static int load_prm(kv_state *st, const char *ps, char *err, size_t errlen) {
         snprintf(err, errlen, "sekv: %s", why);
         return -1;
     }
-    char buf[16];
-    if (raw_value(ps, "rank", buf, sizeof buf) && st->rank != st->prm.rank_cap) {
+    if (rank_given && st->rank != st->prm.rank_cap) {
         snprintf(err, errlen, "sekv: rank=%d but %s was trained with rank cap %d", st->rank,
                  st->params_file, st->prm.rank_cap);
         return -1;
@@ -138,7 +184,7 @@ static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) {
     st->g = st->H / st->Hkv; st->eb = s->elem_bytes; st->n_prompt = s->n_prompt;
     st->B = kv_budget(s);
     st->alpha_used = NAN;
-    if (read_params(st, s->params, err, errlen) || load_prm(st, s->params, err, errlen)) {
+    if (read_params(st, s->params, err, errlen) || load_prm(st, s, err, errlen)) {
         sekv_free(st);
         return NULL;
     }
@@ -248,52 +294,74 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
     return 0;
 }
 
-void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) {
-    if (strcmp(kb_get()->name, "cpu") == 0) {
-        kb_parallel_for(n, fn, ctx);
-        return;
-    }
-    for (int i = 0; i < n; i++) fn(ctx, i);
-}
+void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) { kb_parallel_for(n, fn, ctx); }
 
 /* ---------------------------------------------------------------- segmentation */
 
-/* Picks the segmentation at the first ingest: the given alpha, or the smallest alpha of
- * the grid (then with l_min lowered to 2) whose persistent part fits in B/2. Raising
- * l_min would keep more tokens at full resolution, so only lowering it can help. */
+/* Picks the segmentation at the first ingest. A given alpha, l_min, l_max or local stays
+ * as given; the automatic ones are searched, least change first, for the first setting
+ * whose persistent part P fits in B/2:
+ *   window and span cap: local 32 with l_max 64, then local = clamp(B/8, 4, 32) with
+ *          l_max 64, 128, 256 (the window and one coarse row per span are most of P at
+ *          small budgets);
+ *   l_min: as set (4), then 2 (raising it would keep more tokens at full resolution);
+ *   alpha: the grid 0.5 .. 4, smallest first (the most anchors kept at full resolution).
+ * The setting used is kept in st (sekv_describe, sekv_params_used); when none fits the
+ * case is "infeasible", naming the smallest P found. */
 static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen) {
     static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
+    static const int caps[] = {64, 128, 256};
     int n = st->n_prompt, half = st->B / 2;
-    int auto_ = st->alpha < 0 && !st->fixed_chunk;
-    int n_alpha = auto_ ? (int)(sizeof grid / sizeof grid[0]) : 1;
-    int lmins[2] = {st->l_min, 2}, n_lmin = st->alpha < 0 && st->l_min > 2 ? 2 : 1;
-    int best_p = -1;
+    int auto_a = st->alpha < 0 && !st->fixed_chunk;
+    int n_alpha = auto_a ? (int)(sizeof grid / sizeof grid[0]) : 1;
+    int lmins[2] = {st->l_min, 2}, n_lmin = !st->lmin_given && st->l_min > 2 ? 2 : 1;
+    /* (local, l_max) candidates, without repeats */
+    int small = st->B / 8 < 4 ? 4 : st->B / 8 > 32 ? 32 : st->B / 8, shp[4][2], n_shp = 0;
+    for (int c = -1; c < 3; c++) {
+        int loc = st->local >= 0 ? st->local : c < 0 ? 32 : small;
+        int cap = st->l_max > 0 || st->fixed_chunk ? st->l_max : caps[c < 0 ? 0 : c];
+        if (cap > 0 && cap < st->l_min) cap = st->l_min;
+        int seen = 0;
+        for (int i = 0; i < n_shp; i++) seen |= shp[i][0] == loc && shp[i][1] == cap;
+        if (!seen) shp[n_shp][0] = loc, shp[n_shp++][1] = cap;
+    }
+    int best_p = -1, best_l = 0, best_loc = 0, best_cap = 0;
     double best_a = 0;
-    int best_l = 0;
-    for (int li = 0; li < n_lmin; li++)
-        for (int ai = 0; ai < n_alpha; ai++) {
-            double a = auto_ ? grid[ai] : st->alpha > 0 ? st->alpha : 1.0;
-            sekv_seg sg;
-            if (sekv_segment_ex(surp, n, a, lmins[li], st->l_max, st->fixed_chunk, st->sinks,
-                                st->local, &sg)) {
-                snprintf(err, errlen, "sekv: out of memory segmenting %d tokens", n);
-                return -1;
+    for (int si = 0; si < n_shp; si++)
+        for (int li = 0; li < n_lmin; li++)
+            for (int ai = 0; ai < n_alpha; ai++) {
+                double a = auto_a ? grid[ai] : st->alpha > 0 ? st->alpha : 1.0;
+                int loc = shp[si][0], cap = shp[si][1] > 0 ? shp[si][1] : 64;
+                sekv_seg sg;
+                if (sekv_segment_ex(surp, n, a, lmins[li], cap, st->fixed_chunk, st->sinks, loc, &sg)) {
+                    snprintf(err, errlen, "sekv: out of memory segmenting %d tokens", n);
+                    return -1;
+                }
+                int P = sekv_seg_persistent(&sg);
+                if (P <= half) {
+                    st->seg = sg;
+                    st->have_seg = 1;
+                    st->alpha_used = st->fixed_chunk ? NAN : a;
+                    st->lmin_used = lmins[li];
+                    st->local = loc;
+                    st->l_max = cap;
+                    st->threshold = st->fixed_chunk ? INFINITY : sg.threshold;
+                    return 0;
+                }
+                if (best_p < 0 || P < best_p)
+                    best_p = P, best_a = a, best_l = lmins[li], best_loc = loc, best_cap = cap;
+                sekv_seg_free(&sg);
             }
-            int P = sekv_seg_persistent(&sg);
-            if (P <= half) {
-                st->seg = sg;
-                st->have_seg = 1;
-                st->alpha_used = st->fixed_chunk ? NAN : a;
-                st->lmin_used = lmins[li];
-                st->threshold = st->fixed_chunk ? INFINITY : sg.threshold;
-                return 0;
-            }
-            if (best_p < 0 || P < best_p) best_p = P, best_a = a, best_l = lmins[li];
-            sekv_seg_free(&sg);
-        }
-    snprintf(err, errlen,
-             "infeasible: persistent part P=%d exceeds half the budget B=%d (best: alpha=%g, l_min=%d%s)",
-             best_p, st->B, best_a, best_l, st->fixed_chunk ? ", fixed chunks" : "");
+    if (st->fixed_chunk)
+        snprintf(err, errlen,
+                 "infeasible: persistent part P=%d exceeds half the budget B=%d (best: fixed_chunk=%d, l_min=%d, "
+                 "sinks=%d, local=%d)",
+                 best_p, st->B, st->fixed_chunk, best_l, st->sinks, best_loc);
+    else
+        snprintf(err, errlen,
+                 "infeasible: persistent part P=%d exceeds half the budget B=%d (best: alpha=%g, l_min=%d, l_max=%d, "
+                 "sinks=%d, local=%d)",
+                 best_p, st->B, best_a, best_l, best_cap, st->sinks, best_loc);
     return -1;
 }
 
@@ -460,14 +528,34 @@ double sekv_chosen_alpha(const kv_state *st, int *l_min) {
 
 void sekv_describe(const kv_state *st, char *buf, size_t len) {
     int ns = st->layer[0].ingested ? st->layer[0].ns : 0;
+    char lmax[24] = "auto", local[24] = "auto";
+    if (st->l_max >= 0) snprintf(lmax, sizeof lmax, "%d%s", st->l_max, st->lmax_auto ? " (auto)" : "");
+    if (st->local >= 0) snprintf(local, sizeof local, "%d%s", st->local, st->local_auto ? " (auto)" : "");
     snprintf(buf, len,
-             "sekv: alpha=%g%s l_min=%d l_max=%d spans=%d P=%d B=%d rank=%d zoom=%d%s gate=%d %s",
+             "sekv: alpha=%g%s l_min=%d l_max=%s sinks=%d local=%s spans=%d P=%d B=%d rank=%d zoom=%d%s gate=%d %s",
              st->alpha_used, st->alpha < 0 && !st->fixed_chunk ? " (auto)" : "",
-             st->have_seg ? st->lmin_used : st->l_min, st->l_max, ns,
+             st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, ns,
              st->have_seg ? sekv_seg_persistent(&st->seg) : -1, st->B, st->rank, st->zoom,
              st->trained_zoom ? "" : " (untrained zoom)", st->gate,
-             st->params_file[0] ? (st->prm.trained ? "params: trained" : "params: file, untrained")
-                                : "params: none (untrained routing)");
+             !st->params_file[0] ? "params: none (untrained routing)"
+             : st->prm.trained    ? (st->params_default ? "params: trained (default file)" : "params: trained")
+                                  : "params: file, untrained");
+}
+
+void sekv_params_used(const kv_state *st, char *buf, size_t len) {
+    char alpha[32] = "auto";
+    if (st->have_seg && !st->fixed_chunk) snprintf(alpha, sizeof alpha, "%.17g", st->alpha_used);
+    else if (st->alpha > 0) snprintf(alpha, sizeof alpha, "%.17g", st->alpha);
+    char lmax[16] = "auto", local[16] = "auto";
+    if (st->l_max >= 0) snprintf(lmax, sizeof lmax, "%d", st->l_max);
+    if (st->local >= 0) snprintf(local, sizeof local, "%d", st->local);
+    int n = snprintf(buf, len,
+                     "alpha=%s,l_min=%d,l_max=%s,sinks=%d,local=%s,rank=%d,tau=%g,zoom=%d,trained_zoom=%d,"
+                     "fixed_chunk=%d,gate=%d",
+                     alpha, st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, st->rank,
+                     st->tau_override, st->zoom, st->trained_zoom, st->fixed_chunk, st->gate);
+    if (n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ",params_file=%s", st->params_file[0] ? st->params_file : "none");
 }
 
 size_t sekv_zoom_log(const kv_state *st, const sekv_zoom_event **events) {
@@ -520,7 +608,7 @@ int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans) {
 const kv_method kv_sekv = {
     .name = "sekv",
     .summary = "surprisal spans: coarse entries on the fast tier, low-rank factors on the slow tier, "
-               "trained zoom-in under the budget (untrained routing without params_file)",
+               "trained zoom-in under the budget (untrained routing without a params file for the model)",
     .params = params,
     .init = sekv_init,
     .needs = sekv_needs,

@@ -12,8 +12,15 @@ extern const kv_method kv_sekv;
 /* The anchor threshold alpha used (auto-selected or given); NAN before the first ingest
  * or with fixed-chunk segmentation. *l_min (optional) receives the l_min used. */
 double sekv_chosen_alpha(const kv_state *st, int *l_min);
-/* One line for logs and the results: alpha, l_min, spans, P, B, params (trained or not). */
+/* One line for logs: alpha, l_min, l_max, sinks, local ("(auto)" where the fit chose
+ * it), spans, P, B, rank, zoom, gate, params (trained or not). */
 void sekv_describe(const kv_state *st, char *buf, size_t len);
+/* The parameters this state runs with, as "key=value,..." that reproduce it when given
+ * back as params: after the first ingest alpha, l_min, l_max and local are the values
+ * the automatic fit chose (before it, "auto" where not given); params_file is the file
+ * used (the default one too) or "none". For the results' params column; 256 bytes plus
+ * the file's path hold it. */
+void sekv_params_used(const kv_state *st, char *buf, size_t len);
 
 /* Zoom-ins: one record per (decode step, layer, query head) with at least one span
  * expanded for that head (zero counts are not logged). step counts attend() calls on

@@ -68,7 +68,8 @@ static void recon_task(void *c_, int i) {
     sekv_reconstruct(&b->fv, b->mv, c->ly->kv[j].V + row);
 }
 
-/* Relevance of every span for every query head: scores [H][ns]. */
+/* Relevance of every span for every query head as a logit (alpha~ = sigmoid of it):
+ * scores [H][ns]. Logits rank spans that alpha~ would round to the same 1.0f. */
 static void route(kv_state *st, int layer, const float *q, float *scores) {
     sekv_layer *ly = &st->layer[layer];
     int d = st->d, dp = st->prm.dp, ns = ly->ns;
@@ -79,21 +80,23 @@ static void route(kv_state *st, int layer, const float *q, float *scores) {
         if (st->trained_zoom) {
             sekv_route_query(st->prm.W + ((size_t)layer * st->H + h) * dp * d, qh, d, dp, qhat);
             const float *kh = ly->khat + (size_t)h * ly->span_cap * dp;
-            for (int s = 0; s < ns; s++) a[s] = sekv_route_score(qhat, kh + (size_t)s * dp, dp, ly->span[s].len);
+            for (int s = 0; s < ns; s++) a[s] = sekv_route_logit(qhat, kh + (size_t)s * dp, dp, ly->span[s].len);
         } else {   /* untrained zoom: raw similarity to the coarse key, no size term */
             const float *K = ly->kv[h / st->g].K;
             for (int s = 0; s < ns; s++) {
                 const float *kb = K + (size_t)ly->span_row[s] * d;
                 double dot = 0;
                 for (int i = 0; i < d; i++) dot += (double)qh[i] * kb[i];
-                a[s] = (float)(1.0 / (1.0 + exp(-dot / sqrt((double)d))));
+                a[s] = (float)(dot / sqrt((double)d));
             }
         }
     }
 }
 
-static float tau_of(const kv_state *st, int layer, int h) {
-    return st->tau_override >= 0 ? (float)st->tau_override : st->prm.tau[(size_t)layer * st->H + h];
+/* Head h's zoom threshold tau on alpha~, as a logit: alpha~ > tau iff logit > this. */
+static float tau_logit(const kv_state *st, int layer, int h) {
+    double tau = st->tau_override >= 0 ? st->tau_override : st->prm.tau[(size_t)layer * st->H + h];
+    return tau <= 0 ? -INFINITY : tau >= 1 ? INFINITY : (float)log(tau / (1 - tau));
 }
 
 /* Picks the spans group j reconstructs: candidates have some head's relevance above its
@@ -104,11 +107,11 @@ static int select_group(kv_state *st, int layer, int j, const float *scores, int
     sekv_layer *ly = &st->layer[layer];
     int ns = ly->ns, nc = 0, used = 0;
     for (int s = 0; s < ns; s++) {
-        float best = 0;
+        float best = -INFINITY;
         int want = 0;
         for (int h = j * st->g; h < (j + 1) * st->g; h++) {
             float a = scores[(size_t)h * ns + s];
-            want |= a > tau_of(st, layer, h);
+            want |= a > tau_logit(st, layer, h);
             if (a > best) best = a;
         }
         if (want) cs[nc++] = (cand){best, s};
@@ -130,7 +133,7 @@ static int select_group(kv_state *st, int layer, int j, const float *scores, int
         rr[s] = row;
         row += ly->span[s].len;
         for (int h = j * st->g; h < (j + 1) * st->g; h++)
-            ly->zoom_h[(size_t)h * ly->span_cap + s] = scores[(size_t)h * ns + s] > tau_of(st, layer, h);
+            ly->zoom_h[(size_t)h * ly->span_cap + s] = scores[(size_t)h * ns + s] > tau_logit(st, layer, h);
     }
     ly->n_sel[j] = n;
     ly->kv[j].n_recon = used;

@@ -60,6 +60,12 @@ void sekv_route_key(const float *W, const float *kbar, int d, int dp, float *kha
     for (int i = 0; i < dp; i++) khat[i] = n > 0 ? (float)(khat[i] / n) : 0.0f;
 }
 
+float sekv_route_logit(const float *qhat, const float *khat, int dp, int len) {
+    double dot = 0;
+    for (int i = 0; i < dp; i++) dot += (double)qhat[i] * khat[i];
+    return (float)(dot / sqrt((double)dp) + log((double)len));
+}
+
 float sekv_route_score(const float *qhat, const float *khat, int dp, int len) {
     double dot = 0;
     for (int i = 0; i < dp; i++) dot += (double)qhat[i] * khat[i];

@@ -1,6 +1,5 @@
 /* SeKV segmentation, coarse entries and low-rank span factors (see sekv_spans.h). */
 #include "sekv_spans.h"
-#include "../kernels/core.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -114,7 +113,7 @@ int sekv_factorize(const float *A, int len, int d, int R, float *buf, sekv_facto
     int r = sekv_factor_rank(len, d, R);
     if (r < 1 || r > SEKV_RMAX) return -1;
     *f = (sekv_factor){len, d, r, buf, buf + (size_t)len * r, buf + (size_t)len * r + r};
-    return kb_get()->svd(A, len, d, r, f->U, f->s, f->Vt);
+    return sekv_svd(A, len, d, r, f->U, f->s, f->Vt);
 }
 
 void sekv_reconstruct(const sekv_factor *f, const float *m, float *out) {

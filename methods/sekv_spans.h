@@ -79,9 +79,9 @@ void sekv_coarse(const float *K, const float *V, const float *H, int len, int d,
 /* ---------------------------------------------------------------- low-rank factors */
 
 /* Truncated SVD of one span's rows, A [len][d] ~= U diag(s) Vt, rank r = min(len, d, R),
- * computed by kb_get()->svd (LAPACK on the CPU backend; exact SVD, signs fixed). The
- * arrays point into caller memory buf of sekv_factor_floats(len, d, R) floats:
- * U [len][r], s [r] (descending), Vt [r][d]. */
+ * computed by sekv_svd below (exact SVD, signs fixed). The arrays point into caller
+ * memory buf of sekv_factor_floats(len, d, R) floats: U [len][r], s [r] (descending),
+ * Vt [r][d]. */
 typedef struct {
     int len, d, r;
     float *U, *s, *Vt;
@@ -95,8 +95,15 @@ static inline size_t sekv_factor_floats(int len, int d, int R) {
     size_t r = (size_t)sekv_factor_rank(len, d, R);
     return (size_t)len * r + r + r * (size_t)d;
 }
-/* R <= SEKV_RMAX. Returns 0, or -1 (bad shape, or SVD failure: the backend printed why). */
+/* R <= SEKV_RMAX. Returns 0, or -1 (bad shape, out of memory, or NaN/Inf in A). */
 int sekv_factorize(const float *A, int len, int d, int R, float *buf, sekv_factor *f);
+/* The exact truncated SVD behind sekv_factorize (sekv_svd.c), with the kb_backend svd
+ * contract: A [len][d] ~= U diag(S) Vt, U [len][r], S [r] descending, Vt [r][d], r <=
+ * min(len, d); each row of Vt has its largest-magnitude entry positive. Computed in
+ * double through the Gram matrix of the smaller side (only the r vectors asked for are
+ * formed); plain C, so thread safe and the same on every backend. 0, or -1 (bad shape,
+ * out of memory, NaN/Inf in A). */
+int sekv_svd(const float *A, int len, int d, int r, float *U, float *S, float *Vt);
 /* out [len][d] = U diag(m .* s) Vt; m [r] is the gate (NULL = all ones). Float sums of
  * r <= 64 terms (the hot loop of decode). */
 void sekv_reconstruct(const sekv_factor *f, const float *m, float *out);
@@ -130,6 +137,9 @@ void sekv_route_query(const float *W, const float *q, int d, int dp, float *qhat
 void sekv_route_key(const float *W, const float *kbar, int d, int dp, float *khat);
 /* Relevance alpha~ = sigmoid(qhat . khat / sqrt(dp) + ln len). */
 float sekv_route_score(const float *qhat, const float *khat, int dp, int len);
+/* Its logit, qhat . khat / sqrt(dp) + ln len: what decode ranks spans by, since alpha~
+ * rounds to 1.0f for logits past ~17 and would tie there. */
+float sekv_route_logit(const float *qhat, const float *khat, int dp, int len);
 
 /* ---------------------------------------------------------------- attention */
 

@@ -45,8 +45,11 @@ struct kv_state {
     /* parameters */
     double alpha;               /* < 0: auto */
     int l_min, l_max, sinks, local, rank, zoom, trained_zoom, fixed_chunk, gate;
+    /* l_max, local: -1 = auto until the first ingest, then the values chosen */
+    int lmax_auto, local_auto, lmin_given;
     double tau_override;        /* < 0: from the params */
-    char params_file[512];
+    char params_file[512];      /* "" = untrained initial values */
+    int params_default;         /* params_file is the default file, found for this model */
     sekv_params prm;
     /* chosen at the first ingest */
     sekv_seg seg;
@@ -80,8 +83,8 @@ int  sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, cons
 void sekv_refresh_span_rows(sekv_layer *ly);
 void sekv_track_peak(kv_state *st, size_t extra_fast);
 size_t sekv_fast_bytes(const kv_state *st, size_t *aux, long *tokens);
-/* Runs fn(ctx, i) for i < n: on the worker threads with the CPU backend, serially
- * otherwise (another backend's svd may not be thread safe). */
+/* Runs fn(ctx, i) for i < n on the worker threads (the span work is plain C: factors by
+ * sekv_svd, never the backend's svd). */
 void sekv_par_for(int n, void (*fn)(void *, int), void *ctx);
 
 /* sekv_fold.c */

@@ -2,6 +2,7 @@
  * step), and plainly, with the engine's own full cache and attention loop, which is
  * the yardstick FullKV-through-the-method-interface must match token for token. */
 #include "engine.h"
+#include "../methods/sekv_params.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,7 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
     s.n_prompt = n;
     s.max_decode = max_new;
     if (!s.elem_bytes) s.elem_bytes = 4;
+    if (!s.model_hash) s.model_hash = sekv_model_hash(m->gf.base, m->gf.size);   /* the model file's identity */
     char merr[256];
     kv_state *st = meth->init(&s, merr, sizeof merr);
     if (!st) {

@@ -59,7 +59,8 @@ static void rec_append(kv_state *st, int layer, const float *k, const float *v, 
 
 static kv_state *fullkv_after_prefill(kv_model *m, const kv_prefill_out *pf, int max_decode) {
     const kv_model_config *c = model_config(m);
-    kv_setup s = {c->n_layer, c->n_head, c->n_head_kv, c->head_dim, pf->n, max_decode, 1.0, 0, 4, NULL};
+    kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv, .head_dim = c->head_dim,
+                  .n_prompt = pf->n, .max_decode = max_decode, .budget_frac = 1.0, .elem_bytes = 4};
     char err[256];
     kv_state *st = kv_fullkv.init(&s, err, sizeof err);
     CHECK(st != NULL, "fullkv init: %s", err);
@@ -146,7 +147,10 @@ static void test_chunked_prefill(kv_model *m) {
                    rel_f(b.surprisal, a.surprisal, n), rel_f(b.last_logits, a.last_logits, c->n_vocab)};
     printf("chunk 7 vs %d (n=%d): K %.1e V %.1e mass %.1e win %.1e surprisal %.1e logits %.1e\n", n, n,
            e[0], e[1], e[2], e[3], e[4], e[5]);
-    for (int i = 0; i < 6; i++) CHECK(e[i] < 1e-5, "chunked prefill differs in output %d: %.3g", i, e[i]);
+    /* Different chunkings take different sgemm blockings, so f32 rounding differs and grows
+     * through 30 layers: K/V agree to ~1e-6, the attention statistics of the top layers to
+     * ~1e-5 (seen up to 1.7e-5). 1e-4, as for prefill against decode. */
+    for (int i = 0; i < 6; i++) CHECK(e[i] < 1e-4, "chunked prefill differs in output %d: %.3g", i, e[i]);
     CHECK(a.win == win, "win %d", a.win);
     double worst_mass = 0, worst_row = 0, beyond = 0;
     for (int l = 0; l < L; l++)

@@ -6,8 +6,9 @@
 #    finds the needle; the run config records the template and stop tokens;
 #  - rerunning the same command adds nothing; kill -9 mid-run then a rerun ends with the
 #    complete set and no duplicates; --jobs 2 splits the cases over two processes;
-#  - SeKV that cannot fit its budget is recorded infeasible; its zoom-ins are recorded per
-#    step and add up to its per-head counters; the zoom figure draws them;
+#  - SeKV that cannot fit its budget (8 tokens: the sinks and window alone) is recorded
+#    infeasible; its zoom-ins are recorded per step and add up to its per-head counters;
+#    the zoom figure draws them;
 #  - FullKV answers the same whether the question is compressed or fed after (exact cache);
 #  - the memory/latency/budget figures draw from the file;
 #  - an unknown workload, a context beyond the model, a missing model file or haystack
@@ -73,14 +74,14 @@ grep -q "ETA" "$T/err1" || fail "no progress lines with an ETA"
 grep -q "^0 results written, 3 already present" "$T/out2" || fail "rerun did not resume: $(tail -2 "$T/out2")"
 
 # ---------------------------------------------------------------- SeKV: infeasible status, zoom events
-# Same run (methods and budgets only select results): at 0.2 SeKV's persistent part does
+# Same run (methods and budgets only select results): at 8 tokens SeKV's persistent part does
 # not fit, which it finds at ingest; at 0.5 it runs and logs its zoom-ins.
-"$KVBENCH" "${RUN[@]/fullkv,snapkv,streamingllm/sekv}" --budget 0.2,0.5 --db "$T/a.db" >/dev/null 2>"$T/errs" \
+"$KVBENCH" "${RUN[@]/fullkv,snapkv,streamingllm/sekv}" --budget 8,0.5 --db "$T/a.db" >/dev/null 2>"$T/errs" \
     || { cat "$T/errs"; fail "sekv run exited non-zero"; }
 [ "$(q "$T/a.db" 'SELECT count(*) FROM runs')" = 1 ] || fail "the sekv results started a new run"
-[ "$(q "$T/a.db" "SELECT status FROM results WHERE method='sekv' AND budget=0.2")" = infeasible ] \
-    || fail "sekv at 0.2: $(q "$T/a.db" "SELECT status, output FROM results WHERE method='sekv' AND budget=0.2")"
-q "$T/a.db" "SELECT output FROM results WHERE method='sekv' AND budget=0.2" | grep -q "exceeds" || fail "sekv infeasible without its reason"
+[ "$(q "$T/a.db" "SELECT status FROM results WHERE method='sekv' AND budget=8")" = infeasible ] \
+    || fail "sekv at 8 tokens: $(q "$T/a.db" "SELECT status, output FROM results WHERE method='sekv' AND budget=8")"
+q "$T/a.db" "SELECT output FROM results WHERE method='sekv' AND budget=8" | grep -q "exceeds" || fail "sekv infeasible without its reason"
 [ "$(q "$T/a.db" "SELECT status FROM results WHERE method='sekv' AND budget=0.5")" = ok ] || fail "sekv at 0.5 not ok"
 [ "$(q "$T/a.db" "SELECT count(*) > 0 FROM zoom_events z JOIN results r ON r.id = z.result_id WHERE r.method='sekv'")" = 1 ] \
     || fail "no zoom events recorded for sekv"

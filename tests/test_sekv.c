@@ -42,7 +42,8 @@ static scen make_scen(int L, int H, int Hkv, int d, int n, int steps) {
 static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->surp); }
 
 static kv_state *start(const scen *s, const char *params, int budget, char *err, size_t errlen) {
-    kv_setup su = {s->L, s->H, s->Hkv, s->d, s->n, s->steps, 0, budget, 2, params};
+    kv_setup su = {.n_layers = s->L, .n_heads = s->H, .n_kv_heads = s->Hkv, .head_dim = s->d, .n_prompt = s->n,
+                   .max_decode = s->steps, .budget_tokens = budget, .elem_bytes = 2, .params = params};
     return kv_sekv.init(&su, err, errlen);
 }
 
@@ -282,7 +283,9 @@ static void test_coarse_only(void) {
 
 /* The queries of one group point at one long span's keys: that span is expanded, within
  * a room that holds only a few spans. */
-static void test_targeted(int trained_zoom) {
+/* scale > 1 makes the query loud: relevance sigmoids round to 1.0f for many spans, and
+ * only the logits still tell the targeted span apart. */
+static void test_targeted(int trained_zoom, float scale) {
     scen s = make_scen(1, 4, 2, 64, 1500, 1);
     const char *params = trained_zoom ? "alpha=1,local=32,sinks=4" : "alpha=1,local=32,sinks=4,trained_zoom=0";
     sekv_seg sg;
@@ -303,7 +306,7 @@ static void test_targeted(int trained_zoom) {
     for (int t = sg.span[target].start; t < sg.span[target].start + sg.span[target].len; t++)
         for (int c = 0; c < 64; c++) krow(&s, 0, gj, t)[c] = 6 * u[c] + 0.3f * test_normal();
     for (int h = 2 * gj; h < 2 * gj + 2; h++)
-        for (int c = 0; c < 64; c++) qrow(&s, 0, 0)[h * 64 + c] = 6 * u[c];
+        for (int c = 0; c < 64; c++) qrow(&s, 0, 0)[h * 64 + c] = 6 * scale * u[c];
     char err[256];
     kv_state *st = start(&s, params, B, err, sizeof err);
     CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "setup: %s", err);
@@ -315,8 +318,8 @@ static void test_targeted(int trained_zoom) {
     for (int h = 2 * gj; h < 2 * gj + 2; h++) {
         int n = sekv_expanded(st, 0, h, ex), hit = 0;
         for (int i = 0; i < n; i++) hit |= ex[i] == target;
-        CHECK(hit, "trained_zoom=%d head %d: targeted span %d (len %d) not among %d expanded", trained_zoom, h,
-              target, sg.span[target].len, n);
+        CHECK(hit, "trained_zoom=%d scale %g head %d: targeted span %d (len %d) not among %d expanded", trained_zoom,
+              scale, h, target, sg.span[target].len, n);
         CHECK(n < sg.n_spans / 2, "head %d expanded %d of %d spans: room not limiting", h, n, sg.n_spans);
     }
     int Pst, R;
@@ -332,7 +335,7 @@ static void test_targeted(int trained_zoom) {
         kv_sekv.head_stats(st, 0, h, &hs);
         CHECK(hs.events == per_head[h], "head %d: events %g vs zoom log %g", h, hs.events, per_head[h]);
     }
-    if (trained_zoom) {   /* the zoom log into SQLite */
+    if (trained_zoom && scale == 1) {   /* the zoom log into SQLite */
         char path[64], e2[512];
         snprintf(path, sizeof path, "/tmp/test_sekv_%d.db", (int)getpid());
         unlink(path);
@@ -451,6 +454,99 @@ static void test_auto_and_infeasible(void) {
     free_scen(&s);
 }
 
+/* The value of key in "k=v,k=v" as an int (-1 if absent). */
+static int kv_int(const char *kv, const char *key) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "%s=", key);
+    for (const char *p = kv; (p = strstr(p, pat)); p++)
+        if (p == kv || p[-1] == ',') return atoi(p + strlen(pat));
+    return -1;
+}
+
+/* The automatic fit at small budgets, against the documented search order recomputed
+ * here: (local 32, l_max 64), then local clamp(B/8, 4, 32) with l_max 64, 128, 256;
+ * inside each, l_min 4 then 2; inside that, alpha 0.5 .. 4. The state must choose the
+ * first setting whose P fits in B/2, report it in sekv_params_used, and reproduce the
+ * same segmentation when those params are given back. Given values stay fixed. */
+static void test_fit_order(void) {
+    static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
+    int tried = 0, scaled = 0;
+    for (int it = 0; it < 12; it++) {
+        scen s = make_scen(1, 2, 1, 16, test_int(700, 1500), 1);
+        int B = test_int(s.n / 40, s.n / 8);
+        /* reference: the first fitting setting in the documented order */
+        int small = B / 8 < 4 ? 4 : B / 8 > 32 ? 32 : B / 8;
+        int shp[4][2] = {{32, 64}, {small, 64}, {small, 128}, {small, 256}};
+        int want = 0, wl = 0, wloc = 0, wcap = 0;
+        double wa = 0;
+        for (int si = 0; si < 4 && !want; si++)
+            for (int li = 0; li < 2 && !want; li++)
+                for (int ai = 0; ai < 10 && !want; ai++) {
+                    sekv_seg sg;
+                    sekv_segment_ex(s.surp, s.n, grid[ai], li ? 2 : 4, shp[si][1], 0, 4, shp[si][0], &sg);
+                    if (sekv_seg_persistent(&sg) <= B / 2)
+                        want = 1, wa = grid[ai], wl = li ? 2 : 4, wloc = shp[si][0], wcap = shp[si][1];
+                    sekv_seg_free(&sg);
+                }
+        char err[256], used[256] = "";
+        kv_state *st = start(&s, NULL, B, err, sizeof err);
+        int rc = st ? ingest_all(st, &s, err, sizeof err) : -1;
+        tried++;
+        if (!want) {
+            CHECK(rc == -1 && strstr(err, "infeasible"), "n=%d B=%d: nothing fits, yet '%s'", s.n, B,
+                  rc ? err : "accepted");
+        } else {
+            CHECK(rc == 0, "n=%d B=%d: the fit should find alpha=%g l_min=%d local=%d l_max=%d: %s", s.n, B, wa, wl, wloc,
+                  wcap, err);
+        }
+        if (rc == 0) {
+            sekv_params_used(st, used, sizeof used);
+            int lm;
+            double a = sekv_chosen_alpha(st, &lm);
+            CHECK(a == wa && lm == wl && kv_int(used, "local") == wloc && kv_int(used, "l_max") == wcap &&
+                      kv_int(used, "l_min") == wl,
+                  "n=%d B=%d: chose %s, expected alpha=%g l_min=%d local=%d l_max=%d", s.n, B, used, wa, wl, wloc, wcap);
+            scaled += wloc != 32 || wcap != 64;
+            int P, R;
+            sekv_resident(st, 0, 0, &P, &R);
+            CHECK(P <= B / 2, "P=%d > B/2=%d after ingest", P, B / 2);
+            /* the recorded params reproduce the segmentation, with nothing left to choose */
+            kv_state *st2 = start(&s, used, B, err, sizeof err);
+            CHECK(st2 && ingest_all(st2, &s, err, sizeof err) == 0, "params '%s' given back: %s", used, err);
+            if (st2) {
+                int same = sekv_span_count(st2, 0) == sekv_span_count(st, 0);
+                for (int i = 0; same && i < sekv_span_count(st, 0); i++)
+                    same = sekv_span_at(st, 0, i).start == sekv_span_at(st2, 0, i).start &&
+                           sekv_span_at(st, 0, i).len == sekv_span_at(st2, 0, i).len;
+                char desc[256];
+                sekv_describe(st2, desc, sizeof desc);
+                CHECK(same && !strstr(desc, "(auto)"), "'%s' given back: other spans, or still automatic (%s)", used,
+                      desc);
+                kv_sekv.free(st2);
+            }
+            /* given values stay fixed: the defaults' shape made explicit must not scale */
+            if (wloc != 32 || wcap != 64) {
+                kv_state *st3 = start(&s, "local=32,l_max=64", B, err, sizeof err);
+                CHECK(st3 && ingest_all(st3, &s, err, sizeof err) == -1 && strstr(err, "infeasible") &&
+                          strstr(err, "local=32") && strstr(err, "l_max=64"),
+                      "explicit local=32,l_max=64 at B=%d: '%s'", B, err);
+                if (st3) kv_sekv.free(st3);
+            }
+        }
+        if (st) kv_sekv.free(st);
+        free_scen(&s);
+    }
+    CHECK(scaled > 0, "no case of %d needed a smaller window or longer spans (budgets too large)", tried);
+    /* a given l_min is not lowered */
+    scen s = make_scen(1, 2, 1, 16, 1000, 1);
+    char err[256], used[256];
+    kv_state *st = start(&s, "l_min=6", 400, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "l_min=6: %s", err);
+    if (st) sekv_params_used(st, used, sizeof used), kv_sekv.free(st);
+    CHECK(kv_int(used, "l_min") == 6, "given l_min=6 became %s", used);
+    free_scen(&s);
+}
+
 static void test_bad_params(void) {
     scen s = make_scen(2, 4, 2, 16, 50, 1);
     char err[512], path[64], params[160];
@@ -484,6 +580,74 @@ static void test_bad_params(void) {
     unlink(path);
     sekv_params_free(&p);
     free_scen(&s), free_scen(&s2);
+}
+
+/* The default params file ($KVBENCH_SEKV_PARAMS here), asked for with
+ * params_file=default, is used only when it holds
+ * trained parameters for this model (kv_setup.model_hash), shape and rank; params_file
+ * =none forces untrained routing; an explicit file for another model is refused. */
+static void test_default_params(void) {
+    scen s = make_scen(2, 4, 2, 16, 300, 1);
+    char err[512], path[64], desc[256], used[700];
+    snprintf(path, sizeof path, "/tmp/test_sekv_d_%d.bin", (int)getpid());
+    uint64_t mh = test_next() | 1;
+    sekv_params p;
+    CHECK(sekv_params_init(&p, 2, 4, 16, 32, 7, err, sizeof err) == 0, "init");
+    p.trained = 1, p.model_hash = mh;
+    CHECK(sekv_params_save(&p, path, err, sizeof err) == 0, "save: %s", err);
+    setenv("KVBENCH_SEKV_PARAMS", path, 1);
+    struct {
+        uint64_t hash;
+        const char *params;
+        int trained;
+    } cases[] = {{mh, "params_file=default", 1}, {mh ^ 2, "params_file=default", 0}, {0, "params_file=default", 0},
+                 {mh, "params_file=none", 0}, {mh, "params_file=default,rank=8", 0},
+                 {mh, "params_file=default,rank=32", 1}, {mh, NULL, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kv_setup su = {.n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
+                       .max_decode = 1, .budget_tokens = 200, .elem_bytes = 2, .params = cases[i].params,
+                       .model_hash = cases[i].hash};
+        kv_state *st = kv_sekv.init(&su, err, sizeof err);
+        CHECK(st != NULL, "case %zu: %s", i, err);
+        if (!st) continue;
+        sekv_describe(st, desc, sizeof desc);
+        sekv_params_used(st, used, sizeof used);
+        int trained = strstr(desc, "trained (default file)") != NULL;
+        CHECK(trained == cases[i].trained && (strstr(used, path) != NULL) == cases[i].trained &&
+                  (strstr(used, "params_file=none") != NULL) == !cases[i].trained,
+              "case %zu (hash %s, %s): %s / %s", i, cases[i].hash == mh ? "match" : "other",
+              cases[i].params ? cases[i].params : "defaults", desc, used);
+        if (!cases[i].trained) {   /* what it records reproduces untrained routing */
+            kv_setup s2 = su;
+            s2.params = used;
+            s2.model_hash = mh;
+            kv_state *st2 = kv_sekv.init(&s2, err, sizeof err);
+            CHECK(st2 != NULL, "recorded params '%s' refused: %s", used, err);
+            if (st2) sekv_describe(st2, desc, sizeof desc), kv_sekv.free(st2);
+            CHECK(strstr(desc, "untrained routing") != NULL, "'%s' given back: %s", used, desc);
+        }
+        kv_sekv.free(st);
+    }
+    /* an untrained file is not a default; an explicit file for another model is refused */
+    p.trained = 0;
+    sekv_params_save(&p, path, err, sizeof err);
+    kv_setup su = {.n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
+                   .max_decode = 1, .budget_tokens = 200, .elem_bytes = 2, .params = "params_file=default",
+                   .model_hash = mh};
+    kv_state *st = kv_sekv.init(&su, err, sizeof err);
+    if (st) sekv_describe(st, desc, sizeof desc), kv_sekv.free(st);
+    CHECK(st && strstr(desc, "untrained routing"), "untrained default file used: %s", desc);
+    char params[128];
+    snprintf(params, sizeof params, "params_file=%s", path);
+    su.params = params, su.model_hash = mh ^ 4;
+    st = kv_sekv.init(&su, err, sizeof err);
+    CHECK(!st && strstr(err, "model hash mismatch") && strstr(err, path), "file for another model: '%s'",
+          st ? "accepted" : err);
+    if (st) kv_sekv.free(st);
+    unsetenv("KVBENCH_SEKV_PARAMS");
+    unlink(path);
+    sekv_params_free(&p);
+    free_scen(&s);
 }
 
 /* Tiny prompts and budgets: no spans at first, decoded tokens folded under a budget of
@@ -521,11 +685,15 @@ int main(void) {
     test_exact(1);
     test_compaction_exact();
     test_coarse_only();
-    test_targeted(1);
-    test_targeted(0);
+    test_targeted(1, 1);
+    test_targeted(0, 1);
+    test_targeted(1, 60);
+    test_targeted(0, 60);
     test_budget();
     test_auto_and_infeasible();
+    test_fit_order();
     test_bad_params();
+    test_default_params();
     test_tiny();
     return check_done("test_sekv");
 }
