@@ -6,6 +6,7 @@
  * in the database: init, ingest every layer (compression time), decode (append + attend
  * per layer), score, and commit the result at once. Rerunning the same command finds the
  * same run and skips what is committed. */
+#include "run_args.h"
 #include "method_params.h"
 #include "commands.h"
 #include "provenance.h"
@@ -89,58 +90,12 @@ static void usage(FILE *f) {
 
 /* ---------------------------------------------------------------- parsing */
 
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "kvbench run: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return -1;
-}
-
-static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return fail("%s '%s': expected an integer in %d..%d", flag, s, lo, hi);
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_double(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-/* Calls item(text, ctx) for every comma-separated item; an empty list or item fails. */
-static int each_item(const char *flag, const char *list, int (*item)(const char *flag, const char *s, void *ctx),
-                     void *ctx) {
-    if (!*list) return fail("%s: empty list", flag);
-    char buf[4096];
-    if (strlen(list) >= sizeof buf) return fail("%s: list too long", flag);
-    strcpy(buf, list);
-    char *s = buf;
-    for (;;) {
-        char *comma = strchr(s, ',');
-        if (comma) *comma = 0;
-        if (!*s) return fail("%s '%s': empty item in the list", flag, list);
-        if (item(flag, s, ctx)) return -1;
-        if (!comma) return 0;
-        s = comma + 1;
-    }
-}
 
 static int add_kind(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
     syn_kind k;
     if (strncmp(s, "synthetic-", 10) || syn_kind_parse(s, &k))
-        return fail("%s '%s': unknown workload (valid: synthetic-niah, synthetic-multikey, synthetic-multivalue)",
+        return run_fail("%s '%s': unknown workload (valid: synthetic-niah, synthetic-multikey, synthetic-multivalue)",
                     flag, s);
     for (int i = 0; i < o->n_kinds; i++)
         if (o->kinds[i] == k) return 0;
@@ -165,11 +120,11 @@ static int add_method(const char *flag, const char *s, void *ctx) {
             size_t len = strlen(valid);
             snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", kv_method_at(i)->name);
         }
-        return fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
+        return run_fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
     }
     for (int k = 0; k < o->n_methods; k++)
         if (o->methods[k] == m) return 0;
-    if (o->n_methods == MAX_LIST) return fail("%s: more than %d methods", flag, MAX_LIST);
+    if (o->n_methods == MAX_LIST) return run_fail("%s: more than %d methods", flag, MAX_LIST);
     o->methods[o->n_methods++] = m;
     return 0;
 }
@@ -177,11 +132,11 @@ static int add_method(const char *flag, const char *s, void *ctx) {
 static int add_budget(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
     double v = 0;
-    if (parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
-        return fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
+    if (run_parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
+        return run_fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
     for (int i = 0; i < o->n_budgets; i++)
         if (o->budgets[i] == v) return 0;
-    if (o->n_budgets == MAX_LIST) return fail("%s: more than %d budgets", flag, MAX_LIST);
+    if (o->n_budgets == MAX_LIST) return run_fail("%s: more than %d budgets", flag, MAX_LIST);
     o->budgets[o->n_budgets++] = v;
     return 0;
 }
@@ -189,12 +144,12 @@ static int add_budget(const char *flag, const char *s, void *ctx) {
 static int add_ctx(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
     int v = 0;
-    if (parse_int(flag, s, -2147483647, 2147483647, &v)) return -1;
-    if (v < 16) return fail("%s '%s': a context must be at least 16 tokens", flag, s);
-    if (v > 1 << 22) return fail("%s '%s': a context must be at most %d tokens", flag, s, 1 << 22);
+    if (run_parse_int(flag, s, -2147483647, 2147483647, &v)) return -1;
+    if (v < 16) return run_fail("%s '%s': a context must be at least 16 tokens", flag, s);
+    if (v > 1 << 22) return run_fail("%s '%s': a context must be at most %d tokens", flag, s, 1 << 22);
     for (int i = 0; i < o->n_ctx; i++)
         if (o->ctxs[i] == v) return 0;
-    if (o->n_ctx == MAX_LIST) return fail("%s: more than %d contexts", flag, MAX_LIST);
+    if (o->n_ctx == MAX_LIST) return run_fail("%s: more than %d contexts", flag, MAX_LIST);
     o->ctxs[o->n_ctx++] = v;
     return 0;
 }
@@ -202,10 +157,10 @@ static int add_ctx(const char *flag, const char *s, void *ctx) {
 static int add_depth(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
     double v = 0;
-    if (parse_double(s, &v) || v < 0 || v > 1) return fail("%s '%s': a depth must be a number in [0,1]", flag, s);
+    if (run_parse_double(s, &v) || v < 0 || v > 1) return run_fail("%s '%s': a depth must be a number in [0,1]", flag, s);
     for (int i = 0; i < o->n_depths; i++)
         if (o->depths[i] == v) return 0;
-    if (o->n_depths == MAX_LIST) return fail("%s: more than %d depths", flag, MAX_LIST);
+    if (o->n_depths == MAX_LIST) return run_fail("%s: more than %d depths", flag, MAX_LIST);
     o->depths[o->n_depths++] = v;
     return 0;
 }
@@ -233,19 +188,19 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             o->quiet = 1;
             continue;
         }
-        if (strncmp(a, "--", 2)) return fail("unexpected argument '%s' (see kvbench run --help)", a);
+        if (strncmp(a, "--", 2)) return run_fail("unexpected argument '%s' (see kvbench run --help)", a);
         /* --flag value or --flag=value */
         char flag[64];
         const char *val, *eq = strchr(a, '=');
         if (eq) {
-            if ((size_t)(eq - a) >= sizeof flag) return fail("unknown option '%s' (see kvbench run --help)", a);
+            if ((size_t)(eq - a) >= sizeof flag) return run_fail("unknown option '%s' (see kvbench run --help)", a);
             memcpy(flag, a, (size_t)(eq - a));
             flag[eq - a] = 0;
             val = eq + 1;
         } else {
-            if (strlen(a) >= sizeof flag) return fail("unknown option '%s' (see kvbench run --help)", a);
+            if (strlen(a) >= sizeof flag) return run_fail("unknown option '%s' (see kvbench run --help)", a);
             strcpy(flag, a);
-            if (i + 1 >= argc) return fail("%s needs a value", flag);
+            if (i + 1 >= argc) return run_fail("%s needs a value", flag);
             val = argv[++i];
         }
         if (!strcmp(flag, "--workload") || !strcmp(flag, "--workloads")) workload = val;
@@ -260,27 +215,27 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
-            if (errno || end == val || *end || *val == '-') return fail("--seed '%s': expected a non-negative integer", val);
+            if (errno || end == val || *end || *val == '-') return run_fail("--seed '%s': expected a non-negative integer", val);
             o->seed = v;
-        } else if (!strcmp(flag, "--layers")) { if (parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
-        else if (!strcmp(flag, "--decode")) { if (parse_int(flag, val, 1, 1 << 20, &o->decode)) return -1; }
-        else if (!strcmp(flag, "--heads")) { if (parse_int(flag, val, 1, 1024, &o->heads)) return -1; }
-        else if (!strcmp(flag, "--kv-heads")) { if (parse_int(flag, val, 1, 1024, &o->kv_heads)) return -1; }
-        else if (!strcmp(flag, "--head-dim")) { if (parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
-        else if (!strcmp(flag, "--needles")) { if (parse_int(flag, val, 2, SYN_MAX_NEEDLES, &o->needles)) return -1; }
-        else if (!strcmp(flag, "--threads")) { if (parse_int(flag, val, 1, 256, &o->threads)) return -1; }
-        else return fail("unknown option '%s' (see kvbench run --help)", flag);
+        } else if (!strcmp(flag, "--layers")) { if (run_parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
+        else if (!strcmp(flag, "--decode")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->decode)) return -1; }
+        else if (!strcmp(flag, "--heads")) { if (run_parse_int(flag, val, 1, 1024, &o->heads)) return -1; }
+        else if (!strcmp(flag, "--kv-heads")) { if (run_parse_int(flag, val, 1, 1024, &o->kv_heads)) return -1; }
+        else if (!strcmp(flag, "--head-dim")) { if (run_parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
+        else if (!strcmp(flag, "--needles")) { if (run_parse_int(flag, val, 2, SYN_MAX_NEEDLES, &o->needles)) return -1; }
+        else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else return run_fail("unknown option '%s' (see kvbench run --help)", flag);
     }
-    if (each_item("--workload", workload, add_kind, o) || each_item("--methods", methods, add_method, o) ||
-        each_item("--budget", budgets, add_budget, o) || each_item("--ctx", ctxs, add_ctx, o) ||
-        each_item("--depths", depths, add_depth, o))
+    if (run_each_item("--workload", workload, add_kind, o) || run_each_item("--methods", methods, add_method, o) ||
+        run_each_item("--budget", budgets, add_budget, o) || run_each_item("--ctx", ctxs, add_ctx, o) ||
+        run_each_item("--depths", depths, add_depth, o))
         return -1;
-    if (!o->db_path || !*o->db_path) return fail("--db FILE is required (the results file to write)");
+    if (!o->db_path || !*o->db_path) return run_fail("--db FILE is required (the results file to write)");
     char perr[512];
-    if (mparams_parse(&o->params, params, perr, sizeof perr)) return fail("%s", perr);
+    if (mparams_parse(&o->params, params, perr, sizeof perr)) return run_fail("%s", perr);
     if (o->heads % o->kv_heads)
-        return fail("--heads %d is not a multiple of --kv-heads %d", o->heads, o->kv_heads);
-    if (o->n_methods == 0) return fail("--methods: no methods are built into this kvbench");
+        return run_fail("--heads %d is not a multiple of --kv-heads %d", o->heads, o->kv_heads);
+    if (o->n_methods == 0) return run_fail("--methods: no methods are built into this kvbench");
     return 0;
 }
 
@@ -398,7 +353,7 @@ static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *nee
     char err[256];
     memset(c, 0, sizeof *c);
     c->w = syn_create(cfg, err, sizeof err);
-    if (!c->w) return fail("%s", err);
+    if (!c->w) return run_fail("%s", err);
     c->L = cfg->n_layers, c->H = cfg->n_heads, c->Hkv = cfg->n_kv_heads, c->d = cfg->head_dim;
     c->ctx = cfg->ctx, c->T = cfg->n_decode, c->n = c->w->n_total;
     c->kv_stride = (size_t)c->n * c->d;
@@ -630,14 +585,14 @@ int cmd_run(int argc, char **argv) {
         for (int c = 0; c < o.n_ctx; c++) {
             syn_config cfg;
             syn_config_of(&o, o.kinds[k], o.ctxs[c], 0.5, &cfg);
-            if (syn_check(&cfg, err, sizeof err)) return fail("%s: %s", workload_name(o.kinds[k]), err), 2;
+            if (syn_check(&cfg, err, sizeof err)) return run_fail("%s: %s", workload_name(o.kinds[k]), err), 2;
         }
     const char *why = NULL;
     if (kb_select(o.backend, &why))
-        return fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;
+        return run_fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;
     if (o.threads) kb_set_threads(o.threads);
     kv_db *db = kvdb_open(o.db_path, err, sizeof err);
-    if (!db) return fail("%s", err), 1;
+    if (!db) return run_fail("%s", err), 1;
 
     provenance prov;
     provenance_get(&prov);
@@ -662,7 +617,7 @@ int cmd_run(int argc, char **argv) {
         int resumed = 0;
         int64_t run_id = kvdb_run_begin(db, &run, &resumed);
         if (run_id < 0) {
-            rc = fail("%s", kvdb_errmsg(db));
+            rc = run_fail("%s", kvdb_errmsg(db));
             break;
         }
         if (resumed && !o.quiet)
@@ -686,11 +641,11 @@ int cmd_run(int argc, char **argv) {
                     for (int i = 0; i < o.n_methods && !rc; i++)
                         for (int b = 0; b < o.n_budgets && !rc; b++) {
                             int e = kvdb_result_exists(db, case_id, o.methods[i]->name, o.budgets[b]);
-                            if (e < 0) rc = fail("%s", kvdb_errmsg(db));
+                            if (e < 0) rc = run_fail("%s", kvdb_errmsg(db));
                             missing += e == 0;
                         }
                 } else if (case_id < 0) {
-                    rc = fail("results db '%s': looking up case %s: %s", o.db_path, case_key,
+                    rc = run_fail("results db '%s': looking up case %s: %s", o.db_path, case_key,
                               sqlite3_errmsg(kvdb_sqlite(db)));
                 }
                 if (rc) break;
@@ -716,7 +671,7 @@ int cmd_run(int argc, char **argv) {
                                 .prefill_s = cd.prefill_s};
                 if (case_id == 0) case_id = kvdb_case_get(db, run_id, &kc);
                 if (case_id < 0) {
-                    rc = fail("%s", kvdb_errmsg(db));
+                    rc = run_fail("%s", kvdb_errmsg(db));
                     case_free(&cd);
                     break;
                 }
@@ -726,12 +681,12 @@ int cmd_run(int argc, char **argv) {
                         const kv_method *m = o.methods[i];
                         int e = kvdb_result_exists(db, case_id, m->name, o.budgets[b]);
                         if (e) {
-                            if (e < 0) rc = fail("%s", kvdb_errmsg(db));
+                            if (e < 0) rc = run_fail("%s", kvdb_errmsg(db));
                             continue;
                         }
                         run_method(&o, &cd, m, o.budgets[b], &mr);
                         if (kvdb_result_put(db, case_id, &mr.r)) {
-                            rc = fail("%s", kvdb_errmsg(db));
+                            rc = run_fail("%s", kvdb_errmsg(db));
                             break;
                         }
                         n_new++;

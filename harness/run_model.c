@@ -9,6 +9,7 @@
  *
  * --jobs N starts N copies of this command (re-executed, so no thread pool crosses a
  * fork), each taking every N-th case, all writing to the same results file. */
+#include "run_args.h"
 #include "run_model.h"
 #include "commands.h"
 #include "model_case.h"
@@ -110,53 +111,9 @@ void run_model_usage(FILE *f) {
 
 /* ---------------------------------------------------------------- parsing */
 
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "kvbench run: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return -1;
-}
 
-static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return fail("%s '%s': expected an integer in %d..%d", flag, s, lo, hi);
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_double(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-static int each_item(const char *flag, const char *list, int (*item)(const char *flag, const char *s, rm_opts *o),
-                     rm_opts *o) {
-    if (!*list) return fail("%s: empty list", flag);
-    char buf[4096];
-    if (strlen(list) >= sizeof buf) return fail("%s: list too long", flag);
-    strcpy(buf, list);
-    char *s = buf;
-    for (;;) {
-        char *comma = strchr(s, ',');
-        if (comma) *comma = 0;
-        if (!*s) return fail("%s '%s': empty item in the list", flag, list);
-        if (item(flag, s, o)) return -1;
-        if (!comma) return 0;
-        s = comma + 1;
-    }
-}
-
-static int add_method(const char *flag, const char *s, rm_opts *o) {
+static int add_method(const char *flag, const char *s, void *ctx) {
+    rm_opts *o = ctx;
     for (int i = 0; i < kv_method_count(); i++) {
         const kv_method *m = kv_method_at(i);
         if (strcmp(s, "all") && kv_method_find(s) != m) continue;
@@ -170,39 +127,42 @@ static int add_method(const char *flag, const char *s, rm_opts *o) {
             size_t len = strlen(valid);
             snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", kv_method_at(i)->name);
         }
-        return fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
+        return run_fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
     }
     return 0;
 }
 
-static int add_budget(const char *flag, const char *s, rm_opts *o) {
+static int add_budget(const char *flag, const char *s, void *ctx) {
+    rm_opts *o = ctx;
     double v = 0;
-    if (parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
-        return fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
+    if (run_parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
+        return run_fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
     for (int i = 0; i < o->n_budgets; i++)
         if (o->budgets[i] == v) return 0;
-    if (o->n_budgets == MAX_LIST) return fail("%s: more than %d budgets", flag, MAX_LIST);
+    if (o->n_budgets == MAX_LIST) return run_fail("%s: more than %d budgets", flag, MAX_LIST);
     o->budgets[o->n_budgets++] = v;
     return 0;
 }
 
-static int add_ctx(const char *flag, const char *s, rm_opts *o) {
+static int add_ctx(const char *flag, const char *s, void *ctx) {
+    rm_opts *o = ctx;
     int v = 0;
-    if (parse_int(flag, s, 64, 1 << 24, &v)) return -1;
+    if (run_parse_int(flag, s, 64, 1 << 24, &v)) return -1;
     for (int i = 0; i < o->n_ctx; i++)
         if (o->ctxs[i] == v) return 0;
-    if (o->n_ctx == MAX_LIST) return fail("%s: more than %d values", flag, MAX_LIST);
+    if (o->n_ctx == MAX_LIST) return run_fail("%s: more than %d values", flag, MAX_LIST);
     o->ctxs[o->n_ctx++] = v;
     return 0;
 }
 
-static int add_depth(const char *flag, const char *s, rm_opts *o) {
+static int add_depth(const char *flag, const char *s, void *ctx) {
+    rm_opts *o = ctx;
     double v = 0;
-    if (parse_double(s, &v) || v < 0 || v > 100)
-        return fail("%s '%s': a depth is a percentage of the context, in [0,100]", flag, s);
+    if (run_parse_double(s, &v) || v < 0 || v > 100)
+        return run_fail("%s '%s': a depth is a percentage of the context, in [0,100]", flag, s);
     for (int i = 0; i < o->n_depths; i++)
         if (o->depths[i] == v) return 0;
-    if (o->n_depths == MAX_LIST) return fail("%s: more than %d depths", flag, MAX_LIST);
+    if (o->n_depths == MAX_LIST) return run_fail("%s: more than %d depths", flag, MAX_LIST);
     o->depths[o->n_depths++] = v;
     return 0;
 }
@@ -211,19 +171,19 @@ static int add_depth(const char *flag, const char *s, rm_opts *o) {
 static int split_flag(int argc, char **argv, int *i, char *flag, size_t cap, const char **val) {
     const char *a = argv[*i], *eq = strchr(a, '=');
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
-    if (len >= cap) return fail("unknown option '%s' (see kvbench run --workload niah --help)", a);
+    if (len >= cap) return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", a);
     memcpy(flag, a, len);
     flag[len] = 0;
     static const char *const bare[] = {"--question-after", "--quiet", "--help", "-h"};
     for (size_t k = 0; k < sizeof bare / sizeof bare[0]; k++)
         if (!strcmp(flag, bare[k])) {
-            if (eq) return fail("%s takes no value", flag);
+            if (eq) return run_fail("%s takes no value", flag);
             *val = NULL;
             return 0;
         }
     if (eq) *val = eq + 1;
     else if (*i + 1 < argc) *val = argv[++*i];
-    else return fail("%s needs a value", flag);
+    else return run_fail("%s needs a value", flag);
     return 0;
 }
 
@@ -250,7 +210,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     o->wl.shots = -1;
     o->wl.seed = 42;
     for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "-", 1)) return fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
+        if (strncmp(argv[i], "-", 1)) return run_fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
         char flag[64];
         const char *val;
         if (split_flag(argc, argv, &i, flag, sizeof flag, &val)) return -1;
@@ -271,47 +231,47 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
         else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
-        else if (!strcmp(flag, "--shots")) { if (parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
-        else if (!strcmp(flag, "--limit")) { if (parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
-        else if (!strcmp(flag, "--max-new")) { if (parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
-        else if (!strcmp(flag, "--threads")) { if (parse_int(flag, val, 1, 256, &o->threads)) return -1; }
-        else if (!strcmp(flag, "--jobs")) { if (parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
-        else if (!strcmp(flag, "--job-index")) { if (parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
+        else if (!strcmp(flag, "--shots")) { if (run_parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
+        else if (!strcmp(flag, "--limit")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
+        else if (!strcmp(flag, "--max-new")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
+        else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else if (!strcmp(flag, "--jobs")) { if (run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
+        else if (!strcmp(flag, "--job-index")) { if (run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
         else if (!strcmp(flag, "--seed")) {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
-            if (errno || end == val || *end || *val == '-') return fail("--seed '%s': expected a non-negative integer", val);
+            if (errno || end == val || *end || *val == '-') return run_fail("--seed '%s': expected a non-negative integer", val);
             o->wl.seed = v;
-        } else return fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
+        } else return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
     }
-    if (!o->workload) return fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
+    if (!o->workload) return run_fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
     char err[1024];
-    if (mw_parse(o->workload, &o->wl, err, sizeof err)) return fail("%s", err);
-    if (!o->db_path || !*o->db_path) return fail("--db FILE is required (the results file to write)");
-    if (!*o->model_path) return fail("--model: empty path");
-    if (o->job_index >= o->jobs) return fail("--job-index %d: must be below --jobs %d", o->job_index, o->jobs);
-    if (each_item("--methods", methods, add_method, o) || each_item("--budget", budgets, add_budget, o)) return -1;
-    if (mparams_parse(&o->params, params, err, sizeof err)) return fail("%s", err);
-    if (o->n_methods == 0) return fail("--methods: no methods are built into this kvbench");
+    if (mw_parse(o->workload, &o->wl, err, sizeof err)) return run_fail("%s", err);
+    if (!o->db_path || !*o->db_path) return run_fail("--db FILE is required (the results file to write)");
+    if (!*o->model_path) return run_fail("--model: empty path");
+    if (o->job_index >= o->jobs) return run_fail("--job-index %d: must be below --jobs %d", o->job_index, o->jobs);
+    if (run_each_item("--methods", methods, add_method, o) || run_each_item("--budget", budgets, add_budget, o)) return -1;
+    if (mparams_parse(&o->params, params, err, sizeof err)) return run_fail("%s", err);
+    if (o->n_methods == 0) return run_fail("--methods: no methods are built into this kvbench");
     if (ctxs) {
-        if (each_item("--ctx", ctxs, add_ctx, o)) return -1;
+        if (run_each_item("--ctx", ctxs, add_ctx, o)) return -1;
         o->ctx_given = 1;
         if (!mw_ctx_is_length(o->wl.kind) && o->n_ctx != 1)
-            return fail("--ctx: %s takes one value, the prompt budget in tokens", o->wl.name);
+            return run_fail("--ctx: %s takes one value, the prompt budget in tokens", o->wl.name);
     }
     if (depths) {
-        if (o->wl.kind != MW_NIAH) return fail("--depths applies to niah only (%s places its own needles)", o->wl.name);
-        if (each_item("--depths", depths, add_depth, o)) return -1;
+        if (o->wl.kind != MW_NIAH) return run_fail("--depths applies to niah only (%s places its own needles)", o->wl.name);
+        if (run_each_item("--depths", depths, add_depth, o)) return -1;
         o->depths_given = 1;
     } else {
         for (int i = 0; i <= 10; i++) o->depths[o->n_depths++] = 10.0 * i;
     }
     if (o->wl.tasks && o->wl.kind != MW_LONGBENCH && o->wl.kind != MW_INFINITEBENCH)
-        return fail("--tasks applies to longbench and infinitebench (ruler takes ruler:TASK,..)");
-    if ((o->wl.shots >= 0 || o->wl.shots_file) && o->wl.kind != MW_GSM8K) return fail("--shots applies to gsm8k only");
+        return run_fail("--tasks applies to longbench and infinitebench (ruler takes ruler:TASK,..)");
+    if ((o->wl.shots >= 0 || o->wl.shots_file) && o->wl.kind != MW_GSM8K) return run_fail("--shots applies to gsm8k only");
     if (o->wl.haystack && o->wl.kind != MW_NIAH && o->wl.kind != MW_RULER)
-        return fail("--haystack applies to niah and ruler only");
+        return run_fail("--haystack applies to niah and ruler only");
     for (int i = 0; i < o->n_methods; i++) {
         int once = !strcmp(o->methods[i]->name, "fullkv");
         for (int b = 0; b < (once ? 1 : o->n_budgets); b++) {
@@ -399,24 +359,24 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
     cs->key = calloc((size_t)n, sizeof *cs->key);
     cs->cost = calloc((size_t)n, sizeof *cs->cost);
     if (!cs->ids || !cs->n_tok || !cs->n_ctx_part || !cs->max_new || !cs->key || !cs->cost)
-        return fail("out of memory for %d cases", n);
+        return run_fail("out of memory for %d cases", n);
     for (int i = 0; i < n; i++) {
         tc_case *c = &cs->list.v[i];
         if (tc_tokenize(tok, c, &cs->ids[i], &cs->n_tok[i], &cs->n_ctx_part[i]))
-            return fail("case %s: out of memory tokenizing the prompt", c->id);
+            return run_fail("case %s: out of memory tokenizing the prompt", c->id);
         int want = c->max_new_tokens > 0 ? c->max_new_tokens : 64;
         if (o->wl.max_new > 0 && o->wl.max_new < want) want = o->wl.max_new;
         int nt = cs->n_tok[i];
         if (nt + want > cf->n_ctx_train)
-            return fail("case %s/%s: %d prompt tokens + %d new tokens are beyond the model's context of %d "
+            return run_fail("case %s/%s: %d prompt tokens + %d new tokens are beyond the model's context of %d "
                         "tokens (%s)%s", c->task, c->id, nt, want, cf->n_ctx_train, o->model_path,
                         o->wl.kind == MW_GSM8K ? "; use fewer --shots" : mw_ctx_is_length(o->wl.kind) ? "" : "; lower --ctx");
         if (o->wl.question_after && cs->n_ctx_part[i] < 1)
-            return fail("case %s/%s: --question-after needs a context before the question", c->task, c->id);
+            return run_fail("case %s/%s: --question-after needs a context before the question", c->task, c->id);
         cs->max_new[i] = want;
         size_t klen = strlen(c->task) + strlen(c->id) + 2;
         cs->key[i] = malloc(klen);
-        if (!cs->key[i]) return fail("out of memory");
+        if (!cs->key[i]) return run_fail("out of memory");
         snprintf(cs->key[i], klen, "%s/%s", c->task, c->id);
         double pf = o->wl.question_after ? cs->n_ctx_part[i] : nt;
         cs->cost[i] = pf * (1 + pf / 4096.0);   /* GEMMs linear, attention quadratic */
@@ -538,12 +498,12 @@ static int64_t count_results(kv_db *db, int64_t run_id) {
 static int missing_pairs(kv_db *db, int64_t run_id, const rm_opts *o, const char *key, uint8_t *missing,
                          int64_t *case_id) {
     *case_id = find_case(db, run_id, key);
-    if (*case_id < 0) return fail("results db '%s': looking up case %s: %s", o->db_path, key,
+    if (*case_id < 0) return run_fail("results db '%s': looking up case %s: %s", o->db_path, key,
                                   sqlite3_errmsg(kvdb_sqlite(db)));
     int n = 0;
     for (int p = 0; p < o->n_pairs; p++) {
         int e = *case_id ? kvdb_result_exists(db, *case_id, o->pair_m[p]->name, o->pair_b[p]) : 0;
-        if (e < 0) return fail("%s", kvdb_errmsg(db));
+        if (e < 0) return run_fail("%s", kvdb_errmsg(db));
         missing[p] = e == 0;
         n += missing[p];
     }
@@ -653,7 +613,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
     int64_t *case_ids = calloc((size_t)N + 1, sizeof *case_ids);
     if (!missing || !case_ids) {
         free(missing), free(case_ids);
-        return fail("out of memory");
+        return run_fail("out of memory");
     }
     progress pg = {.start = now_s()};
     if (o->jobs > 1) snprintf(pg.prefix, sizeof pg.prefix, "[job %d/%d] ", o->job_index + 1, o->jobs);
@@ -704,7 +664,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         char err[512];
         double t0 = now_s();
         if (mc_prefill(&mc, &needs, err, sizeof err)) {
-            rc = fail("case %s: prefill: %s", cs->key[i], err);
+            rc = run_fail("case %s: prefill: %s", cs->key[i], err);
             break;
         }
         pg.pf_s += now_s() - t0;
@@ -715,7 +675,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
                         .depth = tc->depth >= 0 ? tc->depth / 100.0 : NAN, .prefill_s = mc.pf.seconds};
         if (!case_ids[i]) case_ids[i] = kvdb_case_get(db, run_id, &kc);
         if (case_ids[i] < 0) {
-            rc = fail("%s", kvdb_errmsg(db));
+            rc = run_fail("%s", kvdb_errmsg(db));
             mc_free(&mc);
             break;
         }
@@ -725,7 +685,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             double rt0 = now_s();
             mc_run_method(&mc, m, o->pair_b[p], &res);
             if (kvdb_result_put(db, case_ids[i], &res.r)) {
-                rc = fail("%s", kvdb_errmsg(db));
+                rc = run_fail("%s", kvdb_errmsg(db));
                 break;
             }
             /* Zoom events go in their own transaction after the result (a kill -9 in
@@ -771,7 +731,7 @@ static int run_jobs(const rm_opts *o, int argc, char **argv) {
     char per_s[16];
     snprintf(per_s, sizeof per_s, "%d", per);
     char **args = calloc((size_t)argc + 8, sizeof *args);
-    if (!args) return fail("out of memory");
+    if (!args) return run_fail("out of memory");
     args[0] = "kvbench";
     for (int i = 0; i < argc; i++) args[i + 1] = argv[i];
     char idx[MAX_JOBS][16];
@@ -786,7 +746,7 @@ static int run_jobs(const rm_opts *o, int argc, char **argv) {
         args[argc + 5] = NULL;
         int e = posix_spawn(&pids[j], "/proc/self/exe", NULL, NULL, args, environ);
         if (e) {
-            rc = fail("--jobs: cannot start job %d: %s", j + 1, strerror(e));
+            rc = run_fail("--jobs: cannot start job %d: %s", j + 1, strerror(e));
             break;
         }
         started++;
@@ -799,8 +759,8 @@ static int run_jobs(const rm_opts *o, int argc, char **argv) {
                 break;
             }
         if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-            if (status != -1 && WIFSIGNALED(status)) fail("job %d killed by signal %d", j + 1, WTERMSIG(status));
-            else fail("job %d failed", j + 1);
+            if (status != -1 && WIFSIGNALED(status)) run_fail("job %d killed by signal %d", j + 1, WTERMSIG(status));
+            else run_fail("job %d failed", j + 1);
             rc = -1;
         }
     }
@@ -819,7 +779,7 @@ int cmd_run_model(int argc, char **argv) {
 
     char err[1024];
     kv_model *model = model_load(o.model_path, err, sizeof err);
-    if (!model) return fail("--model: %s", err), 1;
+    if (!model) return run_fail("--model: %s", err), 1;
     const kv_model_config *cf = model_config(model);
     int rc = 0;
     case_set cs;
@@ -836,7 +796,7 @@ int cmd_run_model(int argc, char **argv) {
         }
         for (int i = 0; i < o.n_ctx && !rc; i++)
             if (o.ctxs[i] > cf->n_ctx_train)
-                rc = fail("--ctx %d is beyond the context of the model %s (%d tokens)", o.ctxs[i], o.model_path,
+                rc = run_fail("--ctx %d is beyond the context of the model %s (%d tokens)", o.ctxs[i], o.model_path,
                           cf->n_ctx_train);
         o.wl.ctxs = o.ctxs;
         o.wl.n_ctx = o.n_ctx;
@@ -846,14 +806,14 @@ int cmd_run_model(int argc, char **argv) {
         int room = cf->n_ctx_train - mw_max_new(&o.wl) - 64;
         o.wl.truncate = o.ctx_given ? o.ctxs[0] : room;
         if (o.wl.truncate > room)
-            rc = fail("--ctx %d: prompts of up to %d tokens + %d new tokens are beyond the context of the model %s "
+            rc = run_fail("--ctx %d: prompts of up to %d tokens + %d new tokens are beyond the context of the model %s "
                       "(%d tokens); use at most %d", o.wl.truncate, o.wl.truncate, mw_max_new(&o.wl), o.model_path,
                       cf->n_ctx_train, room);
-        if (o.wl.truncate < 64) rc = fail("--ctx %d: too small a prompt budget", o.wl.truncate);
+        if (o.wl.truncate < 64) rc = run_fail("--ctx %d: too small a prompt budget", o.wl.truncate);
     }
     char ident[1536] = "";
     if (!rc && mw_load(&o.wl, model_tokenizer(model), &cs.list, ident, sizeof ident, err, sizeof err))
-        rc = fail("%s", err);
+        rc = run_fail("%s", err);
     if (!rc) rc = cases_prepare(&cs, &o, model);
 
     provenance prov;
@@ -867,12 +827,12 @@ int cmd_run_model(int argc, char **argv) {
         run_key(&o, model, ident, backend, key, sizeof key);
         size_t jcap = 65536;
         json = malloc(jcap);
-        if (!json) rc = fail("out of memory");
+        if (!json) rc = run_fail("out of memory");
         else config_json(&o, model, &cs, ident, backend, json, jcap);
     }
     if (!rc) {
         db = kvdb_open(o.db_path, err, sizeof err);
-        if (!db) rc = fail("%s", err);
+        if (!db) rc = run_fail("%s", err);
     }
     if (!rc) {
         char mid[512];
@@ -882,13 +842,13 @@ int cmd_run_model(int argc, char **argv) {
                         .cpu = prov.cpu, .backend = backend, .seed = o.wl.seed};
         int resumed = 0;
         run_id = kvdb_run_begin(db, &run, &resumed);
-        if (run_id < 0) rc = fail("%s", kvdb_errmsg(db));
+        if (run_id < 0) rc = run_fail("%s", kvdb_errmsg(db));
         else if (resumed && !o.quiet && o.job_index < 0)
             fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, o.wl.name);
         if (!rc) {   /* the requested results already recorded */
             uint8_t *miss = calloc((size_t)cs.list.n * o.n_pairs + 1, 1);
             int64_t *ids = calloc((size_t)cs.list.n + 1, sizeof *ids);
-            int k = miss && ids ? scan_missing(db, run_id, &o, &cs, -1, miss, ids) : fail("out of memory");
+            int k = miss && ids ? scan_missing(db, run_id, &o, &cs, -1, miss, ids) : run_fail("out of memory");
             if (k < 0) rc = -1;
             else present = cs.list.n * o.n_pairs - k;
             free(miss), free(ids);
@@ -904,7 +864,7 @@ int cmd_run_model(int argc, char **argv) {
             rc = run_jobs(&o, argc, argv);
             char e2[512];
             db = kvdb_open(o.db_path, e2, sizeof e2);
-            if (!db) rc = fail("%s", e2);
+            if (!db) rc = run_fail("%s", e2);
             else n_new = (int)(count_results(db, run_id) - before);
         } else {
             rc = run_cases(&o, model, &cs, db, run_id, &n_new);

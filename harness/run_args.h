@@ -1,0 +1,16 @@
+/* Command-line helpers shared by the run drivers (run.c, run_model.c): one-line errors
+ * prefixed "kvbench run: ", bounded integers, finite numbers and comma lists. */
+#ifndef KV_RUN_ARGS_H
+#define KV_RUN_ARGS_H
+
+/* Prints "kvbench run: <message>" on stderr; returns -1. */
+int run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* An integer in lo..hi, else an error naming the flag; 0 or -1. */
+int run_parse_int(const char *flag, const char *s, int lo, int hi, int *out);
+/* A finite number (no message); 0 or -1. */
+int run_parse_double(const char *s, double *out);
+/* Calls item(flag, text, ctx) for every comma-separated item; an empty list or item fails. */
+int run_each_item(const char *flag, const char *list, int (*item)(const char *flag, const char *s, void *ctx),
+                  void *ctx);
+
+#endif
