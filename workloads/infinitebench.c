@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include "task_dir.h"
 #include "infinitebench.h"
 #include "strbuf.h"
 
@@ -137,42 +138,22 @@ int ib_load_task(const ib_opts *o, int task, const char *path, tc_list *out, jso
     return rc < 0 ? -1 : 0;
 }
 
+typedef struct {
+    const ib_opts *o;
+    tc_list *out;
+} dir_load;
+
+static const char *task_file(int k) { return TASKS[k].file; }
+
+static int load_one(void *ctx, int k, const char *path, char *err, size_t errlen) {
+    const dir_load *d = ctx;
+    jsonl_stats st;
+    return ib_load_task(d->o, k, path, d->out, &st, err, errlen);
+}
+
 int ib_load_dir(const ib_opts *o, const char *dir, const char *tasks, tc_list *out, char *err, size_t errlen) {
-    int want[IB_N_TASKS] = {0}, any = 0;
-    if (tasks && *tasks) {
-        char *list = strdup(tasks), *save = NULL;
-        if (!list) { snprintf(err, errlen, "out of memory"); return -1; }
-        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            int k = ib_task_index(t);
-            if (k < 0) {
-                snprintf(err, errlen, "infinitebench: unknown task '%s' (tasks: passkey, number_string, kv_retrieval, "
-                         "longbook_qa_eng, longbook_choice_eng, longbook_sum_eng, code_debug)", t);
-                free(list);
-                return -1;
-            }
-            want[k] = 2;
-        }
-        free(list);
-    } else {
-        for (int k = 0; k < IB_N_TASKS; k++) want[k] = 1;
-    }
-    for (int k = 0; k < IB_N_TASKS; k++) {
-        if (!want[k]) continue;
-        strbuf p = {0};
-        sb_printf(&p, "%s/%s.jsonl", dir, TASKS[k].file);
-        char *path = sb_take(&p);
-        if (!path) { snprintf(err, errlen, "out of memory"); return -1; }
-        if (access(path, R_OK)) {
-            if (want[k] == 2) { snprintf(err, errlen, "%s: not found", path); free(path); return -1; }
-            free(path);
-            continue;
-        }
-        jsonl_stats st;
-        int rc = ib_load_task(o, k, path, out, &st, err, errlen);
-        free(path);
-        if (rc) return -1;
-        any = 1;
-    }
-    if (!any) { snprintf(err, errlen, "%s: no InfiniteBench task files (<task>.jsonl) found", dir); return -1; }
-    return 0;
+    static const task_dir td = {"infinitebench", "InfiniteBench", "passkey, number_string, kv_retrieval, "
+                                "longbook_qa_eng, longbook_choice_eng, longbook_sum_eng, code_debug", IB_N_TASKS, task_file, ib_task_index, load_one};
+    dir_load d = {o, out};
+    return task_dir_load(&td, dir, tasks, &d, err, errlen);
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "task_dir.h"
 #include "longbench.h"
 #include "strbuf.h"
 
@@ -153,43 +154,23 @@ int lb_load_task(const lb_opts *o, int task, const char *path, tc_list *out, jso
     return rc < 0 ? -1 : 0;
 }
 
+typedef struct {
+    const lb_opts *o;
+    tc_list *out;
+} dir_load;
+
+static const char *task_file(int k) { return TASKS[k].name; }
+
+static int load_one(void *ctx, int k, const char *path, char *err, size_t errlen) {
+    const dir_load *d = ctx;
+    jsonl_stats st;
+    return lb_load_task(d->o, k, path, d->out, &st, err, errlen);
+}
+
 int lb_load_dir(const lb_opts *o, const char *dir, const char *tasks, tc_list *out, char *err, size_t errlen) {
-    int want[LB_N_TASKS] = {0}, any = 0;
-    if (tasks && *tasks) {
-        char *list = strdup(tasks), *save = NULL;
-        if (!list) { snprintf(err, errlen, "out of memory"); return -1; }
-        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            int k = lb_task_index(t);
-            if (k < 0) {
-                snprintf(err, errlen, "longbench: unknown task '%s' (tasks: narrativeqa, qasper, multifieldqa_en, hotpotqa, "
-                         "2wikimqa, musique, gov_report, qmsum, multi_news, trec, triviaqa, samsum, passage_count, "
-                         "passage_retrieval_en, lcc, repobench-p)", t);
-                free(list);
-                return -1;
-            }
-            want[k] = 2;                                   /* named: the file must exist */
-        }
-        free(list);
-    } else {
-        for (int k = 0; k < LB_N_TASKS; k++) want[k] = 1;
-    }
-    for (int k = 0; k < LB_N_TASKS; k++) {
-        if (!want[k]) continue;
-        strbuf p = {0};
-        sb_printf(&p, "%s/%s.jsonl", dir, TASKS[k].name);
-        char *path = sb_take(&p);
-        if (!path) { snprintf(err, errlen, "out of memory"); return -1; }
-        if (access(path, R_OK)) {
-            if (want[k] == 2) { snprintf(err, errlen, "%s: not found", path); free(path); return -1; }
-            free(path);
-            continue;
-        }
-        jsonl_stats st;
-        int rc = lb_load_task(o, k, path, out, &st, err, errlen);
-        free(path);
-        if (rc) return -1;
-        any = 1;
-    }
-    if (!any) { snprintf(err, errlen, "%s: no LongBench task files (<task>.jsonl) found", dir); return -1; }
-    return 0;
+    static const task_dir td = {"longbench", "LongBench", "narrativeqa, qasper, multifieldqa_en, hotpotqa, "
+                                "2wikimqa, musique, gov_report, qmsum, multi_news, trec, triviaqa, samsum, passage_count, "
+                                "passage_retrieval_en, lcc, repobench-p", LB_N_TASKS, task_file, lb_task_index, load_one};
+    dir_load d = {o, out};
+    return task_dir_load(&td, dir, tasks, &d, err, errlen);
 }

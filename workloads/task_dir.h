@@ -1,0 +1,19 @@
+/* A benchmark directory of DIR/<task>.jsonl files (LongBench, InfiniteBench): loads the
+ * tasks named in a comma list (each file must exist), or every task whose file is there. */
+#ifndef KV_TASK_DIR_H
+#define KV_TASK_DIR_H
+#include <stddef.h>
+
+typedef struct {
+    const char *bench, *title;               /* "longbench", "LongBench": used in messages */
+    const char *known;                       /* the task names, for the unknown-task message */
+    int n_tasks;
+    const char *(*file_of)(int task);        /* the file stem of task k */
+    int (*index_of)(const char *name);       /* -1 if unknown */
+    int (*load)(void *ctx, int task, const char *path, char *err, size_t errlen);   /* 0 or -1 */
+} task_dir;
+
+/* 0, or -1 with err (unknown task, named file missing, no task file at all, a load error). */
+int task_dir_load(const task_dir *td, const char *dir, const char *tasks, void *ctx, char *err, size_t errlen);
+
+#endif
