@@ -90,7 +90,6 @@ static void usage(FILE *f) {
 
 /* ---------------------------------------------------------------- parsing */
 
-
 static int add_kind(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
     syn_kind k;
@@ -105,40 +104,12 @@ static int add_kind(const char *flag, const char *s, void *ctx) {
 
 static int add_method(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
-    if (!strcmp(s, "all")) {
-        for (int i = 0; i < kv_method_count() && o->n_methods < MAX_LIST; i++) {
-            int dup = 0;
-            for (int k = 0; k < o->n_methods; k++) dup |= o->methods[k] == kv_method_at(i);
-            if (!dup) o->methods[o->n_methods++] = kv_method_at(i);
-        }
-        return 0;
-    }
-    const kv_method *m = kv_method_find(s);
-    if (!m) {
-        char valid[1024] = "";
-        for (int i = 0; i < kv_method_count(); i++) {
-            size_t len = strlen(valid);
-            snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", kv_method_at(i)->name);
-        }
-        return run_fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
-    }
-    for (int k = 0; k < o->n_methods; k++)
-        if (o->methods[k] == m) return 0;
-    if (o->n_methods == MAX_LIST) return run_fail("%s: more than %d methods", flag, MAX_LIST);
-    o->methods[o->n_methods++] = m;
-    return 0;
+    return run_add_method(flag, s, o->methods, &o->n_methods, MAX_LIST);
 }
 
 static int add_budget(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
-    double v = 0;
-    if (run_parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
-        return run_fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
-    for (int i = 0; i < o->n_budgets; i++)
-        if (o->budgets[i] == v) return 0;
-    if (o->n_budgets == MAX_LIST) return run_fail("%s: more than %d budgets", flag, MAX_LIST);
-    o->budgets[o->n_budgets++] = v;
-    return 0;
+    return run_add_budget(flag, s, o->budgets, &o->n_budgets, MAX_LIST);
 }
 
 static int add_ctx(const char *flag, const char *s, void *ctx) {

@@ -51,3 +51,37 @@ int run_each_item(const char *flag, const char *list, int (*item)(const char *fl
         s = comma + 1;
     }
 }
+
+int run_add_method(const char *flag, const char *s, const kv_method **list, int *n, int cap) {
+    int all = !strcmp(s, "all");
+    const kv_method *one = all ? NULL : kv_method_find(s);
+    if (!all && !one) {
+        char valid[1024] = "";
+        for (int i = 0; i < kv_method_count(); i++) {
+            size_t len = strlen(valid);
+            snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", kv_method_at(i)->name);
+        }
+        return run_fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
+    }
+    for (int i = 0; i < kv_method_count(); i++) {
+        const kv_method *m = kv_method_at(i);
+        if (!all && m != one) continue;
+        int dup = 0;
+        for (int k = 0; k < *n; k++) dup |= list[k] == m;
+        if (dup) continue;
+        if (*n == cap) return run_fail("%s: more than %d methods", flag, cap);
+        list[(*n)++] = m;
+    }
+    return 0;
+}
+
+int run_add_budget(const char *flag, const char *s, double *list, int *n, int cap) {
+    double v = 0;
+    if (run_parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
+        return run_fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
+    for (int i = 0; i < *n; i++)
+        if (list[i] == v) return 0;
+    if (*n == cap) return run_fail("%s: more than %d budgets", flag, cap);
+    list[(*n)++] = v;
+    return 0;
+}

@@ -2,6 +2,7 @@
  * prefixed "kvbench run: ", bounded integers, finite numbers and comma lists. */
 #ifndef KV_RUN_ARGS_H
 #define KV_RUN_ARGS_H
+#include "../methods/method.h"
 
 /* Prints "kvbench run: <message>" on stderr; returns -1. */
 int run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -12,5 +13,11 @@ int run_parse_double(const char *s, double *out);
 /* Calls item(flag, text, ctx) for every comma-separated item; an empty list or item fails. */
 int run_each_item(const char *flag, const char *list, int (*item)(const char *flag, const char *s, void *ctx),
                   void *ctx);
+
+/* One --methods item ("all" or a method name) added to list[0..*n) without duplicates,
+ * at most cap; an unknown name lists the valid ones. 0 or -1. */
+int run_add_method(const char *flag, const char *s, const kv_method **list, int *n, int cap);
+/* One --budget item: a fraction in (0,1] or an integer token count > 1, no duplicates. */
+int run_add_budget(const char *flag, const char *s, double *list, int *n, int cap);
 
 #endif

@@ -111,37 +111,14 @@ void run_model_usage(FILE *f) {
 
 /* ---------------------------------------------------------------- parsing */
 
-
 static int add_method(const char *flag, const char *s, void *ctx) {
     rm_opts *o = ctx;
-    for (int i = 0; i < kv_method_count(); i++) {
-        const kv_method *m = kv_method_at(i);
-        if (strcmp(s, "all") && kv_method_find(s) != m) continue;
-        int dup = 0;
-        for (int k = 0; k < o->n_methods; k++) dup |= o->methods[k] == m;
-        if (!dup && o->n_methods < MAX_LIST) o->methods[o->n_methods++] = m;
-    }
-    if (strcmp(s, "all") && !kv_method_find(s)) {
-        char valid[1024] = "";
-        for (int i = 0; i < kv_method_count(); i++) {
-            size_t len = strlen(valid);
-            snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", kv_method_at(i)->name);
-        }
-        return run_fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
-    }
-    return 0;
+    return run_add_method(flag, s, o->methods, &o->n_methods, MAX_LIST);
 }
 
 static int add_budget(const char *flag, const char *s, void *ctx) {
     rm_opts *o = ctx;
-    double v = 0;
-    if (run_parse_double(s, &v) || v <= 0 || (v > 1 && (v != floor(v) || v > 1e9)))
-        return run_fail("%s '%s': expected a fraction in (0,1] or a token count (integer > 1)", flag, s);
-    for (int i = 0; i < o->n_budgets; i++)
-        if (o->budgets[i] == v) return 0;
-    if (o->n_budgets == MAX_LIST) return run_fail("%s: more than %d budgets", flag, MAX_LIST);
-    o->budgets[o->n_budgets++] = v;
-    return 0;
+    return run_add_budget(flag, s, o->budgets, &o->n_budgets, MAX_LIST);
 }
 
 static int add_ctx(const char *flag, const char *s, void *ctx) {

@@ -7,6 +7,7 @@
  * Decoding, as SnapKV here: tokens are appended; once a kv head of a layer holds more
  * than that layer's budget, the prompt row with the lowest pooled score is evicted
  * (window rows and decoded tokens rank highest, and among those the oldest goes first). */
+#include "snap_select.h"
 #include "cacheset.h"
 #include "pyramid.h"
 #include "window_score.h"
@@ -120,39 +121,11 @@ static void pyramidkv_needs(const kv_state *st, kv_needs *out) {
     out->window = st->window;
 }
 
+/* The layer's budget row count is C when not compressing (C >= n keeps every row), so
+ * SnapKV's selection with that row count is the whole of PyramidKV's prefill. */
 static int pyramidkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
-    kv_cacheset *c = &st->cs;
-    if (cs_begin_layer(c, p, "pyramidkv", err, errlen)) return -1;
-    int n = p->n, w = st->window < n ? st->window : n, m = n - w;
-    if (m > 0 && (!p->win_probs || p->win < w)) {
-        snprintf(err, errlen, "pyramidkv: layer %d: prefill gave %d window rows, need %d", p->layer,
-                 p->win_probs ? p->win : 0, w);
-        return -1;
-    }
-    /* prompt tokens this layer keeps besides the window (all of them when not compressing) */
-    int keep_n = st->branch == PYRAMID_NONE ? m : st->budget[p->layer] - w;
-    float *score = malloc(((size_t)c->Hkv * (m > 0 ? m : 1)) * sizeof *score);
-    double *row_score = malloc((size_t)n * sizeof *row_score);
-    int32_t *keep = malloc((size_t)n * sizeof *keep);
-    int rc = !score || !row_score || !keep;
-    if (!rc && m > 0 && window_scores(p, c->H, c->Hkv, w, st->kernel, st->pool, 0, score) != m) rc = 1;
-    for (int j = 0; j < c->Hkv && !rc; j++) {
-        const float *sj = score + (size_t)j * m;
-        int nk = topk_sorted(sj, m, keep_n, keep);
-        if (nk < 0) {
-            rc = 1;
-            break;
-        }
-        for (int t = 0; t < m; t++) row_score[t] = sj[t];
-        for (int t = m; t < n; t++) {
-            row_score[t] = INFINITY;
-            keep[nk++] = t;
-        }
-        rc = cs_load(c, p, j, keep, nk, row_score);
-    }
-    free(score); free(row_score); free(keep);
-    if (rc) snprintf(err, errlen, "pyramidkv: out of memory in layer %d", p->layer);
-    return rc;
+    return snap_select_layer(&st->cs, p, st->window, st->kernel, st->pool, 0, st->budget[p->layer], "pyramidkv",
+                             err, errlen);
 }
 
 static void pyramidkv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
