@@ -20,6 +20,7 @@ SRC_DIRS := kernels methods workloads harness results plots model
 LIB_SRC  := $(filter-out harness/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 CU_SRC   := $(wildcard kernels/*.cu)
 ifeq ($(CUDA),1)
+CU_SRC  += $(wildcard model/*.cu)
 BUILD   := $(BUILD)-cuda
 CFLAGS  += -DKB_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcusolver -lstdc++

@@ -19,6 +19,10 @@
 #include "../methods/method.h"
 #include "../model/model.h"
 #include "../results/db.h"
+#ifdef KB_CUDA
+#include "../kernels/cuda_mem.h"
+#include "../model/cuda_model.h"
+#endif
 
 #include <errno.h>
 #include <libgen.h>
@@ -39,7 +43,7 @@ extern char **environ;
 enum { MAX_LIST = 64, MAX_PAIRS = MAX_LIST * MAX_LIST, MAX_JOBS = 64 };
 
 typedef struct {
-    const char *model_path, *workload, *db_path;
+    const char *model_path, *workload, *db_path, *backend;
     mw_spec wl;
     const kv_method *methods[MAX_LIST];
     int n_methods;
@@ -95,6 +99,9 @@ void run_model_usage(FILE *f) {
             "  --max-new N        generate at most N tokens (default: the task's own length)\n"
             "  --seed S           ruler generation seed (default 42)\n"
             "  --db FILE          results file (created if missing; required)\n"
+            "  --backend NAME     cpu or cuda (default cpu): where the forward pass runs; cuda needs a\n"
+            "                     make CUDA=1 build and a device (without one: a note, then the CPU).\n"
+            "                     Per case the device's peak memory and prefill time are recorded\n"
             "  --threads N        worker threads (default: online CPUs, divided among jobs)\n"
             "  --jobs N           run N processes, each taking every N-th case (default 1)\n"
             "  --quiet            no progress lines\n"
@@ -182,6 +189,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL, *params = NULL;
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
+    o->backend = "cpu";
     o->jobs = 1;
     o->job_index = -1;
     o->wl.shots = -1;
@@ -204,6 +212,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--ctx")) ctxs = val;
         else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) depths = val;
         else if (!strcmp(flag, "--db")) o->db_path = val;
+        else if (!strcmp(flag, "--backend")) o->backend = val;
         else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
@@ -223,6 +232,8 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         } else return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
     }
     if (!o->workload) return run_fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
+    if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda"))
+        return run_fail("--backend '%s': expected cpu or cuda", o->backend);
     char err[1024];
     if (mw_parse(o->workload, &o->wl, err, sizeof err)) return run_fail("%s", err);
     if (!o->db_path || !*o->db_path) return run_fail("--db FILE is required (the results file to write)");
@@ -584,8 +595,39 @@ static int scan_missing(kv_db *db, int64_t run_id, const rm_opts *o, const case_
     return total;
 }
 
+#ifdef KB_CUDA
+/* The device measurements of a finished case (CUDA backend): the allocator's peak over
+ * the shared prefill (peak), cudaMemGetInfo's used bytes at the prefill's peak or now (the larger),
+ * and the prefill's time by CUDA events. */
+static void record_gpu(kv_db *db, int64_t case_id, const kv_model *model, size_t peak, const char *prefix,
+                       const char *key, int quiet) {
+    size_t fr = 0, tot = 0;
+    cuda_model_info info;
+    int have = cuda_model_info_get(model, &info) == 0, mem = kb_cuda_mem_stats(NULL, NULL, &fr, &tot) == 0;
+    size_t used = mem ? tot - fr : 0;
+    if (have && info.used_bytes > used) used = info.used_bytes;
+    if (kvdb_case_gpu(db, case_id, mem ? (int64_t)peak : -1, mem || have ? (int64_t)used : -1,
+                      have ? info.prefill_ms : NAN))
+        fprintf(stderr, "%skvbench run: device measurements not recorded: %s\n", prefix, kvdb_errmsg(db));
+    if (!quiet) {
+        char pk[32], us[32];
+        fmt_bytes(pk, sizeof pk, (double)peak);
+        fmt_bytes(us, sizeof us, (double)used);
+        fprintf(stderr, "%s[case] %s: device prefill %.1f ms (CUDA events), allocator peak %s, device in use %s\n",
+                prefix, key, have ? info.prefill_ms : -1.0, pk, us);
+    }
+}
+#endif
+
 static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db, int64_t run_id, int *n_new) {
     const int N = cs->list.n;
+#ifdef KB_CUDA
+    const int gpu = cuda_model_selected();
+    if (gpu) {   /* the weights go to the device once, before (and outside) any case's time */
+        char lerr[512];
+        if (cuda_model_load(model, lerr, sizeof lerr)) return run_fail("--backend cuda: %s", lerr);
+    }
+#endif
     uint8_t *missing = calloc((size_t)N * o->n_pairs + 1, 1);
     int64_t *case_ids = calloc((size_t)N + 1, sizeof *case_ids);
     if (!missing || !case_ids) {
@@ -639,12 +681,19 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             fprintf(stderr, "%s[case %d/%d] %s: prefill %d tokens%s%s...\n", pg.prefix, seen, mine, cs->key[i], mc.n_pf,
                     needs.col_mass ? ", column mass" : "", needs.window ? ", window rows" : "");
         char err[512];
+#ifdef KB_CUDA
+        if (gpu) kb_cuda_mem_reset_peak();
+#endif
         double t0 = now_s();
         if (mc_prefill(&mc, &needs, err, sizeof err)) {
             rc = run_fail("case %s: prefill: %s", cs->key[i], err);
             break;
         }
         pg.pf_s += now_s() - t0;
+#ifdef KB_CUDA
+        size_t case_peak = 0;   /* the prefill's peak, before the methods reset it for their own */
+        if (gpu) kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL);
+#endif
         pg.pf_cost += cs->cost[i];
         pg.left_pf_cost -= cs->cost[i];
         kvdb_case kc = {.case_key = cs->key[i], .workload = o->wl.name, .variant = tc->task, .seed = o->wl.seed,
@@ -660,7 +709,14 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             if (!miss[p]) continue;
             const kv_method *m = o->pair_m[p];
             double rt0 = now_s();
+#ifdef KB_CUDA
+            if (gpu) kb_cuda_mem_reset_peak();   /* this method's peak: weights + its KV + decode */
+#endif
             mc_run_method(&mc, m, o->pair_b[p], &res);
+#ifdef KB_CUDA
+            size_t mpeak = 0;
+            if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
+#endif
             if (kvdb_result_put(db, case_ids[i], &res.r)) {
                 rc = run_fail("%s", kvdb_errmsg(db));
                 break;
@@ -693,6 +749,9 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_result_clear(&res);
         }
         mc_result_clear(&res);
+#ifdef KB_CUDA
+        if (gpu && !rc) record_gpu(db, case_ids[i], model, case_peak, pg.prefix, cs->key[i], o->quiet);
+#endif
         mc_free(&mc);
     }
     free(missing);
@@ -751,7 +810,12 @@ int cmd_run_model(int argc, char **argv) {
     rm_opts o;
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
-    const char *backend = "cpu";
+    /* cuda without a usable device (or a CPU build): one line, then the CPU; the run is
+     * recorded with the backend it really used */
+    const char *backend = "cpu", *why = NULL;
+    if (!strcmp(o.backend, "cuda") && kb_select("cuda", &why) == 0) backend = "cuda";
+    else if (kb_select("cpu", NULL) == 0 && !strcmp(o.backend, "cuda") && o.job_index < 0)
+        fprintf(stderr, "kvbench run: --backend cuda: %s; running on the CPU\n", why ? why : "not available");
     if (o.threads) kb_set_threads(o.threads);
 
     char err[1024];
@@ -836,6 +900,9 @@ int cmd_run_model(int argc, char **argv) {
             int64_t before = count_results(db, run_id);
             kvdb_close(db);   /* the jobs open their own connections */
             db = NULL;
+#ifdef KB_CUDA
+            cuda_model_release(model);
+#endif
             model_free(model);
             model = NULL;
             rc = run_jobs(&o, argc, argv);
@@ -855,6 +922,9 @@ int cmd_run_model(int argc, char **argv) {
     free(json);
     kvdb_close(db);
     cases_free(&cs);
+#ifdef KB_CUDA
+    if (model) cuda_model_release(model);
+#endif
     model_free(model);
     return rc ? 1 : 0;
 }

@@ -154,7 +154,7 @@ int cs_argmin(const kv_slot *s, int end) {
 
 const float *cs_attend_group(kv_cacheset *c, int layer, int j, const float *q, float *out,
                              int want_probs) {
-    const kv_slot *s = cs_slot(c, layer, j);
+    kv_slot *s = cs_slot(c, layer, j);
     if (want_probs && s->kv.n > c->probs_cap) {
         int cap = s->kv.n * 2;
         float *p = realloc(c->probs, (size_t)c->g * cap * sizeof *p);
@@ -163,10 +163,10 @@ const float *cs_attend_group(kv_cacheset *c, int layer, int j, const float *q, f
         c->probs_cap = cap;
     }
     kb_decode_args a = {
-        .g = c->g, .d = c->d, .n = s->kv.n, .q = q, .K = s->kv.K, .V = s->kv.V,
-        .idx = NULL, .bias = NULL, .out = out, .probs = want_probs ? c->probs : NULL,
+        .g = c->g, .d = c->d, .n = s->kv.n, .q = q, .bias = NULL, .out = out,
+        .probs = want_probs ? c->probs : NULL,
     };
-    kb_get()->decode(&a);
+    kvs_decode(&s->kv, &a);   /* on the store's device copy with the CUDA backend */
     return want_probs ? c->probs : NULL;
 }
 

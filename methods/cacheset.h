@@ -1,7 +1,7 @@
 /* The per-(layer, kv head) row stores shared by FullKV, StreamingLLM, H2O and SnapKV:
  * setup/budget validation, optional per-row scores kept in step with the rows, byte
  * accounting with a high-water mark, per-head counters and decode attention through
- * the kernels backend.
+ * the kernels backend (kvs_decode: with the CUDA backend, over each store's device mirror).
  *
  * Accounting: fast_bytes = resident K/V rows (elem_bytes each) + 4 bytes per row when
  * the method keeps a per-row score (an f32 on the device; reported as fast_aux_bytes).

@@ -1,6 +1,10 @@
 #include "kvstore.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef KB_CUDA
+#include "../kernels/cuda_kvmirror.h"
+#endif
 
 int kvs_init(kv_store *s, int d, int cap) {
     memset(s, 0, sizeof *s);
@@ -15,8 +19,16 @@ int kvs_init(kv_store *s, int d, int cap) {
 }
 
 void kvs_free(kv_store *s) {
+#ifdef KB_CUDA
+    kb_kvdev_free(s->dev);
+#endif
     free(s->K); free(s->V); free(s->pos);
     memset(s, 0, sizeof *s);
+}
+
+/* Rows from i on no longer match the device copy. */
+static void moved_from(kv_store *s, int i) {
+    if (i < s->dev_valid) s->dev_valid = i;
 }
 
 static int kvs_grow(kv_store *s, int need) {
@@ -37,6 +49,7 @@ static int kvs_grow(kv_store *s, int need) {
 
 int kvs_push(kv_store *s, const float *k, const float *v, int pos) {
     if (kvs_grow(s, s->n + 1)) return -1;
+    moved_from(s, s->n);
     memcpy(s->K + (size_t)s->n * s->d, k, (size_t)s->d * sizeof(float));
     memcpy(s->V + (size_t)s->n * s->d, v, (size_t)s->d * sizeof(float));
     s->pos[s->n++] = pos;
@@ -45,9 +58,11 @@ int kvs_push(kv_store *s, const float *k, const float *v, int pos) {
 
 void kvs_keep(kv_store *s, const int32_t *keep, int nk) {
     size_t row = (size_t)s->d * sizeof(float);
+    moved_from(s, nk);
     for (int i = 0; i < nk; i++) {
         int r = keep[i];
         if (r == i) continue;            /* ascending, so r >= i: safe in place */
+        moved_from(s, i);
         memcpy(s->K + (size_t)i * s->d, s->K + (size_t)r * s->d, row);
         memcpy(s->V + (size_t)i * s->d, s->V + (size_t)r * s->d, row);
         s->pos[i] = s->pos[r];
@@ -57,6 +72,7 @@ void kvs_keep(kv_store *s, const int32_t *keep, int nk) {
 
 void kvs_remove(kv_store *s, int i) {
     int tail = s->n - i - 1;
+    moved_from(s, i);
     if (tail > 0) {
         memmove(s->K + (size_t)i * s->d, s->K + (size_t)(i + 1) * s->d, (size_t)tail * s->d * sizeof(float));
         memmove(s->V + (size_t)i * s->d, s->V + (size_t)(i + 1) * s->d, (size_t)tail * s->d * sizeof(float));
@@ -67,4 +83,65 @@ void kvs_remove(kv_store *s, int i) {
 
 size_t kvs_bytes(const kv_store *s, int elem_bytes) {
     return (size_t)s->n * s->d * 2 * (size_t)elem_bytes;
+}
+
+#ifdef KB_CUDA
+/* The device copy when the CUDA backend is selected and the copy has not failed. */
+static struct kb_kvdev *device_copy(kv_store *s) {
+    if (s->dev_off || !kb_kvdev_active()) return NULL;
+    if (!s->dev && !(s->dev = kb_kvdev_new(s->d, "KV store rows"))) s->dev_off = 1;
+    return s->dev;
+}
+
+static void device_failed(kv_store *s) {
+    fprintf(stderr, "kvbench: KV store rows failed on the device; this store attends on the host rows from now on\n");
+    kb_kvdev_free(s->dev);
+    s->dev = NULL;
+    s->dev_off = 1;
+}
+#endif
+
+void kvs_decode(kv_store *s, kb_decode_args *a) {
+    a->K = s->K;
+    a->V = s->V;
+    a->idx = NULL;
+#ifdef KB_CUDA
+    struct kb_kvdev *m = device_copy(s);
+    if (m) {
+        if (kb_kvdev_sync(m, s->K, s->V, s->n, s->cap, &s->dev_valid) == 0 && kb_kvdev_decode(m, a) == 0) return;
+        device_failed(s);
+    }
+#endif
+    kb_get()->decode(a);
+}
+
+void kvs_decode_subset(kv_store *s, kb_decode_args *a) {
+    a->K = s->K;
+    a->V = s->V;
+#ifdef KB_CUDA
+    struct kb_kvdev *m = device_copy(s);
+    if (m) {
+        if (kb_kvdev_decode_subset(m, s->K, s->V, s->n, &s->dev_valid, a) == 0) return;
+        device_failed(s);
+    }
+#endif
+    kb_get()->decode(a);
+}
+
+size_t kvs_dev_bytes(const kv_store *s) {
+#ifdef KB_CUDA
+    return kb_kvdev_bytes(s->dev);
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
+int kvs_dev_rows(const kv_store *s) {
+#ifdef KB_CUDA
+    return kb_kvdev_rows(s->dev);
+#else
+    (void)s;
+    return 0;
+#endif
 }

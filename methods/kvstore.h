@@ -1,24 +1,47 @@
 /* A compacted K/V store for one (layer, kv head): rows of d floats, with the original
  * position of each row. Methods that evict keep their kept rows here, so resident
- * bytes are real rows, not masks. */
+ * bytes are real rows, not masks.
+ *
+ * Decode attention goes through kvs_decode / kvs_decode_subset. With the CUDA backend
+ * selected (CUDA builds), the store then keeps a device copy of its rows
+ * (kernels/cuda_kvmirror.h), from the tracked allocator, brought up to date before each
+ * attention from a "valid" mark that push, keep and remove maintain; the rows stay
+ * authoritative on the host. Otherwise both call kb_get()->decode on the host rows. */
 #ifndef KV_STORE_H
 #define KV_STORE_H
+#include "../kernels/core.h"
 #include <stddef.h>
 #include <stdint.h>
+
+struct kb_kvdev;
 
 typedef struct {
     int d, n, cap;
     float *K, *V;          /* [cap][d] */
     int32_t *pos;          /* [cap] original positions */
+    struct kb_kvdev *dev;  /* device copy, NULL until the first attention on the CUDA backend */
+    int dev_valid;         /* rows [0, dev_valid) unchanged since the device copy was updated */
+    int dev_off;           /* the device copy failed: attend on the host rows from now on */
 } kv_store;
 
 int  kvs_init(kv_store *s, int d, int cap);               /* 0 or -1 (out of memory) */
-void kvs_free(kv_store *s);
+void kvs_free(kv_store *s);                               /* frees the device copy too */
 int  kvs_push(kv_store *s, const float *k, const float *v, int pos);  /* grows as needed */
 /* Keep only rows keep[0..nk) (ascending row indices), compacting in place. */
 void kvs_keep(kv_store *s, const int32_t *keep, int nk);
 /* Remove row i, shifting later rows down (order is preserved). */
 void kvs_remove(kv_store *s, int i);
 size_t kvs_bytes(const kv_store *s, int elem_bytes);       /* n rows of K and V */
+
+/* Decode attention over all n rows (a->K, a->V, a->idx are set here): on the device
+ * copy, a mirror of every row, when the CUDA backend is selected. */
+void kvs_decode(kv_store *s, kb_decode_args *a);
+/* Decode attention over the rows a->idx lists (a->K, a->V are set here): on the device,
+ * the copy holds only the listed rows (a working set; for a store that is a slow tier). */
+void kvs_decode_subset(kv_store *s, kb_decode_args *a);
+/* The device copy: bytes held (rows and its decode buffers) and rows it has room for;
+ * 0 without one. */
+size_t kvs_dev_bytes(const kv_store *s);
+int    kvs_dev_rows(const kv_store *s);
 
 #endif

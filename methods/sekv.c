@@ -17,15 +17,16 @@
 static const kv_param params[] = {
     {"alpha", "auto", "anchor threshold mu + alpha*sigma; auto = smallest of 0.5..4 with P <= B/2"},
     {"l_min", "4", "spans shorter than this stay at full resolution (lowered to 2 if P > B/2, unless given)"},
-    {"l_max", "auto", "longer runs are split into balanced spans of at most this; auto = 64, or 128/256 if P > B/2"},
+    {"l_max", "auto", "longer runs are split into balanced spans of at most this; auto = 32, else 48, 64, 128, 256 (the first with P <= B/2)"},
     {"sinks", "4", "first tokens kept at full resolution"},
-    {"local", "auto", "most recent tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if P > B/2"},
+    {"local", "auto", "most recent tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if P > B/2 at that l_max"},
     {"rank", "32", "rank cap R of the span factors: 8, 32 or 64"},
     {"dprime", "32", "routing dimension d' (fixed: 32)"},
-    {"tau", "-1", "zoom threshold on the relevance for every head; -1 = from the params (0.05 untrained)"},
+    {"tau", "-1", "zoom threshold on the relevance for every head; -1 = 0.05 with route=1, else from the params (0.05 untrained)"},
     {"zoom", "1", "0 = no reconstruction: coarse summaries only"},
-    {"trained_zoom", "1", "0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d), no W (ablation)"},
+    {"trained_zoom", "1", "0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d) alone, no spread, no W (ablation)"},
     {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans (ablation)"},
+    {"route", "1", "span relevance: 1 = mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q, from their top-2 principal directions), 0 = the d' routing summary of the paper (W from params_file)"},
     {"gate", "1", "rank gate at decode: 1 = hard (component kept iff m > 0.5), 2 = soft m, 0 = off"},
     {"params_file", "",
      "trained parameters (kvbench train-sekv); empty or none = untrained routing; default = "
@@ -72,6 +73,7 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
         kv_param_int(m, ps, "zoom", &st->zoom, err, errlen) ||
         kv_param_int(m, ps, "trained_zoom", &st->trained_zoom, err, errlen) ||
         kv_param_int(m, ps, "fixed_chunk", &st->fixed_chunk, err, errlen) ||
+        kv_param_int(m, ps, "route", &st->route, err, errlen) ||
         kv_param_int(m, ps, "gate", &st->gate, err, errlen))
         return -1;
     char buf[64];
@@ -98,6 +100,7 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
     else if (tau != -1 && !(tau >= 0 && tau <= 1)) bad = "tau must be in [0,1] (or -1)";
     else if ((st->zoom | st->trained_zoom) & ~1) bad = "zoom and trained_zoom must be 0 or 1";
     else if (st->fixed_chunk < 0) bad = "fixed_chunk must be >= 0";
+    else if (st->route & ~1) bad = "route must be 0 or 1";
     else if (st->gate < 0 || st->gate > 2) bad = "gate must be 0 (off), 1 (hard) or 2 (soft)";
     if (bad) {
         snprintf(err, errlen, "sekv: %s", bad);
@@ -184,6 +187,7 @@ static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) {
     st->g = st->H / st->Hkv; st->eb = s->elem_bytes; st->n_prompt = s->n_prompt;
     st->B = kv_budget(s);
     st->alpha_used = NAN;
+    sekv_dev_init(st);
     if (read_params(st, s->params, err, errlen) || load_prm(st, s, err, errlen)) {
         sekv_free(st);
         return NULL;
@@ -239,10 +243,16 @@ int sekv_grow_spans(kv_state *st, sekv_layer *ly, int need) {
     int32_t *sel = malloc((size_t)Hkv * cap * sizeof *sel);
     int32_t *rr = malloc((size_t)Hkv * cap * sizeof *rr);
     uint8_t *zh = calloc((size_t)H * cap, 1);
-    if (!sp || !sr || !kh || !sel || !rr || !zh) {
-        free(kh), free(sel), free(rr), free(zh);
+    float *kb = malloc((size_t)Hkv * cap * 2 * st->d * sizeof *kb);
+    if (!sp || !sr || !kh || !sel || !rr || !zh || !kb) {
+        free(kh), free(sel), free(rr), free(zh), free(kb);
         return -1;
     }
+    for (int j = 0; j < Hkv && ly->kspread; j++)
+        memcpy(kb + (size_t)j * cap * 2 * st->d, ly->kspread + (size_t)j * old * 2 * st->d,
+               (size_t)ly->ns * 2 * st->d * sizeof *kb);
+    free(ly->kspread);
+    ly->kspread = kb;
     for (int h = 0; h < H && ly->khat; h++)   /* keep the routing keys, new row stride */
         memcpy(kh + (size_t)h * cap * dp, ly->khat + (size_t)h * old * dp, (size_t)ly->ns * dp * sizeof *kh);
     free(ly->khat), free(ly->sel), free(ly->recon_row), free(ly->zoom_h);
@@ -269,9 +279,22 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
     sekv_layer *ly = &st->layer[layer];
     int len = ly->span[s].len, d = st->d, R = st->rank;
     sekv_coarse(K, V, surp, len, d, kbar, vbar, NULL);
+    float *pc = ly->kspread + ((size_t)j * ly->span_cap + s) * 2 * d;
+    if (st->route == 1) {   /* top-2 principal directions of the keys about kbar, scaled by their rms */
+        float *c = malloc(((size_t)len * d + sekv_factor_floats(len, d, 2)) * sizeof *c);
+        if (!c) return -1;
+        for (int t = 0; t < len; t++)
+            for (int i = 0; i < d; i++) c[(size_t)t * d + i] = K[(size_t)t * d + i] - kbar[i];
+        sekv_factor f;
+        if (sekv_factorize(c, len, d, 2, c + (size_t)len * d, &f)) return free(c), -1;
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < d; i++)
+                pc[k * d + i] = k < f.r ? (float)(f.s[k] / sqrt((double)len) * f.Vt[(size_t)k * d + i]) : 0.0f;
+        free(c);
+    }
     sekv_basis *b = &ly->kv[j].basis[s];
     size_t nf = sekv_factor_floats(len, d, R);
-    b->buf = malloc(2 * nf * sizeof(float));
+    b->buf = sekv_slow_alloc(st, 2 * nf);
     if (!b->buf) return -1;
     if (sekv_factorize(K, len, d, R, b->buf, &b->fk) || sekv_factorize(V, len, d, R, b->buf + nf, &b->fv))
         return -1;
@@ -288,7 +311,7 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
             }
     }
     int dp = st->prm.dp;
-    for (int h = j * st->g; h < (j + 1) * st->g; h++)
+    for (int h = j * st->g; h < (j + 1) * st->g && st->route == 0; h++)
         sekv_route_key(st->prm.W + ((size_t)layer * st->H + h) * dp * d, kbar, d, dp,
                        ly->khat + ((size_t)h * ly->span_cap + s) * dp);
     return 0;
@@ -301,25 +324,27 @@ void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) { kb_parallel_for(n
 /* Picks the segmentation at the first ingest. A given alpha, l_min, l_max or local stays
  * as given; the automatic ones are searched, least change first, for the first setting
  * whose persistent part P fits in B/2:
- *   window and span cap: local 32 with l_max 64, then local = clamp(B/8, 4, 32) with
- *          l_max 64, 128, 256 (the window and one coarse row per span are most of P at
- *          small budgets);
+ *   span cap and window: l_max 32, 48, 64, 128, 256, each with local 32 and then local
+ *          = clamp(B/8, 4, 32): short spans first, since they zoom more precisely (a
+ *          needle's span costs fewer rows of the room B - P), which the smaller window
+ *          pays for at small budgets (the window and one coarse row per span are most
+ *          of P);
  *   l_min: as set (4), then 2 (raising it would keep more tokens at full resolution);
  *   alpha: the grid 0.5 .. 4, smallest first (the most anchors kept at full resolution).
  * The setting used is kept in st (sekv_describe, sekv_params_used); when none fits the
  * case is "infeasible", naming the smallest P found. */
 static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen) {
     static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
-    static const int caps[] = {64, 128, 256};
+    static const int caps[] = {32, 48, 64, 128, 256};
     int n = st->n_prompt, half = st->B / 2;
     int auto_a = st->alpha < 0 && !st->fixed_chunk;
     int n_alpha = auto_a ? (int)(sizeof grid / sizeof grid[0]) : 1;
     int lmins[2] = {st->l_min, 2}, n_lmin = !st->lmin_given && st->l_min > 2 ? 2 : 1;
     /* (local, l_max) candidates, without repeats */
-    int small = st->B / 8 < 4 ? 4 : st->B / 8 > 32 ? 32 : st->B / 8, shp[4][2], n_shp = 0;
-    for (int c = -1; c < 3; c++) {
-        int loc = st->local >= 0 ? st->local : c < 0 ? 32 : small;
-        int cap = st->l_max > 0 || st->fixed_chunk ? st->l_max : caps[c < 0 ? 0 : c];
+    int small = st->B / 8 < 4 ? 4 : st->B / 8 > 32 ? 32 : st->B / 8, shp[10][2], n_shp = 0;
+    for (int c = 0; c < 10; c++) {   /* caps ascending; for each, local 32 then small */
+        int loc = st->local >= 0 ? st->local : c % 2 == 0 ? 32 : small;
+        int cap = st->l_max > 0 || st->fixed_chunk ? st->l_max : caps[c / 2];
         if (cap > 0 && cap < st->l_min) cap = st->l_min;
         int seen = 0;
         for (int i = 0; i < n_shp; i++) seen |= shp[i][0] == loc && shp[i][1] == cap;
@@ -470,11 +495,12 @@ size_t sekv_fast_bytes(const kv_state *st, size_t *aux, long *tokens) {
         const sekv_layer *ly = &st->layer[l];
         if (!ly->ingested) continue;
         for (int j = 0; j < st->Hkv; j++) rows += (size_t)ly->n_rows + ly->kv[j].n_recon;
-        if (st->zoom && st->trained_zoom) a += (size_t)st->H * ly->ns * st->prm.dp * sizeof(float);
+        if (st->zoom && st->trained_zoom && st->route == 1) a += (size_t)st->Hkv * ly->ns * 2 * st->d * sizeof(float);
+        else if (st->zoom && st->trained_zoom) a += (size_t)st->H * ly->ns * st->prm.dp * sizeof(float);
     }
     /* The trained parameters the decode uses live on the fast tier too. */
     const sekv_params *p = &st->prm;
-    if (st->zoom && st->trained_zoom) a += ((size_t)p->n_layers * p->n_heads * (p->dp * p->head_dim + 1)) * sizeof(float);
+    if (st->zoom && st->trained_zoom && st->route == 0) a += ((size_t)p->n_layers * p->n_heads * (p->dp * p->head_dim + 1)) * sizeof(float);
     if (st->zoom && st->gate) a += (sekv_params_count(p) - (size_t)p->n_layers * p->n_heads * (p->dp * p->head_dim + 1)) * sizeof(float);
     if (aux) *aux = a;
     if (tokens) *tokens = (long)rows;
@@ -502,14 +528,15 @@ static void sekv_head_stats(const kv_state *st, int layer, int head, kv_headstat
 
 static void sekv_free(kv_state *st) {
     if (!st) return;
+    sekv_dev_free(st);
     for (int l = 0; st->layer && l < st->L; l++) {
         sekv_layer *ly = &st->layer[l];
         for (int j = 0; ly->kv && j < st->Hkv; j++) {
-            for (int s = 0; s < ly->ns; s++) free(ly->kv[j].basis[s].buf);
+            for (int s = 0; s < ly->ns; s++) sekv_slow_free(st, ly->kv[j].basis[s].buf);
             free(ly->kv[j].basis), free(ly->kv[j].K), free(ly->kv[j].V);
         }
         free(ly->kv), free(ly->row_span), free(ly->row_pos), free(ly->span), free(ly->span_row);
-        free(ly->khat), free(ly->sel), free(ly->n_sel), free(ly->recon_row), free(ly->zoom_h);
+        free(ly->khat), free(ly->kspread), free(ly->sel), free(ly->n_sel), free(ly->recon_row), free(ly->zoom_h);
         free(ly->kept), free(ly->events);
     }
     free(st->layer);
@@ -532,11 +559,11 @@ void sekv_describe(const kv_state *st, char *buf, size_t len) {
     if (st->l_max >= 0) snprintf(lmax, sizeof lmax, "%d%s", st->l_max, st->lmax_auto ? " (auto)" : "");
     if (st->local >= 0) snprintf(local, sizeof local, "%d%s", st->local, st->local_auto ? " (auto)" : "");
     snprintf(buf, len,
-             "sekv: alpha=%g%s l_min=%d l_max=%s sinks=%d local=%s spans=%d P=%d B=%d rank=%d zoom=%d%s gate=%d %s",
+             "sekv: alpha=%g%s l_min=%d l_max=%s sinks=%d local=%s spans=%d P=%d B=%d rank=%d zoom=%d%s gate=%d route=%s %s",
              st->alpha_used, st->alpha < 0 && !st->fixed_chunk ? " (auto)" : "",
              st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, ns,
              st->have_seg ? sekv_seg_persistent(&st->seg) : -1, st->B, st->rank, st->zoom,
-             st->trained_zoom ? "" : " (untrained zoom)", st->gate,
+             st->trained_zoom ? "" : " (untrained zoom)", st->gate, st->route ? "spread" : "summary",
              !st->params_file[0] ? "params: none (untrained routing)"
              : st->prm.trained    ? (st->params_default ? "params: trained (default file)" : "params: trained")
                                   : "params: file, untrained");
@@ -551,9 +578,9 @@ void sekv_params_used(const kv_state *st, char *buf, size_t len) {
     if (st->local >= 0) snprintf(local, sizeof local, "%d", st->local);
     int n = snprintf(buf, len,
                      "alpha=%s,l_min=%d,l_max=%s,sinks=%d,local=%s,rank=%d,tau=%g,zoom=%d,trained_zoom=%d,"
-                     "fixed_chunk=%d,gate=%d",
+                     "fixed_chunk=%d,gate=%d,route=%d",
                      alpha, st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, st->rank,
-                     st->tau_override, st->zoom, st->trained_zoom, st->fixed_chunk, st->gate);
+                     st->tau_override, st->zoom, st->trained_zoom, st->fixed_chunk, st->gate, st->route);
     if (n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, ",params_file=%s", st->params_file[0] ? st->params_file : "none");
 }
@@ -596,6 +623,12 @@ void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *
     sekv_reconstruct(&b->fk, NULL, K);
     sekv_reconstruct(&b->fv, NULL, V);
 }
+
+const float *sekv_span_factors(const kv_state *st, int layer, int kv_head, int s) {
+    return st->layer[layer].kv[kv_head].basis[s].buf;
+}
+
+size_t sekv_device_bytes(const kv_state *st) { return sekv_dev_bytes_held(st); }
 
 int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans) {
     const sekv_layer *ly = &st->layer[layer];

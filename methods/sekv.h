@@ -50,4 +50,10 @@ void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *
  * and returns the count. */
 int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans);
 
+/* Span s's factor buffer for kv head j (K's U, s, Vt, then V's): pinned host memory
+ * when the state was made with the CUDA backend selected. */
+const float *sekv_span_factors(const kv_state *st, int layer, int kv_head, int s);
+/* Device bytes the state's device tiers hold now (0 unless the CUDA backend attends). */
+size_t sekv_device_bytes(const kv_state *st);
+
 #endif

@@ -23,6 +23,7 @@ void sekv_append(kv_state *st, int layer, const float *k, const float *v, const 
     st->surp[pos] = t->surprisal;
     if (sekv_grow_rows(st, ly, ly->n_rows + 1 + st->B)) sekv_die("out of memory", layer);
     int r = ly->n_rows++;
+    sekv_rows_moved(st, ly, r);
     ly->row_span[r] = -1;
     ly->row_pos[r] = pos;
     for (int j = 0; j < st->Hkv; j++) {
@@ -68,6 +69,18 @@ static void recon_task(void *c_, int i) {
     sekv_reconstruct(&b->fv, b->mv, c->ly->kv[j].V + row);
 }
 
+/* The selected spans of every group rebuilt into the host rows, on the worker threads. */
+static void reconstruct_host(kv_state *st, int layer, int n_tasks) {
+    sekv_layer *ly = &st->layer[layer];
+    int *tj = malloc(2 * (size_t)n_tasks * sizeof *tj), *tk = tj + n_tasks, t = 0;
+    if (!tj) sekv_die("out of memory", layer);
+    for (int j = 0; j < st->Hkv; j++)
+        for (int k = 0; k < ly->n_sel[j]; k++) tj[t] = j, tk[t++] = k;
+    recon_ctx rc = {st, ly, tj, tk};
+    sekv_par_for(n_tasks, recon_task, &rc);
+    free(tj);
+}
+
 /* Relevance of every span for every query head as a logit (alpha~ = sigmoid of it):
  * scores [H][ns]. Logits rank spans that alpha~ would round to the same 1.0f. */
 static void route(kv_state *st, int layer, const float *q, float *scores) {
@@ -77,7 +90,22 @@ static void route(kv_state *st, int layer, const float *q, float *scores) {
     for (int h = 0; h < st->H; h++) {
         const float *qh = q + (size_t)h * d;
         float *a = scores + (size_t)h * ns;
-        if (st->trained_zoom) {
+        if (st->trained_zoom && st->route == 1) {
+            /* The span's best logit, estimated: its mean logit plus sqrt(2 ln|S|) (the
+             * expected maximum of |S| Gaussian deviations) times the spread of its keys
+             * along q, from their top-2 principal directions (v1, v2, scaled by the rms).
+             * A span with one key that stands out along q scores high even when its mean
+             * is diluted; no ln|S| mass prior, under which long spans win regardless. */
+            const float *kb = ly->kspread + (size_t)(h / st->g) * ly->span_cap * 2 * d;
+            const float *K = ly->kv[h / st->g].K;
+            for (int s = 0; s < ns; s++) {
+                const float *v1 = kb + (size_t)s * 2 * d, *v2 = v1 + d, *kbar = K + (size_t)ly->span_row[s] * d;
+                double m = 0, a1 = 0, a2 = 0;
+                for (int i = 0; i < d; i++) m += (double)qh[i] * kbar[i], a1 += (double)qh[i] * v1[i], a2 += (double)qh[i] * v2[i];
+                double lam = sqrt(2 * log((double)ly->span[s].len));
+                a[s] = (float)((m + lam * sqrt(a1 * a1 + a2 * a2)) / sqrt((double)d));
+            }
+        } else if (st->trained_zoom) {
             sekv_route_query(st->prm.W + ((size_t)layer * st->H + h) * dp * d, qh, d, dp, qhat);
             const float *kh = ly->khat + (size_t)h * ly->span_cap * dp;
             for (int s = 0; s < ns; s++) a[s] = sekv_route_logit(qhat, kh + (size_t)s * dp, dp, ly->span[s].len);
@@ -95,7 +123,10 @@ static void route(kv_state *st, int layer, const float *q, float *scores) {
 
 /* Head h's zoom threshold tau on alpha~, as a logit: alpha~ > tau iff logit > this. */
 static float tau_logit(const kv_state *st, int layer, int h) {
-    double tau = st->tau_override >= 0 ? st->tau_override : st->prm.tau[(size_t)layer * st->H + h];
+    /* route=1 has its own score scale: the trained thresholds belong to route=0's */
+    double tau = st->tau_override >= 0 ? st->tau_override
+                 : st->route == 1      ? SEKV_TAU_UNTRAINED
+                                       : st->prm.tau[(size_t)layer * st->H + h];
     return tau <= 0 ? -INFINITY : tau >= 1 ? INFINITY : (float)log(tau / (1 - tau));
 }
 
@@ -181,15 +212,9 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
             n_tasks += ly->n_sel[j];
         }
     }
-    if (n_tasks) {   /* reconstruct the selected spans of every group on the worker threads */
-        int *tj = malloc(2 * (size_t)n_tasks * sizeof *tj), *tk = tj + n_tasks, t = 0;
-        if (!tj) sekv_die("out of memory", layer);
-        for (int j = 0; j < Hkv; j++)
-            for (int k = 0; k < ly->n_sel[j]; k++) tj[t] = j, tk[t++] = k;
-        recon_ctx rc = {st, ly, tj, tk};
-        sekv_par_for(n_tasks, recon_task, &rc);
-        free(tj);
-    }
+    /* On the CUDA backend the spans are rebuilt on the device (sekv_dev.c), else here. */
+    int on_dev = sekv_dev_prepare(st, layer);
+    if (n_tasks && !on_dev) reconstruct_host(st, layer, n_tasks);
     /* One softmax per query head over its entries, in position order. */
     for (int h = 0; h < H; h++) {
         int j = h / st->g, n = 0, expanded = 0;
@@ -209,7 +234,11 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
         kb_decode_args a = {.g = 1, .d = d, .n = n, .q = q + (size_t)h * d, .K = ly->kv[j].K,
                             .V = ly->kv[j].V, .idx = st->idx, .bias = st->bias,
                             .out = out + (size_t)h * d, .probs = NULL};
-        kb_get()->decode(&a);
+        if (!on_dev || sekv_dev_decode(st, layer, j, &a)) {
+            if (on_dev && n_tasks) reconstruct_host(st, layer, n_tasks);   /* the device failed */
+            on_dev = 0;
+            kb_get()->decode(&a);
+        }
         ly->kept[h] = n;
         ly->events[h] += expanded;
         if (expanded) log_zoom(st, ly->steps, layer, h, expanded);

@@ -103,6 +103,7 @@ static void compact(kv_state *st, int layer, int end, int all) {
         t++;
     }
     ly->n_rows = r;
+    sekv_rows_moved(st, ly, r0);
     sekv_refresh_span_rows(ly);
     for (int i = s0; i < ly->ns; i++)
         st->slow_bytes += Hkv * 2 * sekv_factor_floats(ly->span[i].len, d, st->rank) * sizeof(float);
@@ -135,12 +136,17 @@ static void span_shift(kv_state *st, sekv_layer *ly, int k, int delta) {
         float *kh = ly->khat + (size_t)h * ly->span_cap * dp;
         memmove(kh + dst * dp, kh + src * dp, (size_t)move * dp * sizeof *kh);
     }
+    size_t d2 = 2 * (size_t)st->d;
+    for (int j = 0; j < st->Hkv; j++) {
+        float *kb = ly->kspread + (size_t)j * ly->span_cap * d2;
+        memmove(kb + dst * d2, kb + src * d2, (size_t)move * d2 * sizeof *kb);
+    }
     ly->ns += delta;
 }
 
 static void drop_span(kv_state *st, sekv_layer *ly, int s) {
     for (int j = 0; j < st->Hkv; j++) {
-        free(ly->kv[j].basis[s].buf);
+        sekv_slow_free(st, ly->kv[j].basis[s].buf);
         ly->kv[j].basis[s].buf = NULL;
     }
     st->slow_bytes -= span_bytes(st, ly->span[s].len);
@@ -198,6 +204,7 @@ static void merge(kv_state *st, int layer, int r) {
         memmove(ly->kv[j].V + (size_t)(r + 1) * d, ly->kv[j].V + (size_t)(r + 2) * d, (size_t)tail * d * sizeof(float));
     }
     ly->n_rows--;
+    sekv_rows_moved(st, ly, r);
     ly->row_span[r] = k;
     for (int i = 0, s = 0; i < ly->n_rows; i++)   /* span indices follow row order */
         if (ly->row_span[i] >= 0) ly->row_span[i] = s++;

@@ -124,7 +124,7 @@ int sekv_params_init(sekv_params *p, int n_layers, int n_heads, int head_dim, in
     int R = rank_cap, d = head_dim, hid = p->hidden;
     /* W ~ N(0, 1/d'): E[(Wq).(Wk)] = q.k, a dot-product preserving random projection. */
     fill_normal(p->W, (size_t)n_layers * n_heads * p->dp * d, 1.0 / sqrt(p->dp), &s);
-    for (int i = 0; i < n_layers * n_heads; i++) p->tau[i] = 0.05f;
+    for (int i = 0; i < n_layers * n_heads; i++) p->tau[i] = (float)SEKV_TAU_UNTRAINED;
     fill_normal(p->g_w1, (size_t)hid * (R + d), 1.0 / sqrt(R + d), &s);
     fill_normal(p->g_w2, (size_t)hid * hid, 1.0 / sqrt(hid), &s);
     /* A small last layer and b3 = ln(0.95/0.05): every component starts at m ~ 0.95. */

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define SEKV_TAU_UNTRAINED 0.05   /* every head's zoom threshold before training */
+
 enum { SEKV_DPRIME = 32, SEKV_HIDDEN = 64, SEKV_RMAX = 64 };
 
 typedef struct {

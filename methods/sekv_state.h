@@ -3,6 +3,7 @@
 #ifndef KV_SEKV_STATE_H
 #define KV_SEKV_STATE_H
 #include "sekv.h"
+#include "../kernels/core.h"
 
 /* One span's factors for one kv head (slow tier) and its gate masks. */
 typedef struct {
@@ -18,6 +19,10 @@ typedef struct {
     float *K, *V;               /* [row_cap][d] */
     sekv_basis *basis;          /* [span_cap] */
     int n_recon;
+    /* CUDA backend (sekv_dev.c): the device copy of these rows (a struct kb_kvdev) and its
+     * valid mark: rows [0, dev_valid) are unchanged since they were last uploaded. */
+    void *dev;
+    int dev_valid;
 } sekv_kvh;
 
 typedef struct {
@@ -29,6 +34,7 @@ typedef struct {
     sekv_span *span;            /* [span_cap] */
     int32_t *span_row;          /* [span_cap] the row of span s's coarse entry */
     float *khat;                /* [H][span_cap][dp] routing keys */
+    float *kspread;              /* route=1: [Hkv][span_cap][2][d] the span's top-2 key directions about kbar, times their rms */
     int total, frontier;        /* tokens seen; positions < frontier are settled */
     sekv_kvh *kv;               /* [Hkv] */
     /* last step */
@@ -44,7 +50,7 @@ struct kv_state {
     int L, H, Hkv, d, g, eb, n_prompt, B;
     /* parameters */
     double alpha;               /* < 0: auto */
-    int l_min, l_max, sinks, local, rank, zoom, trained_zoom, fixed_chunk, gate;
+    int l_min, l_max, sinks, local, rank, zoom, trained_zoom, fixed_chunk, gate, route;
     /* l_max, local: -1 = auto until the first ingest, then the values chosen */
     int lmax_auto, local_auto, lmin_given;
     double tau_override;        /* < 0: from the params */
@@ -69,7 +75,20 @@ struct kv_state {
     int32_t *idx;               /* [entries] */
     float *bias;
     int idx_cap;
+    /* CUDA backend (sekv_dev.c) */
+    int pinned;                 /* factor buffers from kb_cuda_host_alloc, through the arena */
+    struct sekv_arena *arena;   /* pinned blocks (sekv_dev.c); NULL when not pinned */
+    int dev_off;                /* the device path failed: host rows from now on */
+    void *dev;                  /* staging of the span factors (a kb_sekv_dev) */
+    void *dev_spans;            /* [dev_spans_cap] scratch span list */
+    int dev_spans_cap;
 };
+
+/* Rows from r on changed or moved: the device copies upload them again at the next attend. */
+static inline void sekv_rows_moved(const kv_state *st, sekv_layer *ly, int r) {
+    for (int j = 0; ly->kv && j < st->Hkv; j++)
+        if (ly->kv[j].dev_valid > r) ly->kv[j].dev_valid = r;
+}
 
 /* sekv.c */
 int  sekv_grow_rows(kv_state *st, sekv_layer *ly, int need);
@@ -90,6 +109,21 @@ void sekv_par_for(int n, void (*fn)(void *, int), void *ctx);
 /* sekv_fold.c */
 void sekv_keep_budget(kv_state *st, int layer);
 void sekv_die(const char *what, int layer);
+
+/* sekv_dev.c: the tiers on the CUDA backend when it is the selected one (built with
+ * KB_CUDA); otherwise plain host memory and no device work. */
+void   sekv_dev_init(kv_state *st);                 /* at init: pinned factors if CUDA is selected */
+float *sekv_slow_alloc(const kv_state *st, size_t floats);   /* a factor buffer (NULL: out of memory) */
+void   sekv_slow_free(const kv_state *st, float *p);
+/* At attend, after the spans are selected: queues their factors to the device, syncs the
+ * groups' persistent rows and rebuilds the spans there. 1 when the layer attends on the
+ * device (sekv_dev_decode), 0 when on the host (host rebuild, kb_get()->decode). */
+int    sekv_dev_prepare(kv_state *st, int layer);
+/* Decode of one query head of group j over the device rows (a's idx lists rows). 0, or
+ * -1 when the device failed (then off for good: attend on the host). */
+int    sekv_dev_decode(kv_state *st, int layer, int j, const kb_decode_args *a);
+size_t sekv_dev_bytes_held(const kv_state *st);
+void   sekv_dev_free(kv_state *st);
 
 /* sekv_decode.c */
 void sekv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t);

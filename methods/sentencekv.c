@@ -11,7 +11,9 @@
  * not at an exact punctuation-token lookup. The prompt's unfinished last sentence is a
  * sentence of its own; the sentence being generated starts with the first decoded token.
  * The last sentence collected is cut to fill the budget exactly. Sinks are clamped to B/2
- * and recent to B - sinks, so a small budget still never attends more than B rows. */
+ * and recent to B - sinks, so a small budget still never attends more than B rows.
+ * With the CUDA backend the attended rows sit on the device as a working set of at most B
+ * rows per kv head (kvs_decode_subset): only rows newly selected cross the bus. */
 #include "../kernels/core.h"
 #include "kvstore.h"
 #include "method.h"
@@ -341,7 +343,6 @@ static void select_rows(kv_state *st, skv_head *h) {
 
 static void sk_attend(kv_state *st, int layer, const float *q, float *out) {
     int Hkv = st->s.n_kv_heads, d = st->s.head_dim, g = st->g;
-    const kb_backend *be = kb_get();
     for (int j = 0; j < Hkv; j++) {
         skv_head *h = &st->hd[layer * Hkv + j];
         const float *qj = q + (size_t)j * g * d;
@@ -353,9 +354,8 @@ static void sk_attend(kv_state *st, int layer, const float *q, float *out) {
         h->nq++;
         select_rows(st, h);
         h->stepped = 1;
-        kb_decode_args a = {.g = g, .d = d, .n = h->nsel, .q = qj, .K = h->kv.K, .V = h->kv.V, .idx = h->sel,
-                            .out = out + (size_t)j * g * d};
-        be->decode(&a);
+        kb_decode_args a = {.g = g, .d = d, .n = h->nsel, .q = qj, .idx = h->sel, .out = out + (size_t)j * g * d};
+        kvs_decode_subset(&h->kv, &a);   /* CUDA backend: only the working set is on the device */
         if (h->ended) {                                /* the generated sentence is finished */
             if (add_sentence(h, d, h->cur, h->kv.n - h->cur)) oom_exit();
             h->cur = h->kv.n;
@@ -391,6 +391,10 @@ int sentencekv_selection(const kv_state *st, int layer, int kv_head, int32_t *po
     if (!h->stepped) return 0;
     for (int i = 0; i < h->nsel; i++) pos[i] = h->kv.pos[h->sel[i]];
     return h->nsel;
+}
+
+const kv_store *sentencekv_store(const kv_state *st, int layer, int kv_head) {
+    return &st->hd[layer * st->s.n_kv_heads + kv_head].kv;
 }
 
 int sentencekv_sentence_count(const kv_state *st, int layer, int kv_head) {

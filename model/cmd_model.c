@@ -4,6 +4,10 @@
 #include "../kernels/core.h"
 #include "model.h"
 #include "quant.h"
+#ifdef KB_CUDA
+#include "../kernels/cuda_mem.h"
+#include "cuda_model.h"
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +101,8 @@ int cmd_info(int argc, char **argv) {
 
 static void generate_usage(void) {
     printf("usage: kvbench generate [--model FILE] --prompt TEXT [--chat] [--max-tokens N]\n"
-           "                        [--method M] [--budget B] [--params k=v,..] [--threads N] [--plain]\n\n"
+           "                        [--method M] [--budget B] [--params k=v,..] [--threads N] [--plain]\n"
+           "                        [--backend cpu|cuda]\n\n"
            "Greedy answer to a prompt; attention goes through a KV-cache method.\n"
            "  --model FILE      GGUF file (default %s)\n"
            "  --prompt TEXT     the prompt\n"
@@ -108,6 +113,9 @@ static void generate_usage(void) {
            "                    fullkv ignores it)\n"
            "  --params k=v,..   the method's parameter overrides\n"
            "  --threads N       worker threads (default: online CPUs)\n"
+           "  --backend NAME    cpu or cuda (default cpu): where the forward pass runs (cuda: make\n"
+           "                    CUDA=1 and a device; without one a note, then the CPU). With --plain\n"
+           "                    only the prefill moves to the device\n"
            "  --plain           the engine's own full cache instead of a method (a cross-check)\n"
            "Text goes to stdout as it is generated; statistics to stderr.\n",
            model_default_path());
@@ -143,7 +151,7 @@ static int32_t *encode_prompt(const kv_tokenizer *t, const char *text, int chat,
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *path = model_default_path(), *prompt = NULL, *method = "fullkv", *params = NULL;
+    const char *path = model_default_path(), *prompt = NULL, *method = "fullkv", *params = NULL, *backend = "cpu";
     int chat = 0, max_tokens = 128, threads = 0, plain = 0;
     double budget = 0.1;
     for (int i = 1; i < argc; i++) {
@@ -155,12 +163,13 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--plain")) plain = 1;
         else if (!strcmp(a, "--model") || !strcmp(a, "--prompt") || !strcmp(a, "--max-tokens") ||
                  !strcmp(a, "--method") || !strcmp(a, "--budget") || !strcmp(a, "--params") ||
-                 !strcmp(a, "--threads")) {
+                 !strcmp(a, "--threads") || !strcmp(a, "--backend")) {
             if (!(v = flag_value(argc, argv, &i))) return 2;
             if (!strcmp(a, "--model")) path = v;
             else if (!strcmp(a, "--prompt")) prompt = v;
             else if (!strcmp(a, "--method")) method = v;
             else if (!strcmp(a, "--params")) params = v;
+            else if (!strcmp(a, "--backend")) backend = v;
             else if (!strcmp(a, "--max-tokens")) {
                 if (parse_int(a, v, 1, 1 << 20, &max_tokens)) return 2;
             } else if (!strcmp(a, "--threads")) {
@@ -182,6 +191,10 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kvbench generate: --prompt TEXT is required (see --help)\n");
         return 2;
     }
+    if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
+        fprintf(stderr, "kvbench generate: --backend '%s': expected cpu or cuda\n", backend);
+        return 2;
+    }
     const kv_method *meth = kv_method_find(method);
     if (!plain && !meth) {
         fprintf(stderr, "kvbench generate: unknown method '%s' (methods: ", method);
@@ -195,6 +208,12 @@ int cmd_generate(int argc, char **argv) {
         return 2;
     }
     if (threads) kb_set_threads(threads);
+    const char *why = NULL;
+    if (!strcmp(backend, "cuda") && kb_select("cuda", &why)) {
+        fprintf(stderr, "kvbench generate: --backend cuda: %s; running on the CPU\n", why ? why : "not available");
+        backend = "cpu";
+    }
+    if (!strcmp(backend, "cpu")) kb_select("cpu", NULL);
     kv_model *m = open_model(path);
     if (!m) return 1;
     const kv_tokenizer *tok = model_tokenizer(m);
@@ -234,10 +253,21 @@ int cmd_generate(int argc, char **argv) {
     fprintf(stderr, "memory: fast %.2f MB (peak %.2f, aux %.2f), slow %.2f MB (peak %.2f), %ld fast K/V rows\n",
             st.mem.fast_bytes / 1048576.0, st.mem.fast_peak / 1048576.0, st.mem.fast_aux_bytes / 1048576.0,
             st.mem.slow_bytes / 1048576.0, st.mem.slow_peak / 1048576.0, st.mem.fast_tokens);
+#ifdef KB_CUDA
+    cuda_model_info info;
+    size_t peak = 0;
+    if (!strcmp(backend, "cuda") && cuda_model_info_get(m, &info) == 0 && kb_cuda_mem_stats(NULL, &peak, NULL, NULL) == 0)
+        fprintf(stderr, "device: prefill %.1f ms (CUDA events), weights %.1f MB (bf16), allocator peak %.1f MB, "
+                "in use at the prefill's peak %.1f MB\n", info.prefill_ms, info.weight_bytes / 1048576.0,
+                peak / 1048576.0, info.used_bytes / 1048576.0);
+#endif
     rc = 0;
 done:
     free(ids);
     free(out);
+#ifdef KB_CUDA
+    cuda_model_release(m);
+#endif
     model_free(m);
     return rc;
 }

@@ -1,8 +1,12 @@
 /* One token through every layer, reading the quantized weights row by row
  * (mat-vecs split across threads); attention is the caller's: a method, or the
- * plain loop of generate.c. */
+ * plain loop of generate.c. With the CUDA backend selected, model_decode runs the dense
+ * part on the device (cuda_model.cu); engine_forward_token stays on the CPU. */
 #include "engine.h"
 #include "quant.h"
+#ifdef KB_CUDA
+#include "cuda_model.h"
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +65,9 @@ static void method_attn(void *vctx, int layer, const float *q, const float *k, c
 
 int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
                  const kv_token *info, float *logits) {
+#ifdef KB_CUDA
+    if (cuda_model_selected()) return cuda_model_decode(m, meth, st, id, pos, info, logits);
+#endif
     kv_token deflt = {pos, 0.0f, 0};
     method_attn_ctx c = {meth, st, info ? info : &deflt};
     return engine_forward_token(m, id, pos, method_attn, &c, logits);

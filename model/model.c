@@ -3,6 +3,9 @@
 #include "engine.h"
 #include "quant.h"
 #include "random_model.h"
+#ifdef KB_CUDA
+#include "cuda_model.h"
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +328,9 @@ bad:
 
 void model_free(kv_model *m) {
     if (!m) return;
+#ifdef KB_CUDA
+    cuda_model_release(m);   /* its device copy, if one was uploaded */
+#endif
     tok_free(m->tok);
     free(m->layers);
     free(m->small);

@@ -1,10 +1,15 @@
 /* Prefill: the whole prompt layer by layer. Within a layer, token chunks run the
  * projections as GEMMs on the f32 weights, then causal attention for the chunk's
  * queries over every key so far (kb_get()->prefill), then Wo and the FFN. The final
- * norm and the output matrix give every position's logits, kept only as surprisal. */
+ * norm and the output matrix give every position's logits, kept only as surprisal.
+ * With the CUDA backend selected (make CUDA=1), model_prefill runs on the device instead
+ * (cuda_model.cu). */
 #include "engine.h"
 #include "quant.h"
 #include "../kernels/core.h"
+#ifdef KB_CUDA
+#include "cuda_model.h"
+#endif
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +237,9 @@ int model_prefill(kv_model *m, const int32_t *ids, int n, const kv_needs *needs,
                      ids[t], t, cf->n_vocab);
             return -1;
         }
+#ifdef KB_CUDA
+    if (cuda_model_selected()) return cuda_model_prefill(m, ids, n, needs, out, err, errlen);
+#endif
     /* the one-time f32 copy of the weights is not part of any prefill's time */
     if (engine_weights_f32(m, err, errlen)) return -1;
     double t_start = now_s();

@@ -17,22 +17,29 @@ typedef struct {
     int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
     float rope_base, norm_eps;
     int tied;
+    int hidden;        /* test-only shape: loads, but is not listed */
 } preset;
 
 /* The shapes of the published configs. n_ctx: the longest context the family is used at
- * (Llama 3.1's 128K for llama3-8b, whose shapes it shares). */
+ * (Llama 3.1's 128K for llama3-8b, whose shapes it shares). The tiny ones are for tests
+ * that run the engine under the CUDA emulation (tests/test_cuda_model.c): both rope
+ * layouts, tied and untied output, qwen2 biases, group sizes 3 and 4. */
 static const preset presets[] = {
-    {"smollm2-135m", "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1},
-    {"llama3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0},
-    {"mistral-7b", "llama", 32, 4096, 32, 8, 128, 14336, 32768, 32768, 1000000.0f, 1e-5f, 0},
-    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 32768, 1000000.0f, 1e-6f, 0},
+    {"smollm2-135m", "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0},
+    {"llama3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0, 0},
+    {"mistral-7b", "llama", 32, 4096, 32, 8, 128, 14336, 32768, 32768, 1000000.0f, 1e-5f, 0, 0},
+    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 32768, 1000000.0f, 1e-6f, 0, 0},
+    {"tiny-llama", "llama", 2, 64, 6, 2, 16, 96, 300, 512, 10000.0f, 1e-5f, 1, 1},
+    {"tiny-qwen2", "qwen2", 3, 64, 4, 1, 32, 128, 320, 512, 1000000.0f, 1e-6f, 0, 1},
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };
 
 const char *const *random_model_presets(void) {
     static const char *names[N_PRESETS + 1];
-    for (int i = 0; i < N_PRESETS; i++) names[i] = presets[i].name;
-    names[N_PRESETS] = NULL;
+    int k = 0;
+    for (int i = 0; i < N_PRESETS; i++)
+        if (!presets[i].hidden) names[k++] = presets[i].name;
+    names[k] = NULL;
     return names;
 }
 
@@ -85,31 +92,41 @@ static int fail(char *err, size_t errlen, const char *name, const char *msg) {
     return -1;
 }
 
-/* The byte-level tokenizer: ids 0..255 are the bytes; the rest print nothing. */
+/* The byte-level tokenizer: ids 0..255 are the bytes, id 256 is U+2581 (SentencePiece's
+ * space, which it spells as " ", so text workloads map tokens back to their bytes); the
+ * rest print nothing. */
 static kv_tokenizer *byte_tokenizer(int n_vocab) {
     kv_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->kind = TOK_SPM;
     t->n_vocab = n_vocab;
     t->bos = t->eos = t->unk = -1;
-    t->text = malloc(256);
-    t->piece = malloc(256);
+    t->text = malloc(256 + 3);
+    t->piece = malloc(256 + 1);
     t->text_off = malloc(((size_t)n_vocab + 1) * sizeof *t->text_off);
     t->piece_off = malloc(((size_t)n_vocab + 1) * sizeof *t->piece_off);
     t->type = malloc((size_t)n_vocab);
-    t->map = malloc(sizeof *t->map);   /* one empty slot: tok_find finds nothing, bytes fall back */
+    t->map = malloc(16 * sizeof *t->map);   /* holds only id 256: other text falls back to bytes */
     if (!t->text || !t->piece || !t->text_off || !t->piece_off || !t->type || !t->map) {
         tok_free(t);
         return NULL;
     }
-    t->map[0] = -1;
-    t->map_mask = 0;
-    for (int i = 0; i <= n_vocab; i++) t->text_off[i] = t->piece_off[i] = (uint32_t)(i < 256 ? i : 256);
-    for (int i = 0; i < n_vocab; i++) t->type[i] = i < 256 ? TT_BYTE : TT_UNUSED;
+    for (int i = 0; i <= n_vocab; i++) {
+        t->text_off[i] = (uint32_t)(i <= 256 ? i : 259);
+        t->piece_off[i] = (uint32_t)(i <= 256 ? i : 257);
+    }
+    for (int i = 0; i < n_vocab; i++) t->type[i] = i < 256 ? TT_BYTE : i == 256 ? TT_NORMAL : TT_UNUSED;
     for (int b = 0; b < 256; b++) {
         t->text[b] = t->piece[b] = (char)b;
         t->byte_tok[b] = b;
     }
+    memcpy(t->text + 256, "\xE2\x96\x81", 3);
+    t->piece[256] = ' ';
+    t->map_mask = 15;
+    for (int i = 0; i < 16; i++) t->map[i] = -1;
+    uint32_t h = 2166136261u;   /* tok_find's FNV-1a of the U+2581 bytes; the table is otherwise empty */
+    for (int i = 0; i < 3; i++) h = (h ^ (uint8_t)t->text[256 + i]) * 16777619u;
+    t->map[h & t->map_mask] = 256;
     return t;
 }
 
@@ -120,7 +137,8 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
     if (!p) {
         char list[256] = "";
         for (int i = 0; i < N_PRESETS; i++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", presets[i].name);
+            if (!presets[i].hidden)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? ", " : "", presets[i].name);
         snprintf(err, errlen, "random:%s: unknown preset (known: %s)", name ? name : "", list);
         return NULL;
     }

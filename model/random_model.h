@@ -20,7 +20,8 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
 /* "random:NAME" or "random:NAME:SEED" (seed default 1), as model_load receives it. */
 kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen);
 
-/* The preset names, NULL-terminated: smollm2-135m, llama3-8b, mistral-7b, qwen2.5-7b. */
+/* The preset names, NULL-terminated: smollm2-135m, llama3-8b, mistral-7b, qwen2.5-7b.
+ * Two test-only shapes load too but are not listed: tiny-llama, tiny-qwen2. */
 const char *const *random_model_presets(void);
 
 #endif

@@ -18,6 +18,7 @@ struct kv_db {
     char *path;
     char err[512];
     sqlite3_stmt *run_find, *run_add, *case_find, *case_add, *res_exists, *res_add, *head_add, *layer_add;
+    int version;
 };
 
 static const char *schema_sql =
@@ -33,6 +34,7 @@ static const char *schema_sql =
     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
     " case_key TEXT NOT NULL, workload TEXT, ctx INTEGER, depth REAL, variant TEXT,"
     " seed INTEGER, prefill_s REAL,"
+    " gpu_peak_bytes INTEGER, gpu_used_bytes INTEGER, gpu_prefill_ms REAL,"
     " UNIQUE(run_id, case_key));"
     "CREATE TABLE IF NOT EXISTS results("
     " id INTEGER PRIMARY KEY,"
@@ -44,7 +46,7 @@ static const char *schema_sql =
     " decode_tokens INTEGER, tokens_per_s REAL,"
     " fast_bytes INTEGER, fast_peak INTEGER, fast_aux_bytes INTEGER,"
     " slow_bytes INTEGER, slow_peak INTEGER, fast_tokens INTEGER,"
-    " output TEXT,"
+    " output TEXT, gpu_peak_bytes INTEGER,"
     " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
     " UNIQUE(case_id, method, budget));"
     "CREATE TABLE IF NOT EXISTS head_stats("
@@ -55,6 +57,14 @@ static const char *schema_sql =
     " result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
     " layer INTEGER NOT NULL, rel_err REAL,"
     " PRIMARY KEY(result_id, layer));";
+
+/* Version 1 -> 2: the device columns of cases and results (NULL for the rows already there). */
+static const char *migrate_v2_sql =
+    "ALTER TABLE cases ADD COLUMN gpu_peak_bytes INTEGER;"
+    "ALTER TABLE cases ADD COLUMN gpu_used_bytes INTEGER;"
+    "ALTER TABLE cases ADD COLUMN gpu_prefill_ms REAL;"
+    "ALTER TABLE results ADD COLUMN gpu_peak_bytes INTEGER;"
+    "UPDATE version SET schema = 2;";
 
 /* "results db 'F': what: sqlite message" into db->err (after a failed SQLite call). */
 static void fail(kv_db *db, const char *what, ...) {
@@ -133,8 +143,9 @@ static int prepare(kv_db *db, sqlite3_stmt **st, const char *sql) {
     return 0;
 }
 
-/* Reads the schema version; -1 with db->err set when the file is not ours. */
-static int check_version(kv_db *db) {
+/* Reads the schema version into db->version; -1 with db->err set when the file is not
+ * ours, or of a version this kvbench cannot use (older ones are fine for reading). */
+static int check_version(kv_db *db, int readonly) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db->h, "SELECT schema FROM version", -1, &st, NULL) != SQLITE_OK) {
         fail(db, "not a kvbench results file");
@@ -146,10 +157,11 @@ static int check_version(kv_db *db) {
         refuse(db, "not a kvbench results file (no schema version)");
         return -1;
     }
-    if (v != KVDB_SCHEMA_VERSION) {
-        refuse(db, "schema version %d, this kvbench reads version %d", v, KVDB_SCHEMA_VERSION);
+    if (v != KVDB_SCHEMA_VERSION && !(readonly && v >= 1 && v < KVDB_SCHEMA_VERSION)) {
+        refuse(db, "schema version %d, this kvbench reads versions 1 to %d", v, KVDB_SCHEMA_VERSION);
         return -1;
     }
+    db->version = v;
     return 0;
 }
 
@@ -177,7 +189,7 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
     sqlite3_extended_result_codes(db->h, 1);
     sqlite3_busy_timeout(db->h, 10000);
     if (readonly) {
-        if (exec(db, "PRAGMA foreign_keys=ON") || check_version(db)) goto bad;
+        if (exec(db, "PRAGMA foreign_keys=ON") || check_version(db, 1)) goto bad;
         return db;
     }
     /* synchronous=NORMAL in WAL keeps every commit across a process crash (kill -9);
@@ -196,6 +208,17 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
         if (sqlite3_step(st) == SQLITE_ROW) have = sqlite3_column_int(st, 0);
         sqlite3_finalize(st);
     }
+    if (have) {   /* an older file: migrate it inside this transaction (one process does) */
+        int v = 0;
+        if (prepare(db, &st, "SELECT schema FROM version") == 0) {
+            if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int(st, 0);
+            sqlite3_finalize(st);
+        }
+        if (v == 1 && exec(db, migrate_v2_sql)) {
+            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+            goto bad;
+        }
+    }
     if (!have) {
         if (prepare(db, &st, "INSERT INTO version(schema) VALUES (?)") == 0) {
             sqlite3_bind_int(st, 1, KVDB_SCHEMA_VERSION);
@@ -210,7 +233,7 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
         }
     }
     if (exec(db, "COMMIT")) goto bad;
-    if (check_version(db)) goto bad;
+    if (check_version(db, 0)) goto bad;
     if (prepare(db, &db->run_find, "SELECT id FROM runs WHERE run_key = ?") ||
         prepare(db, &db->run_add,
                 "INSERT INTO runs(run_key, config_json, workload, model, git_commit, build_flags, host, cpu,"
@@ -223,8 +246,8 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
         prepare(db, &db->res_add,
                 "INSERT INTO results(case_id, method, params, status, budget, budget_tokens, score, rel_err,"
                 " prefill_s, compress_s, decode_s, decode_tokens, tokens_per_s, fast_bytes, fast_peak,"
-                " fast_aux_bytes, slow_bytes, slow_peak, fast_tokens, output)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
+                " fast_aux_bytes, slow_bytes, slow_peak, fast_tokens, output, gpu_peak_bytes)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
         prepare(db, &db->head_add, "INSERT INTO head_stats(result_id, layer, head, kept, events) VALUES (?,?,?,?,?)") ||
         prepare(db, &db->layer_add, "INSERT INTO layer_err(result_id, layer, rel_err) VALUES (?,?,?)"))
         goto bad;
@@ -339,6 +362,29 @@ int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c) {
     return id;
 }
 
+int kvdb_schema_version(const kv_db *db) { return db->version; }
+
+int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_bytes, double prefill_ms) {
+    sqlite3_stmt *st = NULL;
+    if (prepare(db, &st, "UPDATE cases SET gpu_peak_bytes = ?, gpu_used_bytes = ?, gpu_prefill_ms = ? WHERE id = ?"))
+        return -1;
+    if (peak_bytes >= 0) sqlite3_bind_int64(st, 1, peak_bytes);
+    if (used_bytes >= 0) sqlite3_bind_int64(st, 2, used_bytes);
+    bind_real(st, 3, prefill_ms >= 0 ? prefill_ms : NAN);
+    sqlite3_bind_int64(st, 4, case_id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        fail(db, "recording the device measurements of case %lld", (long long)case_id);
+        return -1;
+    }
+    if (sqlite3_changes(db->h) != 1) {
+        refuse(db, "device measurements for case %lld: no such case", (long long)case_id);
+        return -1;
+    }
+    return 0;
+}
+
 int kvdb_result_exists(kv_db *db, int64_t case_id, const char *method, double budget) {
     if (!method) {
         refuse(db, "result lookup without a method name");
@@ -374,6 +420,8 @@ static int put_rows(kv_db *db, int64_t case_id, const kvdb_result *r) {
     sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.slow_peak);
     sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.fast_tokens);
     bind_text(st, i++, r->output);
+    if (r->gpu_peak_bytes > 0) sqlite3_bind_int64(st, i, r->gpu_peak_bytes);
+    i++;
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);

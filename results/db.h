@@ -9,7 +9,10 @@
 
 typedef struct kv_db kv_db;
 
-#define KVDB_SCHEMA_VERSION 1
+/* 2: cases gained gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms and results gained
+ * gpu_peak_bytes (NULL on the CPU).
+ * kvdb_open migrates a version-1 file in place; kvdb_open_readonly reads either. */
+#define KVDB_SCHEMA_VERSION 2
 
 /* Opens or creates the file and its schema. NULL with a one-line reason naming the file. */
 kv_db *kvdb_open(const char *path, char *err, size_t errlen);
@@ -43,6 +46,15 @@ typedef struct {
 /* Insert or find the case; returns its id or -1. */
 int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c);
 
+/* Device measurements of a case on the CUDA backend: peak_bytes, the allocator's
+ * high-water mark over the case (kb_cuda_mem_stats, reset at the case's start);
+ * used_bytes, cudaMemGetInfo's total - free at the peak the run could observe;
+ * prefill_ms, the shared prefill timed by CUDA events. A negative value (NaN for
+ * prefill_ms) stores NULL; the columns stay NULL for CPU runs. 0 or -1. */
+int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_bytes, double prefill_ms);
+/* The file's schema version (1 for an old file opened read-only, else KVDB_SCHEMA_VERSION). */
+int kvdb_schema_version(const kv_db *db);
+
 /* 1 if (case, method, budget) is already recorded, 0 if not, -1 on error. */
 int kvdb_result_exists(kv_db *db, int64_t case_id, const char *method, double budget);
 
@@ -56,6 +68,9 @@ typedef struct {
     int decode_tokens;
     double tokens_per_s;
     kv_mem mem;
+    int64_t gpu_peak_bytes;                  /* CUDA backend: the allocator's high-water mark over
+                                                this method's compression and decode (weights
+                                                included); <= 0 stores NULL (CPU runs) */
     const char *output;                      /* generated text or NULL */
     int n_layers, n_heads;
     const kv_headstat *heads;                /* [n_layers][n_heads] or NULL */

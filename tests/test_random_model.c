@@ -5,6 +5,7 @@
 #include "../model/random_model.h"
 #include "../model/engine.h"
 #include "../model/quant.h"
+#include "../workloads/tokspan.h"
 #include "check.h"
 
 /* The engine's decode attention over a full cache: [L][Hkv][cap][d]. */
@@ -109,6 +110,23 @@ static void test_smollm2(void) {
     tok_decode(tok, ids, n, text, sizeof text);
     CHECK(!strcmp(text, "Hi."), "decode gave '%s'", text);
     CHECK(model_sent_end(m, '.') == 1 && model_sent_end(m, 'H') == 0, "sentence ends");
+    /* spaces: one token (U+2581) that spells " ", so text workloads map tokens to bytes */
+    const char *spaced = "a b  \xC3\xA9 c.";
+    tok_spans sp;
+    char serr[256] = "";
+    int rc = tokspan_encode(tok, spaced, strlen(spaced), &sp, serr, sizeof serr);
+    CHECK(rc == 0, "tokspan_encode of '%s': %s", spaced, serr);
+    if (rc == 0) {
+        int spaces = 0, ok = sp.n == (int)strlen(spaced) && sp.off[sp.n] == strlen(spaced);
+        for (int i = 0; ok && i < sp.n; i++) {
+            spaces += sp.ids[i] == 256;
+            ok = (spaced[sp.off[i]] == ' ') == (sp.ids[i] == 256) && sp.off[i] == (size_t)i;
+        }
+        CHECK(ok && spaces == 4, "'%s': %d tokens, %d spaces (want one token a byte, 4 spaces)", spaced, sp.n, spaces);
+        tok_decode(tok, sp.ids, sp.n, text, sizeof text);
+        CHECK(!strcmp(text, spaced), "decode of the spaced text gave '%s'", text);
+        tokspan_free(&sp);
+    }
     CHECK(!tok_is_stop(tok, 0) && tok_vocab(tok) == 49152, "no stop tokens, full vocabulary");
 
     /* prefill 64 tokens, then 4 decode steps through a full cache */

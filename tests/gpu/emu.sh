@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The CUDA backend's own source (kernels/*.cu) compiled as C++ against the CPU emulation
-# in tests/gpu/emu/, linked with the CPU build's library, and run through the CUDA-side
-# tests: build-emu/test_kernels (every kernel test loop, CPU and "cuda" backends) and
-# build-emu/test_cuda (memory API, device-resident entry points, CPU/CUDA agreement).
+# The CUDA backend's own source (kernels/*.cu, model/*.cu) compiled as C++ against the CPU
+# emulation in tests/gpu/emu/, linked with the CPU build's library, and run through the
+# CUDA-side tests: build-emu/test_kernels (every kernel test loop, CPU and "cuda"
+# backends), build-emu/test_cuda (memory API, device-resident entry points, CPU/CUDA
+# agreement), build-emu/test_cuda_model (the device forward pass against the CPU engine
+# and a float64 reference, the cuBLAS GEMM layout and bf16 rounding) and
+# build-emu/test_cuda_kv (the methods' K/V on the device against the CPU backend) and
+# build-emu/test_cuda_sekv (SeKV's tiers: rows on the device, spans rebuilt there from
+# pinned factors, against the CPU backend).
 # For machines without a GPU: it checks the kernels' logic (indexing, masking, barriers,
-# shuffles, copies, the cuSOLVER layout), not the GPU compiler or speed.
+# shuffles, copies, the cuSOLVER and cuBLAS layouts), not the GPU compiler or speed.
 #   usage: tests/gpu/emu.sh [--build-only]     (EMU_SAN=1: with ASan/UBSan, into build-emu-san/)
-# Slow by design (every GPU thread is a fiber): about 4 minutes on 2 cores.
+# Slow by design (every GPU thread is a fiber): about 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=build-emu
@@ -27,25 +32,55 @@ cflags="$(make -s print-cflags | sed 's/ -DKB_BUILD_FLAGS=.*$//') $san"   # (tha
 ldlibs="-lsqlite3 -lcsv -llapacke -lopenblas -lm -pthread -lstdc++"
 cxx="g++ -std=c++17 -O2 -g -Wall -Wextra -Werror -Wno-unknown-pragmas -I tests/gpu/emu -I/usr/include/x86_64-linux-gnu -DKB_CUDA=1 $san"
 objs=()
-for f in kernels/*.cu tests/gpu/emu/emu_runtime.cpp; do
+for f in kernels/*.cu model/*.cu tests/gpu/emu/emu_runtime.cpp tests/gpu/emu/emu_cublas.cpp; do
     o="$out/$(basename "${f%.*}").o"
-    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find kernels tests/gpu/emu -name '*.h' -newer "$o")" ]; then
+    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find kernels model tests/gpu/emu -name '*.h' -newer "$o")" ]; then
         $cxx -x c++ -c "$f" -o "$o"
     fi
     objs+=("$o")
 done
-# backend.c is the one library file that differs with KB_CUDA: linked ahead of the archive
-# shellcheck disable=SC2086
-gcc $cflags -DKB_CUDA=1 -c kernels/backend.c -o "$out/backend.o"
-objs+=("$out/backend.o")
-for t in test_kernels test_cuda; do
+# The library files that differ with KB_CUDA (the backend table, the engine's dispatch to
+# the device, the K/V stores' device copies, the run driver's device measurements) are
+# compiled again here and linked ahead of the archive
+for f in $(grep -l KB_CUDA kernels/*.c model/*.c methods/*.c harness/*.c results/*.c workloads/*.c plots/*.c); do
+    # shellcheck disable=SC2086
+    gcc $cflags -DKB_CUDA=1 '-DKB_BUILD_FLAGS="CUDA=1 (emulated)"' -c "$f" -o "$out/$(basename "${f%.*}").o"
+    objs+=("$out/$(basename "${f%.*}").o")
+done
+for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv; do
     # shellcheck disable=SC2086
     gcc $cflags -DKB_CUDA=1 -o "$out/$t" "tests/$t.c" "${objs[@]}" "$lib" $ldlibs
 done
+# kvbench itself, for the end-to-end run below
+# shellcheck disable=SC2086
+gcc $cflags -DKB_CUDA=1 '-DKB_BUILD_FLAGS="CUDA=1 (emulated)"' -o "$out/kvbench" harness/main.c "${objs[@]}" "$lib" $ldlibs
 [ "$build_only" -eq 1 ] && exit 0
 rc=0
-for t in test_kernels test_cuda; do
+for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv; do
     echo "== $out/$t (CUDA backend emulated on the CPU)"
     "$out/$t" || rc=1
 done
+# End to end: a text workload through `kvbench run --backend cuda` on a tiny random model:
+# every method runs, the run is recorded as cuda, and the device's peaks are recorded per
+# case and per method (the numbers are the emulation's, only their presence is checked).
+echo "== $out/kvbench run --backend cuda (tiny random model, every method, emulated)"
+e2e="$out/e2e.db"
+rm -f "$e2e" "$e2e-wal" "$e2e-shm"
+if "$out/kvbench" run --model random:tiny-llama --backend cuda --workload niah --ctx 450 --depths 50 \
+    --methods all --budget 0.1 --max-new 4 --db "$e2e" --quiet; then
+    python3 - "$e2e" <<'PY' || rc=1
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+bad = []
+if db.execute("SELECT group_concat(DISTINCT backend) FROM runs").fetchone()[0] != "cuda": bad.append("run not recorded as cuda")
+n, peaks = db.execute("SELECT count(*), count(gpu_peak_bytes) FROM results WHERE status = 'ok'").fetchone()
+if n != 8 or peaks != 8: bad.append("%d ok results, %d with a device peak (want 8 and 8)" % (n, peaks))
+c = db.execute("SELECT gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms FROM cases").fetchall()
+if len(c) != 1 or any(v is None or v <= 0 for v in c[0]): bad.append("case device measurements: %r" % (c,))
+print("e2e: " + ("; ".join(bad) if bad else "8 methods ok, run recorded as cuda, device peaks per case and method"))
+sys.exit(1 if bad else 0)
+PY
+else
+    echo "e2e: kvbench run --backend cuda failed"; rc=1
+fi
 exit $rc

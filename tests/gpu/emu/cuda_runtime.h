@@ -60,6 +60,9 @@ void run_block(unsigned nthreads, const std::function<void()> &body);
 void fail(const char *fmt, ...);   // report and abort
 int take_launch_error();
 void set_launch_error(int e);
+// 1 if [p, p + bytes) lies inside one device allocation, 0 if it touches none, -1 if
+// mixed (for the emulated libraries' argument checks).
+int device_range(const void *p, size_t bytes);
 }  // namespace kbemu
 
 #define threadIdx (kbemu::thread_idx())
@@ -120,6 +123,17 @@ enum cudaMemcpyKind {
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDisableTiming 0x02
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+    cudaMemoryType type;
+    int device;
+    void *devicePointer, *hostPointer;
+};
 struct cudaDeviceProp {
     char name[256];
     int major, minor;
@@ -136,6 +150,10 @@ cudaError_t cudaFree(void *p);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
+// Device memory, pinned host memory (cudaMallocHost, anywhere inside the block) or other
+// host memory (cudaMemoryTypeUnregistered, success as in CUDA 11+).
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
+
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,

@@ -203,6 +203,7 @@ namespace {
 
 std::mutex g_mem_lock;
 std::map<uintptr_t, size_t> g_device;   // base -> bytes
+std::map<uintptr_t, size_t> g_pinned;   // cudaMallocHost blocks: base -> bytes
 
 // 1 if [p, p + bytes) lies inside one device allocation, 0 if it touches none, -1 if mixed.
 int on_device(const void *p, size_t bytes) {
@@ -217,6 +218,12 @@ int on_device(const void *p, size_t bytes) {
     if (next != g_device.end() && a + bytes > next->first) return -1;
     return 0;
 }
+
+}  // namespace
+
+int kbemu::device_range(const void *p, size_t bytes) { return on_device(p, bytes); }
+
+namespace {
 
 cudaError_t check_side(const void *p, size_t bytes, bool device, const char *what) {
     if (bytes == 0) return cudaSuccess;
@@ -291,10 +298,30 @@ cudaError_t cudaFree(void *p) {
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
     *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*p) return cudaErrorMemoryAllocation;
+    std::lock_guard<std::mutex> g(g_mem_lock);
+    g_pinned[(uintptr_t)*p] = bytes ? bytes : 1;
+    return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) {
+    if (!p) return cudaSuccess;
+    std::lock_guard<std::mutex> g(g_mem_lock);
+    auto it = g_pinned.find((uintptr_t)p);
+    if (it == g_pinned.end()) return cudaErrorInvalidValue;   // not from cudaMallocHost
+    g_pinned.erase(it);
     free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+    int dev = on_device(p, 1);
+    std::lock_guard<std::mutex> g(g_mem_lock);
+    uintptr_t x = (uintptr_t)p;
+    auto it = g_pinned.upper_bound(x);
+    bool pinned = it != g_pinned.begin() && (--it, x >= it->first && x < it->first + it->second);
+    a->type = dev == 1 ? cudaMemoryTypeDevice : pinned ? cudaMemoryTypeHost : cudaMemoryTypeUnregistered;
+    a->device = dev == 1 || pinned ? 0 : -2;
+    a->devicePointer = dev == 1 || pinned ? (void *)p : nullptr;
+    a->hostPointer = dev == 1 ? nullptr : (void *)p;
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {

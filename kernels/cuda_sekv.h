@@ -1,0 +1,52 @@
+/* SeKV's slow tier on the device (kernels/cuda_sekv.cu; `make CUDA=1` builds only: C
+ * callers use #ifdef KB_CUDA, see methods/sekv_dev.c). The span factors live in pinned
+ * host memory; at each attend the selected spans' factors are queued to the device on
+ * the copy stream (kb_sekv_dev_stage, before anything else of the step, so the copies
+ * overlap the device's work and the host's), then, once the groups' persistent rows are
+ * synced, one kernel rebuilds every span, rows = U diag(s m) Vt, straight into its
+ * group's device rows (kb_sekv_dev_rebuild: fences the copies first). The decodes that
+ * follow on the default stream see the rebuilt rows.
+ * Device memory comes from the tracked allocator (kb_cuda_malloc). Every function
+ * reports a failing CUDA call or bad argument on stderr and returns -1 (NULL). */
+#ifndef KB_CUDA_SEKV_H
+#define KB_CUDA_SEKV_H
+#include <stddef.h>
+#include "cuda_kvmirror.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kb_sekv_dev kb_sekv_dev;
+
+/* One span of one kv group to rebuild. buf (pinned host memory, unchanged until the next
+ * decode on m returns): K's factors U [len][r], s [r], Vt [r][d], then V's, as
+ * sekv_basis.buf; mk, mv [r] the gate masks, folded into s here. */
+typedef struct {
+    kb_kvdev *m;            /* the group's device rows (needed by kb_sekv_dev_rebuild) */
+    int row;                /* rebuilt into rows [row, row + len) of m */
+    int len, d, r;
+    const float *buf;
+    const float *mk, *mv;
+} kb_sekv_span;
+
+/* Staging for one SeKV state (no device memory until spans are staged); free(NULL) does
+ * nothing. bytes: device bytes held. */
+kb_sekv_dev *kb_sekv_dev_new(void);
+void kb_sekv_dev_free(kb_sekv_dev *x);
+size_t kb_sekv_dev_bytes(const kb_sekv_dev *x);
+
+/* Queues the factors of sp[0..n) (and the masked singular values) to the device on the
+ * copy stream; returns without waiting. 0 or -1. */
+int kb_sekv_dev_stage(kb_sekv_dev *x, const kb_sekv_span *sp, int n);
+/* Rebuilds the spans last staged (the same sp[0..n), m set) into their rows on the
+ * default stream, after the staged copies (a fence); returns without waiting. 0 or -1. */
+int kb_sekv_dev_rebuild(kb_sekv_dev *x, const kb_sekv_span *sp, int n);
+
+/* 1 when p is in pinned (page-locked) host memory from the CUDA runtime, 0 when not,
+ * -1 on error (for tests). */
+int kb_cuda_host_pinned(const void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

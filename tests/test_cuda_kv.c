@@ -1,0 +1,588 @@
+/* The methods' K/V on the device (kernels/cuda_kvmirror.cu, through methods/kvstore.c).
+ *
+ * Every build: the kv_store "valid" marks that tell a device copy which rows moved (push,
+ * keep, remove), kvs_decode on the CPU backend bit for bit equal to the CPU decode, and
+ * FullKV, H2O, SnapKV and SentenceKV through prefill and 20 decode steps with the CPU
+ * backend, each step's output against a float64 attention over exactly the rows attended.
+ * CUDA builds with a device (or the emulation, tests/gpu/emu.sh), in addition:
+ *   - the device copy alone on fresh random rows: a mirror through random pushes,
+ *     removals and compactions, a working set over changing selections, rows put from
+ *     pinned memory on the copy stream, with bias and probs, against the CPU decode, and
+ *     the rows each call uploaded (only the rows that moved, or the newly listed ones);
+ *   - each method again with the CUDA backend selected: outputs step by step against the
+ *     CPU run and the float64 reference, the same rows kept (attended, for SentenceKV),
+ *     the tracked allocator's current bytes equal to the stores' device bytes at every
+ *     step and at least their rows (SentenceKV: only the working set, not the slow tier),
+ *     and back to the value before init after the method's free. With the CPU backend
+ *     selected no device memory is used. */
+#include "../kernels/core.h"
+#include "../methods/cacheset.h"
+#include "../methods/kvstore.h"
+#include "../methods/method.h"
+#include "../methods/sentencekv.h"
+#include "check.h"
+#ifdef KB_CUDA
+#include "../kernels/cuda_backend.h"
+#include "../kernels/cuda_kvmirror.h"
+#endif
+
+#define TOL 1e-5
+
+extern const kv_method kv_fullkv, kv_h2o, kv_snapkv, kv_sentencekv;
+
+enum { L = 2, H = 4, HKV = 2, G = H / HKV, D = 32, STEPS = 20, WIN = 16 };
+
+static float *fmalloc(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    return p;
+}
+
+/* rel_l2 of x against a float reference. */
+static double rel_f(const float *x, const float *ref, size_t n) {
+    double *r = malloc((n ? n : 1) * sizeof *r);
+    for (size_t i = 0; i < n; i++) r[i] = ref[i];
+    double e = rel_l2(x, r, n);
+    free(r);
+    return e;
+}
+
+/* float64 attention of g heads over rows rows[0..n) of K, V (rows of d), optional bias;
+ * out [g][d]; probs [g][n] when not NULL. */
+static void ref_attend(int g, int d, const float *q, const float *K, const float *V, const int32_t *rows, int n,
+                       const float *bias, double *out, double *probs) {
+    double *p = malloc((n ? n : 1) * sizeof *p);
+    for (int h = 0; h < g; h++) {
+        double mx = -INFINITY, z = 0;
+        for (int i = 0; i < n; i++) {
+            const float *k = K + (size_t)(rows ? rows[i] : i) * d;
+            double s = 0;
+            for (int c = 0; c < d; c++) s += (double)q[(size_t)h * d + c] * k[c];
+            p[i] = s / sqrt((double)d) + (bias ? bias[i] : 0);
+            if (p[i] > mx) mx = p[i];
+        }
+        for (int i = 0; i < n; i++) z += (p[i] = exp(p[i] - mx));
+        for (int c = 0; c < d; c++) out[(size_t)h * d + c] = 0;
+        for (int i = 0; i < n; i++) {
+            const float *v = V + (size_t)(rows ? rows[i] : i) * d;
+            if (probs) probs[(size_t)h * n + i] = p[i] / z;
+            for (int c = 0; c < d; c++) out[(size_t)h * d + c] += p[i] / z * v[c];
+        }
+    }
+    free(p);
+}
+
+/* ---------------------------------------------------------------- the store's marks */
+
+static void test_marks(void) {
+    kv_store s;
+    CHECK(kvs_init(&s, 8, 2) == 0, "kvs_init failed");
+    float k[8], v[8];
+    for (int i = 0; i < 12; i++) {
+        test_fill(k, 8, 1.0f);
+        test_fill(v, 8, 1.0f);
+        kvs_push(&s, k, v, 100 + i);
+    }
+    CHECK(s.dev == NULL && s.dev_valid == 0, "a fresh store has no device copy (valid %d)", s.dev_valid);
+    s.dev_valid = s.n;   /* as after a sync */
+    kvs_push(&s, k, v, 112);
+    CHECK(s.dev_valid == 12, "a push must leave the rows before it valid (valid %d)", s.dev_valid);
+    s.dev_valid = s.n;
+    int i = test_int(0, s.n - 1);
+    kvs_remove(&s, i);
+    CHECK(s.dev_valid == i, "remove(%d) must mark from row %d (valid %d)", i, i, s.dev_valid);
+    s.dev_valid = s.n;
+    int32_t keep[16], nk = 0, first = -1;
+    for (int r = 0; r < s.n; r++)
+        if (r < 3 || test_unif() < 0.5) keep[nk++] = r;
+        else if (first < 0) first = nk;
+    if (first < 0) first = nk;   /* an identity prefix: the rows past nk are gone */
+    kvs_keep(&s, keep, nk);
+    CHECK(s.dev_valid == first, "keep must mark from the first row that moved (%d), valid %d", first, s.dev_valid);
+    CHECK(kvs_dev_bytes(&s) == 0 && kvs_dev_rows(&s) == 0, "no device copy without an attention on the device");
+    kvs_free(&s);
+
+    /* kvs_decode on the CPU backend: the CPU decode over the rows, bit for bit */
+    kb_select("cpu", NULL);
+    int n = test_int(5, 60), d = 24, g = 3;
+    kvs_init(&s, d, 1);
+    float *q = fmalloc((size_t)g * d), *o1 = fmalloc((size_t)g * d), *o2 = fmalloc((size_t)g * d);
+    float *p1 = fmalloc((size_t)g * n), *p2 = fmalloc((size_t)g * n), *kk = fmalloc(d), *vv = fmalloc(d);
+    for (int r = 0; r < n; r++) {
+        test_fill(kk, d, 1.0f);
+        test_fill(vv, d, 1.0f);
+        kvs_push(&s, kk, vv, r);
+    }
+    test_fill(q, (size_t)g * d, 1.5f);
+    test_poison(o1, (size_t)g * d);
+    test_poison(p1, (size_t)g * n);
+    kb_decode_args a = {.g = g, .d = d, .n = n, .q = q, .out = o1, .probs = p1};
+    kvs_decode(&s, &a);
+    kb_decode_args b = {.g = g, .d = d, .n = n, .q = q, .K = s.K, .V = s.V, .out = o2, .probs = p2};
+    kb_cpu()->decode(&b);
+    CHECK(memcmp(o1, o2, sizeof(float) * g * d) == 0 && memcmp(p1, p2, sizeof(float) * g * n) == 0,
+          "kvs_decode on the CPU backend differs from the CPU decode");
+    CHECK(kvs_dev_bytes(&s) == 0, "the CPU backend made a device copy");
+    kvs_free(&s);
+    free(q); free(o1); free(o2); free(p1); free(p2); free(kk); free(vv);
+}
+
+/* ---------------------------------------------------------------- the methods */
+
+typedef struct {
+    int n;
+    size_t stride;    /* floats between kv heads: (n + STEPS) * D */
+    float *K, *V;     /* [L][HKV][n + STEPS][D] */
+    float *Qd;        /* [STEPS][L][H][D] */
+    float *mass;      /* [L][H][n] prefill column mass */
+    float *wp;        /* [L][H][WIN][n] probability rows of the last WIN prompt queries */
+    float *surp;
+    uint8_t *sent;
+    uint8_t dsent[STEPS];
+} scen;
+
+static const float *krow(const scen *sc, int l, int j, int t) {
+    return sc->K + ((size_t)l * HKV + j) * sc->stride + (size_t)t * D;
+}
+static const float *vrow(const scen *sc, int l, int j, int t) {
+    return sc->V + ((size_t)l * HKV + j) * sc->stride + (size_t)t * D;
+}
+
+/* Random K/V/queries; the prefill statistics from the CPU prefill over random queries. */
+static scen make_scen(int n) {
+    scen sc = {.n = n, .stride = (size_t)(n + STEPS) * D};
+    size_t kv = (size_t)L * HKV * sc.stride;
+    sc.K = fmalloc(kv);
+    sc.V = fmalloc(kv);
+    sc.Qd = fmalloc((size_t)STEPS * L * H * D);
+    sc.mass = calloc((size_t)L * H * n, sizeof(float));
+    sc.wp = fmalloc((size_t)L * H * WIN * n);
+    sc.surp = fmalloc(n);
+    sc.sent = malloc(n);
+    test_fill(sc.K, kv, 1.0f);
+    test_fill(sc.V, kv, 1.0f);
+    test_fill(sc.Qd, (size_t)STEPS * L * H * D, 1.5f);
+    for (int t = 0; t < n; t++) {
+        sc.surp[t] = t ? (float)(3 * test_unif()) : 0;
+        sc.sent[t] = test_unif() < 0.15;
+    }
+    for (int s = 0; s < STEPS; s++) sc.dsent[s] = test_unif() < 0.2;
+    float *Q = fmalloc((size_t)n * H * D), *out = fmalloc((size_t)n * H * D);
+    for (int l = 0; l < L; l++) {
+        test_fill(Q, (size_t)n * H * D, 1.0f);
+        kb_prefill_args a = {
+            .H = H, .Hkv = HKV, .d = D, .t0 = 0, .m = n, .Q = Q, .K = krow(&sc, l, 0, 0), .V = vrow(&sc, l, 0, 0),
+            .kv_stride = sc.stride, .out = out, .col_mass = sc.mass + (size_t)l * H * n, .mass_ld = (size_t)n,
+            .win_probs = sc.wp + (size_t)l * H * WIN * n, .win = WIN, .win_start = n - WIN, .win_ld = (size_t)n,
+        };
+        kb_cpu()->prefill(&a);
+    }
+    free(Q);
+    free(out);
+    return sc;
+}
+
+static void free_scen(scen *sc) {
+    free(sc->K); free(sc->V); free(sc->Qd); free(sc->mass); free(sc->wp); free(sc->surp); free(sc->sent);
+}
+
+typedef struct {
+    const kv_method *m;
+    const char *params;
+    double frac;
+    int sentence;     /* SentenceKV: the slow-tier store and its working set */
+} meth;
+
+/* One run: each step's output and the rows each (layer, kv head) kept after it. */
+typedef struct {
+    int maxrows;
+    float *out;       /* [STEPS][L][H][D] */
+    int32_t *kept;    /* [STEPS][L][HKV][maxrows] */
+    int *nkept;       /* [STEPS][L][HKV] */
+} record;
+
+static record new_record(int n) {
+    record r = {.maxrows = n + STEPS + 1};
+    r.out = fmalloc((size_t)STEPS * L * H * D);
+    r.kept = malloc((size_t)STEPS * L * HKV * r.maxrows * sizeof *r.kept);
+    r.nkept = calloc((size_t)STEPS * L * HKV, sizeof *r.nkept);
+    return r;
+}
+static void free_record(record *r) { free(r->out); free(r->kept); free(r->nkept); }
+
+/* The store of (layer, kv head) and the rows it attended or kept, as positions. */
+static const kv_store *store_of(const meth *mc, const kv_state *st, int l, int j) {
+    return mc->sentence ? sentencekv_store(st, l, j) : kv_a_store(st, l, j);
+}
+static int rows_of(const meth *mc, const kv_state *st, int l, int j, int32_t *pos) {
+    if (mc->sentence) return sentencekv_selection(st, l, j, pos);
+    const kv_store *s = kv_a_store(st, l, j);
+    memcpy(pos, s->pos, (size_t)s->n * sizeof *pos);
+    return s->n;
+}
+
+static size_t dev_current(void) {
+    size_t cur = 0;
+#ifdef KB_CUDA
+    if (kb_cuda(NULL)) kb_cuda_mem_stats(&cur, NULL, NULL, NULL);
+#endif
+    return cur;
+}
+
+/* Device bytes against the stores after a step (on_dev: the CUDA backend is selected). */
+static void check_memory(const meth *mc, const kv_state *st, int budget, size_t cur0, int on_dev, int step) {
+    size_t devb = 0, rows_b = 0, cur = dev_current();
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < HKV; j++) {
+            const kv_store *s = store_of(mc, st, l, j);
+            int32_t pos[1024];
+            int attended = mc->sentence ? sentencekv_selection(st, l, j, pos) : s->n;
+            int dr = kvs_dev_rows(s);
+            devb += kvs_dev_bytes(s);
+            rows_b += (size_t)attended * 2 * D * sizeof(float);
+            if (!on_dev) continue;
+            if (mc->sentence) {
+                CHECK(dr >= attended && dr <= 2 * budget && dr < s->n,
+                      "%s step %d layer %d head %d: %d device rows for %d attended, budget %d, %d on the host",
+                      mc->m->name, step, l, j, dr, attended, budget, s->n);
+            } else {
+                CHECK(dr >= s->n && dr <= s->cap, "%s step %d layer %d head %d: %d device rows, %d held (capacity %d)",
+                      mc->m->name, step, l, j, dr, s->n, s->cap);
+            }
+        }
+    if (on_dev) {
+        CHECK(cur - cur0 == devb, "%s step %d: allocator grew by %zu bytes, the stores hold %zu", mc->m->name, step,
+              cur - cur0, devb);
+        CHECK(devb >= rows_b, "%s step %d: %zu device bytes for %zu bytes of attended rows", mc->m->name, step, devb,
+              rows_b);
+    } else {
+        CHECK(devb == 0 && cur == cur0, "%s step %d: the CPU backend used device memory (%zu, %zu)", mc->m->name,
+              step, devb, cur - cur0);
+    }
+}
+
+static void run_method(const meth *mc, const scen *sc, int on_dev, record *rec) {
+    const kv_method *m = mc->m;
+    int n = sc->n;
+    kv_setup su = {.n_layers = L, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .n_prompt = n,
+                   .max_decode = STEPS, .budget_frac = mc->frac, .elem_bytes = 4, .params = mc->params};
+    int budget = kv_budget(&su);
+    char err[256] = "";
+    size_t cur0 = dev_current();
+    kv_state *st = m->init(&su, err, sizeof err);
+    CHECK(st != NULL, "%s init: %s", m->name, err);
+    if (!st) return;
+    kv_needs nd = {0};
+    m->needs(st, &nd);
+    CHECK(nd.window <= WIN, "%s asks for %d window rows", m->name, nd.window);
+    for (int l = 0; l < L; l++) {
+        kv_prefill p = {.layer = l, .n = n, .K = krow(sc, l, 0, 0), .V = vrow(sc, l, 0, 0), .kv_stride = sc->stride,
+                        .col_mass = sc->mass + (size_t)l * H * n, .win_probs = sc->wp + (size_t)l * H * WIN * n,
+                        .win = WIN, .surprisal = sc->surp, .sent_end = sc->sent};
+        CHECK(m->ingest(st, &p, err, sizeof err) == 0, "%s ingest layer %d: %s", m->name, l, err);
+    }
+    float kv[2 * HKV * D];
+    double ref[H * D], worst = 0;
+    float *Kc = fmalloc((size_t)rec->maxrows * D), *Vc = fmalloc((size_t)rec->maxrows * D);
+    for (int s = 0; s < STEPS; s++) {
+        for (int l = 0; l < L; l++) {
+            int t = n + s;
+            for (int j = 0; j < HKV; j++) {
+                memcpy(kv + (size_t)j * D, krow(sc, l, j, t), D * sizeof(float));
+                memcpy(kv + (size_t)(HKV + j) * D, vrow(sc, l, j, t), D * sizeof(float));
+            }
+            kv_token tok = {.pos = t, .surprisal = 1.0f, .sent_end = sc->dsent[s]};
+            m->append(st, l, kv, kv + (size_t)HKV * D, &tok);
+            int32_t *att[HKV];
+            int natt[HKV];
+            for (int j = 0; j < HKV && !mc->sentence; j++) {   /* the cache attended: after append */
+                att[j] = malloc((size_t)rec->maxrows * sizeof(int32_t));
+                natt[j] = rows_of(mc, st, l, j, att[j]);
+            }
+            const float *q = sc->Qd + ((size_t)s * L + l) * H * D;
+            float *out = rec->out + ((size_t)s * L + l) * H * D;
+            test_poison(out, (size_t)H * D);
+            m->attend(st, l, q, out);
+            for (int j = 0; j < HKV; j++) {
+                if (mc->sentence) {
+                    att[j] = malloc((size_t)rec->maxrows * sizeof(int32_t));
+                    natt[j] = rows_of(mc, st, l, j, att[j]);
+                }
+                for (int i = 0; i < natt[j]; i++) {   /* the attended rows by position */
+                    memcpy(Kc + (size_t)i * D, krow(sc, l, j, att[j][i]), D * sizeof(float));
+                    memcpy(Vc + (size_t)i * D, vrow(sc, l, j, att[j][i]), D * sizeof(float));
+                }
+                ref_attend(G, D, q + (size_t)j * G * D, Kc, Vc, NULL, natt[j], NULL, ref + (size_t)j * G * D, NULL);
+                free(att[j]);
+                size_t at = ((size_t)s * L + l) * HKV + j;
+                rec->nkept[at] = rows_of(mc, st, l, j, rec->kept + at * rec->maxrows);
+            }
+            double e = rel_l2(out, ref, (size_t)H * D);
+            if (e > worst) worst = e;
+            CHECK(e < TOL, "%s (%s) step %d layer %d vs float64 attention over the rows attended: rel err %.3g",
+                  m->name, on_dev ? "cuda" : "cpu", s, l, e);
+        }
+        check_memory(mc, st, budget, cur0, on_dev, s);
+    }
+    printf("%-10s %-4s prompt %d budget %d: worst rel err vs float64 %.3g\n", m->name, on_dev ? "cuda" : "cpu", n,
+           budget, worst);
+    m->free(st);
+    size_t cur = dev_current();
+    CHECK(cur == cur0, "%s: %zu device bytes before init, %zu after free", m->name, cur0, cur);
+    free(Kc);
+    free(Vc);
+}
+
+static const meth methods[] = {
+    {&kv_fullkv, NULL, 1.0, 0},
+    {&kv_h2o, NULL, 0.25, 0},
+    {&kv_snapkv, "window=8", 0.25, 0},
+    {&kv_sentencekv, "sinks=4,recent=6,window=8", 0.1, 1},
+};
+
+/* Each method on the CPU backend and, when usable, on the CUDA backend: same rows, same outputs. */
+static void test_methods(int cuda) {
+    for (size_t k = 0; k < sizeof methods / sizeof *methods; k++) {
+        const meth *mc = &methods[k];
+        scen sc = make_scen(test_int(150, 230));
+        record rc = new_record(sc.n), rg = new_record(sc.n);
+        kb_select("cpu", NULL);
+        run_method(mc, &sc, 0, &rc);
+        if (cuda) {
+            kb_select("cuda", NULL);
+            run_method(mc, &sc, 1, &rg);
+            kb_select("cpu", NULL);
+            int bad_rows = 0;
+            double worst = 0;
+            for (int s = 0; s < STEPS; s++)
+                for (int l = 0; l < L; l++) {
+                    size_t o = ((size_t)s * L + l) * H * D;
+                    double e = rel_f(rg.out + o, rc.out + o, (size_t)H * D);
+                    if (e > worst) worst = e;
+                    CHECK(e < TOL, "%s step %d layer %d: cuda vs cpu output rel err %.3g", mc->m->name, s, l, e);
+                    for (int j = 0; j < HKV; j++) {
+                        size_t at = ((size_t)s * L + l) * HKV + j;
+                        int same = rg.nkept[at] == rc.nkept[at] &&
+                                   memcmp(rg.kept + at * rg.maxrows, rc.kept + at * rc.maxrows,
+                                          (size_t)rc.nkept[at] * sizeof(int32_t)) == 0;
+                        if (!same && !bad_rows++)
+                            CHECK(same, "%s step %d layer %d head %d: cuda kept %d rows, cpu %d, or other ones",
+                                  mc->m->name, s, l, j, rg.nkept[at], rc.nkept[at]);
+                    }
+                }
+            CHECK(bad_rows == 0, "%s: %d (step, layer, head) with different rows", mc->m->name, bad_rows);
+            printf("%-10s cuda vs cpu: worst rel err %.3g over %d steps, kept rows identical: %s\n", mc->m->name,
+                   worst, STEPS, bad_rows ? "no" : "yes");
+        }
+        free_record(&rc);
+        free_record(&rg);
+        free_scen(&sc);
+    }
+}
+
+/* ---------------------------------------------------------------- the device copy alone */
+
+#ifdef KB_CUDA
+
+/* out (and probs) of a device call against the float64 attention over host rows. */
+static void check_against(const char *what, int g, int d, const float *q, const float *K, const float *V,
+                          const int32_t *rows, int n, const float *bias, const float *out, const float *probs) {
+    double *ro = malloc(sizeof(double) * g * d), *rp = malloc(sizeof(double) * (size_t)g * (n ? n : 1));
+    ref_attend(g, d, q, K, V, rows, n, bias, ro, rp);
+    double e = rel_l2(out, ro, (size_t)g * d);
+    CHECK(e < TOL, "%s: n=%d out vs float64 rel err %.3g", what, n, e);
+    if (probs) {
+        double pe = rel_l2(probs, rp, (size_t)g * n);
+        CHECK(pe < TOL, "%s: n=%d probs vs float64 rel err %.3g", what, n, pe);
+    }
+    free(ro);
+    free(rp);
+}
+
+static void push_random(kv_store *s, int k) {
+    float kk[D], vv[D];
+    for (int i = 0; i < k; i++) {
+        test_fill(kk, D, 1.0f);
+        test_fill(vv, D, 1.0f);
+        kvs_push(s, kk, vv, s->n);
+    }
+}
+
+/* A mirror through random pushes, removals and compactions: each decode right, and only
+ * the rows from the first that moved uploaded (all of them after the copy grew). */
+static void test_mirror(void) {
+    kv_store s;
+    kvs_init(&s, D, 1);
+    push_random(&s, test_int(20, 80));
+    float q[G * D], out[G * D], probs[G * 256], bias[256];
+    long up = 0;
+    int moved = 0;   /* the first row changed since the last decode, by the test's own count */
+    for (int round = 0; round < 14; round++) {
+        int op = round == 0 ? 0 : test_int(0, 2);
+        if (op == 0) {
+            moved = moved < s.n ? moved : s.n;
+            push_random(&s, test_int(1, 5));
+        } else if (op == 1 && s.n > 2) {
+            int i = test_int(0, s.n - 1);
+            moved = moved < i ? moved : i;
+            kvs_remove(&s, i);
+        } else if (s.n > 2) {
+            int32_t keep[256];
+            int nk = 0, first = -1;
+            for (int r = 0; r < s.n; r++)
+                if (test_unif() < 0.8) keep[nk++] = r;
+                else if (first < 0) first = nk;
+            if (first < 0) first = nk;
+            moved = moved < first ? moved : first;
+            kvs_keep(&s, keep, nk);
+        }
+        int use_bias = test_unif() < 0.5, use_probs = test_unif() < 0.5, rows_before = kvs_dev_rows(&s);
+        test_fill(q, G * D, 1.5f);
+        for (int i = 0; i < s.n; i++) bias[i] = test_unif() < 0.5 ? 0.0f : logf((float)test_int(1, 30));
+        test_poison(out, G * D);
+        test_poison(probs, (size_t)G * s.n);
+        kb_decode_args a = {.g = G, .d = D, .n = s.n, .q = q, .bias = use_bias ? bias : NULL, .out = out,
+                            .probs = use_probs ? probs : NULL};
+        kvs_decode(&s, &a);
+        CHECK(s.dev != NULL && !s.dev_off, "round %d: no device copy", round);
+        check_against("mirror", G, D, q, s.K, s.V, NULL, s.n, a.bias, out, a.probs);
+        long now = kb_kvdev_uploaded(s.dev), want = rows_before < s.n ? s.n : s.n - moved;
+        CHECK(now - up == want, "mirror round %d (op %d): uploaded %ld rows, expected %ld (%d rows, first moved %d)",
+              round, op, now - up, want, s.n, moved);
+        up = now;
+        moved = s.n;
+    }
+    kvs_free(&s);
+}
+
+/* A working set over changing selections of a growing store, with a removal on the way:
+ * right each time, resident rows never uploaded again. */
+static void test_working_set(void) {
+    kv_store s;
+    kvs_init(&s, D, 1);
+    push_random(&s, test_int(60, 120));
+    float q[G * D], out[G * D], probs[G * 64];
+    int32_t sel[64], prev[64], nprev = 0, max_ns = 0;
+    long up = 0;
+    for (int round = 0; round < 12; round++) {
+        int removed = 0;
+        if (round == 7) {   /* rows from here on change under the same indices */
+            kvs_remove(&s, test_int(0, s.n - 1));
+            removed = 1;
+        }
+        push_random(&s, 1);
+        int ns = 0, want_n = test_int(1, 40);   /* ascending: part of the last selection, some new rows, the newest row */
+        for (int r = 0; r < s.n - 1 && ns < want_n - 1; r++) {
+            int was = 0;
+            for (int i = 0; i < nprev; i++) was |= prev[i] == r;
+            if (test_unif() < (was ? 0.8 : 0.1)) sel[ns++] = r;
+        }
+        sel[ns++] = s.n - 1;
+        int fresh = 0;
+        for (int i = 0; i < ns; i++) {
+            int was = 0;
+            for (int k = 0; k < nprev; k++) was |= prev[k] == sel[i];
+            fresh += !was;
+        }
+        int rows_before = kvs_dev_rows(&s), use_probs = round % 2;
+        test_fill(q, G * D, 1.5f);
+        test_poison(out, G * D);
+        test_poison(probs, (size_t)G * ns);
+        kb_decode_args a = {.g = G, .d = D, .n = ns, .q = q, .idx = sel, .out = out, .probs = use_probs ? probs : NULL};
+        kvs_decode_subset(&s, &a);
+        CHECK(s.dev != NULL && !s.dev_off, "working set round %d: no device copy", round);
+        check_against("working set", G, D, q, s.K, s.V, sel, ns, NULL, out, a.probs);
+        long now = kb_kvdev_uploaded(s.dev);
+        if (!removed && rows_before >= ns)
+            CHECK(now - up <= fresh, "working set round %d: uploaded %ld rows, only %d were not listed last time",
+                  round, now - up, fresh);
+        if (ns > max_ns) max_ns = ns;
+        CHECK(kvs_dev_rows(&s) >= ns && kvs_dev_rows(&s) <= 2 * max_ns,
+              "working set round %d: %d device rows for at most %d listed (%d host rows)", round, kvs_dev_rows(&s),
+              max_ns, s.n);
+        up = now;
+        memcpy(prev, sel, sizeof(int32_t) * ns);
+        nprev = ns;
+    }
+    kvs_free(&s);
+}
+
+/* Rows put from pinned memory on the copy stream into reserved rows, then attended with
+ * indices and biases; bad calls refused. */
+static void test_put_async(void) {
+    int rows = test_int(40, 160), n = test_int(10, 200);
+    kb_kvdev *m = kb_kvdev_new(D, "test rows");
+    CHECK(m && kb_kvdev_reserve(m, rows) == 0 && kb_kvdev_rows(m) == rows, "reserve of %d rows", rows);
+    if (!m) return;
+    float *K = kb_cuda_host_alloc(sizeof(float) * rows * D), *V = kb_cuda_host_alloc(sizeof(float) * rows * D);
+    test_fill(K, (size_t)rows * D, 1.0f);
+    test_fill(V, (size_t)rows * D, 1.0f);
+    int cut = test_int(1, rows - 1);   /* two puts, as anchors then reconstructed rows */
+    CHECK(kb_kvdev_put_async(m, 0, K, V, cut) == 0 &&
+              kb_kvdev_put_async(m, cut, K + (size_t)cut * D, V + (size_t)cut * D, rows - cut) == 0,
+          "put_async of %d rows failed", rows);
+    int32_t *idx = malloc(sizeof(int32_t) * n);
+    float *bias = fmalloc(n), q[G * D], out[G * D], *probs = fmalloc((size_t)G * n);
+    for (int i = 0; i < n; i++) {
+        idx[i] = test_int(0, rows - 1);
+        bias[i] = test_unif() < 0.5 ? 0.0f : logf((float)test_int(1, 64));
+    }
+    test_fill(q, G * D, 1.5f);
+    test_poison(out, G * D);
+    test_poison(probs, (size_t)G * n);
+    kb_decode_args a = {.g = G, .d = D, .n = n, .q = q, .idx = idx, .bias = bias, .out = out, .probs = probs};
+    CHECK(kb_kvdev_decode(m, &a) == 0, "decode after put_async failed");
+    check_against("put_async", G, D, q, K, V, idx, n, bias, out, probs);
+    fprintf(stderr, "(two refusals expected next)\n");
+    CHECK(kb_kvdev_put_async(m, rows - 1, K, V, 2) == -1, "a put past the reserved rows was accepted");
+    idx[0] = rows;
+    CHECK(kb_kvdev_decode(m, &a) == -1, "an index past the device rows was accepted");
+    kb_kvdev_free(m);
+    kb_cuda_host_free(K);
+    kb_cuda_host_free(V);
+    free(idx); free(bias); free(probs);
+}
+
+/* The backend's own decode buffers grow with n once and stay: grow them now, past any n
+ * used here, so that the allocator's current bytes below move with the stores alone. */
+static void warm_backend(void) {
+    int n = 1024;
+    size_t kb = sizeof(float) * n * D, qb = sizeof(float) * G * D;
+    float *zero = calloc((size_t)n * D, sizeof(float));
+    float *dq = kb_cuda_malloc(qb, "warm-up q"), *dk = kb_cuda_malloc(kb, "warm-up K");
+    float *dout = kb_cuda_malloc(qb, "warm-up out");
+    int ok = dq && dk && dout && kb_cuda_copy_h2d_async(dk, zero, kb) == 0 &&
+             kb_cuda_copy_h2d_async(dq, zero, qb) == 0 && kb_cuda_copy_wait() == 0;
+    kb_decode_args a = {.g = G, .d = D, .n = n, .q = dq, .K = dk, .V = dk, .out = dout};
+    ok = ok && kb_cuda_copy_fence() == 0 && kb_cuda_decode_dev(&a) == 0 && kb_cuda_sync() == 0;
+    CHECK(ok, "warm-up decode on the device failed");
+    kb_cuda_free(dq);
+    kb_cuda_free(dk);
+    kb_cuda_free(dout);
+    free(zero);
+}
+
+#endif
+
+int main(void) {
+    test_seed();
+    test_marks();
+    const char *why = NULL;
+    const kb_backend *cuda = kb_cuda(&why);
+#ifdef KB_CUDA
+    if (cuda) {
+        printf("backend cuda\n");
+        warm_backend();
+        size_t cur0 = dev_current();
+        kb_select("cuda", NULL);
+        test_mirror();
+        test_working_set();
+        test_put_async();
+        kb_select("cpu", NULL);
+        CHECK(dev_current() == cur0, "the device copies left %zu bytes behind", dev_current() - cur0);
+    }
+#endif
+    if (!cuda) printf("cuda backend not tested: %s\n", why ? why : "?");
+    test_methods(cuda != NULL);
+    return check_done("test_cuda_kv");
+}

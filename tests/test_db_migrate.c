@@ -1,0 +1,169 @@
+/* Results schema version 2 (the device columns of cases) and the migration from version 1:
+ * a version-1 file written here with raw SQL (the old schema, a run, a case, a result) is
+ * read as it is by kvdb_open_readonly; kvdb_open migrates it in place (rows kept, the new
+ * columns NULL, version 2), a second open migrates nothing; kvdb_case_gpu stores values
+ * and NULLs and refuses an unknown case; a fresh file starts at version 2 with NULLs for a
+ * case that was never measured (a CPU run); a file from a newer kvbench is refused. */
+#include <sqlite3.h>
+#include <unistd.h>
+#include "../results/db.h"
+#include "check.h"
+
+static const char *v1_sql =
+    "CREATE TABLE version(schema INTEGER NOT NULL);"
+    "INSERT INTO version VALUES (1);"
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY, run_key TEXT NOT NULL UNIQUE,"
+    " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
+    " config_json TEXT, workload TEXT, model TEXT, git_commit TEXT, build_flags TEXT,"
+    " host TEXT, cpu TEXT, backend TEXT, seed INTEGER);"
+    "CREATE TABLE cases(id INTEGER PRIMARY KEY,"
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " case_key TEXT NOT NULL, workload TEXT, ctx INTEGER, depth REAL, variant TEXT,"
+    " seed INTEGER, prefill_s REAL, UNIQUE(run_id, case_key));"
+    "CREATE TABLE results(id INTEGER PRIMARY KEY,"
+    " case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,"
+    " method TEXT NOT NULL, params TEXT,"
+    " status TEXT NOT NULL CHECK (status IN ('ok','infeasible','error')),"
+    " budget REAL NOT NULL, budget_tokens INTEGER,"
+    " score REAL, rel_err REAL, prefill_s REAL, compress_s REAL, decode_s REAL,"
+    " decode_tokens INTEGER, tokens_per_s REAL,"
+    " fast_bytes INTEGER, fast_peak INTEGER, fast_aux_bytes INTEGER,"
+    " slow_bytes INTEGER, slow_peak INTEGER, fast_tokens INTEGER, output TEXT,"
+    " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
+    " UNIQUE(case_id, method, budget));"
+    "CREATE TABLE head_stats(result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
+    " layer INTEGER NOT NULL, head INTEGER NOT NULL, kept REAL, events REAL, PRIMARY KEY(result_id, layer, head));"
+    "CREATE TABLE layer_err(result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
+    " layer INTEGER NOT NULL, rel_err REAL, PRIMARY KEY(result_id, layer));";
+
+static int raw_exec(const char *path, const char *sql) {
+    sqlite3 *h = NULL;
+    int rc = sqlite3_open(path, &h) == SQLITE_OK && sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+    if (rc) fprintf(stderr, "raw sql on %s: %s\n", path, h ? sqlite3_errmsg(h) : "open failed");
+    sqlite3_close(h);
+    return rc;
+}
+
+/* One integer (or -1 for NULL, -2 on error) from a query. */
+static long long q_int(kv_db *db, const char *sql) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(kvdb_sqlite(db), sql, -1, &st, NULL) != SQLITE_OK) return -2;
+    long long v = -2;
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static double q_real(kv_db *db, const char *sql) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(kvdb_sqlite(db), sql, -1, &st, NULL) != SQLITE_OK) return -2;
+    double v = -2;
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+int main(void) {
+    test_seed();
+    char dir[] = "/tmp/kvbench-migrate-XXXXXX";
+    if (!mkdtemp(dir)) return 2;
+    char v1[256], fresh[256], future[256], err[512];
+    snprintf(v1, sizeof v1, "%s/v1.db", dir);
+    snprintf(fresh, sizeof fresh, "%s/fresh.db", dir);
+    snprintf(future, sizeof future, "%s/future.db", dir);
+    long long prefill_bits = test_int(1, 1 << 30);
+    char rows[512];
+    snprintf(rows, sizeof rows,
+             "INSERT INTO runs(run_key, backend) VALUES ('k1', 'cpu');"
+             "INSERT INTO cases(run_id, case_key, ctx, prefill_s) VALUES (1, 'c1', 1024, %lld);"
+             "INSERT INTO results(case_id, method, status, budget, score) VALUES (1, 'fullkv', 'ok', 1, 0.5);",
+             prefill_bits);
+    CHECK(raw_exec(v1, v1_sql) == 0 && raw_exec(v1, rows) == 0, "writing a version-1 file");
+
+    /* read-only: version 1 as it is */
+    kv_db *db = kvdb_open_readonly(v1, err, sizeof err);
+    CHECK(db != NULL, "read-only open of a version-1 file: %s", err);
+    if (db) {
+        CHECK(kvdb_schema_version(db) == 1, "read-only version %d", kvdb_schema_version(db));
+        CHECK(q_int(db, "SELECT count(*) FROM results r JOIN cases c ON c.id = r.case_id") == 1, "rows of the old file");
+        CHECK(q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name LIKE 'gpu_%'") == 0,
+              "a read-only open must not change the file");
+        kvdb_close(db);
+    }
+
+    /* read-write: migrated in place, twice is harmless */
+    for (int round = 0; round < 2; round++) {
+        db = kvdb_open(v1, err, sizeof err);
+        CHECK(db != NULL, "open (round %d) of the version-1 file: %s", round, err);
+        if (!db) break;
+        CHECK(kvdb_schema_version(db) == 2 && q_int(db, "SELECT schema FROM version") == 2 &&
+                  q_int(db, "SELECT count(*) FROM version") == 1,
+              "round %d: version %d", round, kvdb_schema_version(db));
+        CHECK(q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name IN "
+                        "('gpu_peak_bytes','gpu_used_bytes','gpu_prefill_ms')") == 3,
+              "round %d: the device columns", round);
+        CHECK(q_int(db, "SELECT prefill_s FROM cases WHERE id = 1") == prefill_bits &&
+                  q_real(db, "SELECT score FROM results") == 0.5 && q_int(db, "SELECT count(*) FROM runs") == 1,
+              "round %d: the old rows changed", round);
+        if (round == 0)
+            CHECK(q_int(db, "SELECT gpu_peak_bytes FROM cases WHERE id = 1") == -1 &&
+                      q_int(db, "SELECT gpu_used_bytes FROM cases WHERE id = 1") == -1 &&
+                      q_real(db, "SELECT gpu_prefill_ms FROM cases WHERE id = 1") == -1,
+                  "an old case's device columns must be NULL");
+        /* values, then NULLs */
+        long long peak = (long long)test_int(1, 1 << 30) << 8, used = (long long)test_int(1, 1 << 30) << 9;
+        double ms = test_unif() * 1e4;
+        CHECK(kvdb_case_gpu(db, 1, peak, used, ms) == 0, "kvdb_case_gpu: %s", kvdb_errmsg(db));
+        CHECK(q_int(db, "SELECT gpu_peak_bytes FROM cases WHERE id = 1") == peak &&
+                  q_int(db, "SELECT gpu_used_bytes FROM cases WHERE id = 1") == used &&
+                  q_real(db, "SELECT gpu_prefill_ms FROM cases WHERE id = 1") == ms,
+              "device values read back differ");
+        if (round == 1) {
+            CHECK(kvdb_case_gpu(db, 1, -1, -1, NAN) == 0, "kvdb_case_gpu with NULLs: %s", kvdb_errmsg(db));
+            CHECK(q_int(db, "SELECT gpu_peak_bytes FROM cases WHERE id = 1") == -1 &&
+                      q_real(db, "SELECT gpu_prefill_ms FROM cases WHERE id = 1") == -1,
+                  "negative / NaN must store NULL");
+        }
+        CHECK(kvdb_case_gpu(db, 99, 1, 1, 1.0) == -1 && strstr(kvdb_errmsg(db), "no such case") &&
+                  strstr(kvdb_errmsg(db), v1),
+              "an unknown case: got '%s'", kvdb_errmsg(db));
+        kvdb_close(db);
+    }
+
+    /* a fresh file: version 2, a case never measured has NULLs */
+    db = kvdb_open(fresh, err, sizeof err);
+    CHECK(db != NULL, "fresh file: %s", err);
+    if (db) {
+        kvdb_run run = {.run_key = "fresh", .backend = "cpu"};
+        int64_t rid = kvdb_run_begin(db, &run, NULL);
+        kvdb_case kc = {.case_key = "c", .workload = "niah", .ctx = 512, .depth = 0.5, .prefill_s = 1.25};
+        int64_t cid = rid > 0 ? kvdb_case_get(db, rid, &kc) : -1;
+        CHECK(kvdb_schema_version(db) == 2 && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
+              (long long)cid, kvdb_errmsg(db));
+        CHECK(q_int(db, "SELECT count(*) FROM cases WHERE gpu_peak_bytes IS NULL AND gpu_used_bytes IS NULL AND "
+                        "gpu_prefill_ms IS NULL") == 1,
+              "a CPU case must have NULL device columns");
+        kvdb_close(db);
+    }
+
+    /* a newer file is refused, naming the version */
+    CHECK(raw_exec(future, v1_sql) == 0 && raw_exec(future, "UPDATE version SET schema = 3") == 0, "future file");
+    db = kvdb_open_readonly(future, err, sizeof err);
+    CHECK(!db && strstr(err, "schema version 3") && strstr(err, future), "version 3 read-only: got '%s'", db ? "" : err);
+    kvdb_close(db);
+    db = kvdb_open(future, err, sizeof err);
+    CHECK(!db && strstr(err, "schema version 3"), "version 3 read-write: got '%s'", db ? "" : err);
+    kvdb_close(db);
+
+    const char *names[] = {v1, fresh, future};
+    for (int i = 0; i < 3; i++) {
+        char side[300];
+        unlink(names[i]);
+        snprintf(side, sizeof side, "%s-wal", names[i]);
+        unlink(side);
+        snprintf(side, sizeof side, "%s-shm", names[i]);
+        unlink(side);
+    }
+    rmdir(dir);
+    return check_done("test_db_migrate");
+}
