@@ -641,7 +641,8 @@ int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans) {
 const kv_method kv_sekv = {
     .name = "sekv",
     .summary = "surprisal spans: coarse entries on the fast tier, low-rank factors on the slow tier, "
-               "trained zoom-in under the budget (untrained routing without a params file for the model)",
+               "zoom-in under the budget, routed by mean logit + key spread (route=1, deviation: the paper "
+               "trains a d' summary router, route=0 with params_file)",
     .params = params,
     .init = sekv_init,
     .needs = sekv_needs,
