@@ -124,8 +124,9 @@ static void pyramidkv_needs(const kv_state *st, kv_needs *out) {
 /* The layer's budget row count is C when not compressing (C >= n keeps every row), so
  * SnapKV's selection with that row count is the whole of PyramidKV's prefill. */
 static int pyramidkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
-    return snap_select_layer(&st->cs, p, st->window, st->kernel, st->pool, 0, st->budget[p->layer], "pyramidkv",
-                             err, errlen);
+    /* a layer out of range is refused by snap_select_layer; only index budget[] when valid */
+    int rows = p->layer >= 0 && p->layer < st->cs.L ? st->budget[p->layer] : st->C;
+    return snap_select_layer(&st->cs, p, st->window, st->kernel, st->pool, 0, rows, "pyramidkv", err, errlen);
 }
 
 static void pyramidkv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {

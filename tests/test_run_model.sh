@@ -11,8 +11,10 @@
 #    the zoom figure draws them;
 #  - FullKV answers the same whether the question is compressed or fed after (exact cache);
 #  - the memory/latency/budget figures draw from the file;
-#  - an unknown workload, a context beyond the model, a missing model file or haystack
-#    each give one line on stderr and a non-zero exit, before any work.
+#  - an unknown workload, a context beyond the model, a missing model file or haystack,
+#    an unknown backend each give one line on stderr and a non-zero exit, before any work;
+#  - --backend cuda without a usable device says so in one line and runs on the CPU,
+#    recorded as cpu (a random model with a text workload).
 # The haystack is a text written here (fixed), so the test does not need the download.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -146,7 +148,21 @@ expect_fail "no-such.gguf" run --model "$T/no-such.gguf" --workload niah --db "$
 expect_fail "nohay" run --model "$MODEL" --workload niah --ctx 512 --haystack "$T/nohay" --db "$T/x.db"
 expect_fail "unknown RULER task" run --model "$MODEL" --workload ruler:nope --db "$T/x.db"
 expect_fail "percentage" run --model "$MODEL" --workload niah --depths 0.5,150 --db "$T/x.db"
+expect_fail "expected cpu or cuda" run --model "$MODEL" --workload niah --backend gpu --db "$T/x.db"
 [ ! -e "$T/x.db" ] || fail "a refused run created its results file"
+
+# ---------------------------------------------------------------- --backend cuda where none is usable
+# (this machine has no GPU; in a CPU-only build there is no CUDA backend at all): one line
+# saying so, the run on the CPU, recorded as cpu. A random model with a text workload.
+"$KVBENCH" run --model random:tiny-llama --backend cuda --workload niah --ctx 450 --depths 50 \
+    --methods fullkv,sekv --max-new 2 --haystack "$T/hay.txt" --db "$T/cuda.db" --quiet >"$T/co" 2>"$T/ce" ||
+    fail "run --backend cuda without a device failed: $(cat "$T/ce")"
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    grep -q "^kvbench run: --backend cuda: .*running on the CPU" "$T/ce" || fail "--backend cuda fallback not said: $(cat "$T/ce")"
+    [ "$(q "$T/cuda.db" "SELECT backend FROM runs")" = cpu ] || fail "fallback run not recorded as cpu"
+    [ "$(q "$T/cuda.db" "SELECT count(*) FROM results WHERE status = 'ok' AND gpu_peak_bytes IS NULL")" = 2 ] ||
+        fail "CPU results with device columns, or missing"
+fi
 "$KVBENCH" run --workload niah --help | grep -q -- "--question-after" || fail "run --workload niah --help"
 
 if [ "$fails" -gt 0 ]; then echo "test_run_model: $fails failure(s)"; exit 1; fi

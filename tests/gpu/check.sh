@@ -19,6 +19,9 @@
 #      the copy, prefill GFLOP/s, peak device memory, the model table last.
 # Logs go to $OUT (when set, else a temporary directory) as gpu_*.log; the summary is
 # also written to gpu_summary.txt. Exits non-zero on any failure, naming it.
+# The device machine has no network: for step 5, copy the haystack into the tree first
+# (cp -r ~/.cache/kvbench/haystack/PaulGrahamEssays .haystack; 736 KB, ignored by git) and
+# carry .haystack with the call, or set KVBENCH_HAYSTACK.
 # If the image lacks the C libraries (sqlite3, libcsv, LAPACKE, OpenBLAS), unpack their
 # .debs under a prefix and set KB_DEPS=/that/prefix.
 set -uo pipefail
@@ -113,6 +116,7 @@ budget_s=${KB_CHECK_BUDGET_S:-450}
 model_db="$logs/gpu_model.db"
 model_runs=""
 haystack=${KVBENCH_HAYSTACK:-$HOME/.cache/kvbench/haystack/PaulGrahamEssays}
+[ -e "$haystack" ] || [ ! -d .haystack ] || haystack=.haystack   # a copy carried with the tree
 if [ ! -e "$haystack" ]; then
     model_runs="not run: no NIAH haystack at $haystack (make haystack here, or set KVBENCH_HAYSTACK)"
 else
@@ -130,6 +134,7 @@ else
         case $rc in
             0) model_runs+=" ${ctx}:done" ;;
             124) model_runs+=" ${ctx}:cut-by-time-box" ;;
+            137) model_runs+=" ${ctx}:killed(host memory? the prefill's K/V and the methods' host stores)" ;;
             *) fail "kvbench run --model random:llama3-8b --ctx $ctx failed (rc $rc; log: $logs/gpu_model_$ctx.log)" ;;
         esac
     done
