@@ -150,14 +150,24 @@ oom:
 }
 
 int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
-    static const char *sql =
-        "SELECT ifnull(ru.model, '?'), ifnull(c.workload, ifnull(ru.workload, '?')), c.variant, ifnull(c.ctx, 0),"
-        " c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak, r.fast_tokens,"
-        " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s"
-        " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id"
-        " WHERE ?1 <= 0 OR c.run_id = ?1 ORDER BY c.id, r.id";
-    memset(d, 0, sizeof *d);
+    /* results.gpu_peak_bytes exists from schema version 2 on; older files read as NULL */
+    int have_gpu = 0;
     sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'gpu_peak_bytes'", -1,
+                           &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        have_gpu = sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    st = NULL;
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT ifnull(ru.model, '?'), ifnull(c.workload, ifnull(ru.workload, '?')), c.variant, ifnull(c.ctx, 0),"
+             " c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak, r.fast_tokens,"
+             " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s"
+             " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id"
+             " WHERE ?1 <= 0 OR c.run_id = ?1 ORDER BY c.id, r.id",
+             have_gpu ? "r.gpu_peak_bytes" : "NULL");
+    memset(d, 0, sizeof *d);
     int cap_fam = 0, cap_row = 0, cap_wl = 0, cap_rec = 0, cap_ctx = 0, cap_depth = 0, last_row = -1;
     int *raw_ctx = NULL;
     double *raw_depth = NULL;
@@ -222,7 +232,8 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
             .fam = fi, .row = ri, .wl = wi, .ok = ok, .score = real(st, 9), .fast_peak = real(st, 10),
             .slow_peak = real(st, 11), .fast_tokens = real(st, 12), .prefill_s = real(st, 13),
             .compress_s = real(st, 14), .ms_tok = dt > 0 ? 1000.0 * real(st, 15) / dt : NAN,
-            .tok_s = dt > 0 ? real(st, 17) : NAN};
+            .tok_s = dt > 0 ? real(st, 17) : NAN, .gpu_peak = real(st, 18)};
+        d->n_gpu += ok && !isnan(d->rec[d->nrec - 1].gpu_peak);
     }
     sqlite3_finalize(st);
     st = NULL;

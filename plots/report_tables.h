@@ -31,6 +31,7 @@ typedef struct {
 typedef struct {
     int fam, row, wl, ctx, depth, ok;
     double score, fast_peak, slow_peak, fast_tokens, prefill_s, compress_s, ms_tok, tok_s;   /* NAN = none */
+    double gpu_peak;    /* measured device peak (CUDA runs; NAN on the CPU and in version-1 files) */
 } rt_rec;
 
 typedef struct {
@@ -47,6 +48,7 @@ typedef struct {
     rt_rec *rec;
     int nrec;
     int n_models, n_infeasible, n_error;
+    int n_gpu;          /* finished results with a measured device peak */
 } rt_data;
 
 int rt_load(sqlite3 *h, int64_t run_id, rt_data *d);

@@ -80,6 +80,8 @@ if len(c) != 1 or any(v is None or v <= 0 for v in c[0]): bad.append("case devic
 print("e2e: " + ("; ".join(bad) if bad else "8 methods ok, run recorded as cuda, device peaks per case and method"))
 sys.exit(1 if bad else 0)
 PY
+    "$out/kvbench" report --db "$e2e" --table memory | grep -q "device peak, measured" ||
+        { echo "e2e: report --table memory lacks the measured device peak"; rc=1; }
 else
     echo "e2e: kvbench run --backend cuda failed"; rc=1
 fi
