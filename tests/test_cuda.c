@@ -5,7 +5,7 @@
  * and CPU/CUDA agreement of the SVD factors under the shared sign rule.
  * Built without CUDA (or without a device) it checks only that kb_cuda says why. */
 #include "../kernels/core.h"
-#include "check.h"
+#include "cuda_check.h"
 #ifdef KB_CUDA
 #include "../kernels/cuda_backend.h"
 #endif
@@ -13,21 +13,6 @@
 #define TOL 1e-5
 
 #ifdef KB_CUDA
-
-static float *fmalloc(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
-    return p;
-}
-
-/* rel_l2 of x against a float reference. */
-static double rel_f(const float *x, const float *ref, size_t n) {
-    double *r = malloc((n ? n : 1) * sizeof *r);
-    for (size_t i = 0; i < n; i++) r[i] = ref[i];
-    double e = rel_l2(x, r, n);
-    free(r);
-    return e;
-}
 
 /* A device copy of host data (through the copy stream, then waited for). */
 static void *to_device(const void *host, size_t bytes, const char *what) {

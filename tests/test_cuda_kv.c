@@ -20,7 +20,7 @@
 #include "../methods/kvstore.h"
 #include "../methods/method.h"
 #include "../methods/sentencekv.h"
-#include "check.h"
+#include "cuda_check.h"
 #ifdef KB_CUDA
 #include "../kernels/cuda_backend.h"
 #include "../kernels/cuda_kvmirror.h"
@@ -31,21 +31,6 @@
 extern const kv_method kv_fullkv, kv_h2o, kv_snapkv, kv_sentencekv;
 
 enum { L = 2, H = 4, HKV = 2, G = H / HKV, D = 32, STEPS = 20, WIN = 16 };
-
-static float *fmalloc(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
-    return p;
-}
-
-/* rel_l2 of x against a float reference. */
-static double rel_f(const float *x, const float *ref, size_t n) {
-    double *r = malloc((n ? n : 1) * sizeof *r);
-    for (size_t i = 0; i < n; i++) r[i] = ref[i];
-    double e = rel_l2(x, r, n);
-    free(r);
-    return e;
-}
 
 /* float64 attention of g heads over rows rows[0..n) of K, V (rows of d), optional bias;
  * out [g][d]; probs [g][n] when not NULL. */
@@ -219,14 +204,6 @@ static int rows_of(const meth *mc, const kv_state *st, int l, int j, int32_t *po
     const kv_store *s = kv_a_store(st, l, j);
     memcpy(pos, s->pos, (size_t)s->n * sizeof *pos);
     return s->n;
-}
-
-static size_t dev_current(void) {
-    size_t cur = 0;
-#ifdef KB_CUDA
-    if (kb_cuda(NULL)) kb_cuda_mem_stats(&cur, NULL, NULL, NULL);
-#endif
-    return cur;
 }
 
 /* Device bytes against the stores after a step (on_dev: the CUDA backend is selected). */
@@ -543,24 +520,6 @@ static void test_put_async(void) {
     free(idx); free(bias); free(probs);
 }
 
-/* The backend's own decode buffers grow with n once and stay: grow them now, past any n
- * used here, so that the allocator's current bytes below move with the stores alone. */
-static void warm_backend(void) {
-    int n = 1024;
-    size_t kb = sizeof(float) * n * D, qb = sizeof(float) * G * D;
-    float *zero = calloc((size_t)n * D, sizeof(float));
-    float *dq = kb_cuda_malloc(qb, "warm-up q"), *dk = kb_cuda_malloc(kb, "warm-up K");
-    float *dout = kb_cuda_malloc(qb, "warm-up out");
-    int ok = dq && dk && dout && kb_cuda_copy_h2d_async(dk, zero, kb) == 0 &&
-             kb_cuda_copy_h2d_async(dq, zero, qb) == 0 && kb_cuda_copy_wait() == 0;
-    kb_decode_args a = {.g = G, .d = D, .n = n, .q = dq, .K = dk, .V = dk, .out = dout};
-    ok = ok && kb_cuda_copy_fence() == 0 && kb_cuda_decode_dev(&a) == 0 && kb_cuda_sync() == 0;
-    CHECK(ok, "warm-up decode on the device failed");
-    kb_cuda_free(dq);
-    kb_cuda_free(dk);
-    kb_cuda_free(dout);
-    free(zero);
-}
 
 #endif
 
@@ -572,7 +531,7 @@ int main(void) {
 #ifdef KB_CUDA
     if (cuda) {
         printf("backend cuda\n");
-        warm_backend();
+        warm_backend(G, D);
         size_t cur0 = dev_current();
         kb_select("cuda", NULL);
         test_mirror();

@@ -17,7 +17,7 @@
  *     value before init after free. */
 #include "../kernels/core.h"
 #include "../methods/sekv.h"
-#include "check.h"
+#include "cuda_check.h"
 #ifdef KB_CUDA
 #include "../kernels/cuda_backend.h"
 #include "../kernels/cuda_sekv.h"
@@ -68,14 +68,6 @@ static kv_state *start(const scen *s, const char *params, int budget) {
     }
     CHECK(st != NULL, "sekv setup (%s, budget %d): %s", params, budget, err);
     return st;
-}
-
-static size_t dev_current(void) {
-    size_t cur = 0;
-#ifdef KB_CUDA
-    if (kb_cuda(NULL)) kb_cuda_mem_stats(&cur, NULL, NULL, NULL);
-#endif
-    return cur;
 }
 
 /* float64 attention of head h over what the state attended at its last attend(): the
@@ -256,26 +248,6 @@ static void test_case(int gate, int cuda) {
     free_scen(&s);
 }
 
-#ifdef KB_CUDA
-/* The backend's own decode buffers grow with n once and stay: grow them now so that the
- * allocator's current bytes move with SeKV's device tiers alone. */
-static void warm_backend(void) {
-    int n = 1024;
-    size_t kb = sizeof(float) * n * D, qb = sizeof(float) * G * D;
-    float *zero = calloc((size_t)n * D, sizeof(float));
-    float *dq = kb_cuda_malloc(qb, "warm-up q"), *dk = kb_cuda_malloc(kb, "warm-up K");
-    float *dout = kb_cuda_malloc(qb, "warm-up out");
-    int ok = dq && dk && dout && kb_cuda_copy_h2d_async(dk, zero, kb) == 0 &&
-             kb_cuda_copy_h2d_async(dq, zero, qb) == 0 && kb_cuda_copy_wait() == 0;
-    kb_decode_args a = {.g = 1, .d = D, .n = n, .q = dq, .K = dk, .V = dk, .out = dout};
-    ok = ok && kb_cuda_copy_fence() == 0 && kb_cuda_decode_dev(&a) == 0 && kb_cuda_sync() == 0;
-    CHECK(ok, "warm-up decode on the device failed");
-    kb_cuda_free(dq);
-    kb_cuda_free(dk);
-    kb_cuda_free(dout);
-    free(zero);
-}
-#endif
 
 int main(void) {
     test_seed();
@@ -284,7 +256,7 @@ int main(void) {
 #ifdef KB_CUDA
     if (cuda) {
         printf("backend cuda\n");
-        warm_backend();
+        warm_backend(1, D);
     }
 #endif
     if (!cuda) printf("cuda backend not tested: %s\n", why ? why : "?");
