@@ -626,6 +626,13 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
     if (gpu) {   /* the weights go to the device once, before (and outside) any case's time */
         char lerr[512];
         if (cuda_model_load(model, lerr, sizeof lerr)) return run_fail("--backend cuda: %s", lerr);
+        /* random weights are not read on the host again: free their f32 copy (32 GB for
+         * random:llama3-8b), room for the long prefills' K/V and the methods' stores */
+        long long freed = cuda_model_drop_host_weights(model);
+        if (freed < 0) return run_fail("--backend cuda: the weights did not reach the device");
+        if (freed > 0 && !o->quiet)
+            fprintf(stderr, "kvbench run: %.1f GB of host f32 weights freed after the upload (random model)\n",
+                    freed / 1e9);
     }
 #endif
     uint8_t *missing = calloc((size_t)N * o->n_pairs + 1, 1);

@@ -250,6 +250,7 @@ int launch(const PrefillDev &p, int w0, int w1, size_t keys) {
 }
 
 DevBuf d_q, d_k, d_v, d_out, d_lse, d_mass, d_win;
+kbcuda::HostBuf h_mass;   // the column mass on its way back (see prefill_host)
 
 // Both kernels for args whose pointers are all device memory; lock held. Asynchronous.
 int prefill_launch(const kb_prefill_args *a) {
@@ -299,7 +300,8 @@ int prefill_host(const kb_prefill_args *a) {
     if (kbcuda::reserve(d_q, qbytes, "prefill queries") || kbcuda::reserve(d_k, kvbytes, "prefill keys") ||
         kbcuda::reserve(d_v, kvbytes, "prefill values") || kbcuda::reserve(d_out, qbytes, "prefill output") ||
         (a->col_mass && kbcuda::reserve(d_mass, (size_t)H * L * f, "prefill column mass")) ||
-        (nw && kbcuda::reserve(d_win, (size_t)H * nw * L * f, "prefill window probabilities")))
+        (nw && kbcuda::reserve(d_win, (size_t)H * nw * L * f, "prefill window probabilities")) ||
+        (a->col_mass && kbcuda::reserve_pinned(h_mass, (size_t)H * L * f)))
         return -1;
     float *dq = (float *)d_q.p, *dk = (float *)d_k.p, *dv = (float *)d_v.p, *dout = (float *)d_out.p;
     float *dmass = (float *)d_mass.p, *dwin = (float *)d_win.p;
@@ -324,8 +326,6 @@ int prefill_host(const kb_prefill_args *a) {
     if (prefill_launch(&da)) return -1;
 
     CK(cudaMemcpy(a->out, dout, qbytes, cudaMemcpyDeviceToHost));   // waits for the kernels
-    if (a->col_mass)
-        CK(cudaMemcpy2D(a->col_mass, a->mass_ld * f, dmass, (size_t)L * f, (size_t)L * f, H, cudaMemcpyDeviceToHost));
     if (nw) {
         size_t width = a->win_ld < (size_t)L ? a->win_ld : (size_t)L;
         for (int h = 0; h < H; h++) {
@@ -335,6 +335,14 @@ int prefill_host(const kb_prefill_args *a) {
             for (int r = 0; r < nw && width < a->win_ld; r++)   // later keys are 0
                 memset(dst + (size_t)r * a->win_ld + width, 0, (a->win_ld - width) * f);
         }
+    }
+    // The column mass is accumulated into (+=), so the caller's copy changes only once
+    // nothing can fail any more: a failed copy leaves it as it was, and the CPU fallback
+    // then adds this chunk once, not twice.
+    if (a->col_mass) {
+        float *hm = (float *)h_mass.p;
+        CK(cudaMemcpy(hm, dmass, (size_t)H * L * f, cudaMemcpyDeviceToHost));
+        for (int h = 0; h < H; h++) memcpy(a->col_mass + (size_t)h * a->mass_ld, hm + (size_t)h * L, (size_t)L * f);
     }
     return 0;
 }

@@ -11,6 +11,7 @@ extern "C" {
 #include "cuda_util.h"
 
 #include <climits>
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -56,11 +57,15 @@ void set_mode(kb_kvdev *m, int mode) {
     forget_slots(m);
 }
 
-// Room for need rows, growing to max(need, min(2 cap, bound)). The old rows are freed
-// before the new ones are allocated, so the peak never counts both; contents are lost.
-int grow(kb_kvdev *m, int need, int bound) {
+// Room for need rows, growing to max(need, min(2 cap, bound)); a first allocation with
+// to_bound takes bound rows at once (a mirror: the host store's capacity, so the rows a
+// decode appends after the prefill do not force a second allocation, and an upload of
+// every row again, at the first token). The old rows are freed before the new ones are
+// allocated, so the peak never counts both; contents are lost.
+int grow(kb_kvdev *m, int need, int bound, bool to_bound = false) {
     if (need <= m->cap) return 0;
     long want = 2L * m->cap;
+    if (to_bound && m->cap == 0) want = bound;
     if (want > bound) want = bound;
     if (want < need) want = need;
     kb_cuda_free(m->rows);
@@ -224,7 +229,7 @@ extern "C" long kb_kvdev_uploaded(const kb_kvdev *m) { return m ? m->uploaded : 
 extern "C" int kb_kvdev_sync(kb_kvdev *m, const float *K, const float *V, int n, int host_cap, int *valid) {
     if (n < 0 || (n > 0 && (!K || !V))) return bad(m, "sync of bad host rows");
     set_mode(m, kMirror);
-    if (grow(m, n, host_cap > n ? host_cap : n)) return -1;
+    if (grow(m, n, host_cap > n ? host_cap : n, true)) return -1;
     int from = *valid < m->synced ? *valid : m->synced;
     if (from > n) from = n;
     if (from < 0) from = 0;
@@ -273,6 +278,123 @@ extern "C" int kb_kvdev_rows_dev(kb_kvdev *m, int r0, int n, float **K, float **
 }
 
 extern "C" int kb_kvdev_decode(kb_kvdev *m, const kb_decode_args *a) { return decode_rows(m, a, a->idx); }
+
+// kb_kvdev_decode_many's buffers: inputs packed as [q of every call][bias of every call]
+// (floats) and [idx of every call], outputs [out of every call]; pinned copies on the host.
+struct kb_kvdev_batch {
+    DevBuf in, idx, out;
+    kbcuda::HostBuf hin, hidx, hout;
+};
+
+namespace {
+
+size_t round4(size_t x) { return (x + 3) & ~(size_t)3; }   // 16-byte aligned queries (vec4 loads)
+
+int decode_many(kb_kvdev_batch *b, kb_kvdev *const *ms, const kb_decode_args *as, int n) {
+    size_t nq = 0, nb = 0;   // floats of queries (and outputs), entries
+    for (int i = 0; i < n; i++) {
+        const kb_kvdev *m = ms[i];
+        const kb_decode_args *a = &as[i];
+        if (!m) {
+            fprintf(stderr, "kb cuda kv rows: decode_many without a device copy for call %d\n", i);
+            return -1;
+        }
+        if (a->d != m->d || a->g < 1 || a->n < 0 || !a->q || !a->out || a->probs)
+            return bad(m, "decode_many with a bad shape, no q/out, or probs");
+        if (a->n > 0 && !m->rows) return bad(m, "decode_many before any rows are on the device");
+        if (a->idx) {
+            for (int k = 0; k < a->n; k++)
+                if (a->idx[k] < 0 || a->idx[k] >= m->cap) return bad(m, "decode_many index outside the device rows");
+        } else if (a->n > m->cap) {
+            return bad(m, "decode_many over more rows than the device holds");
+        }
+        nq += round4((size_t)a->g * a->d);
+        nb += (size_t)a->n;
+    }
+    const size_t f = sizeof(float), in_bytes = (nq + nb) * f, idx_bytes = (nb ? nb : 1) * sizeof(int32_t);
+    if (kbcuda::reserve(b->in, in_bytes, "batched decode inputs") ||
+        kbcuda::reserve(b->idx, idx_bytes, "batched decode indices") ||
+        kbcuda::reserve(b->out, nq * f, "batched decode outputs") || kbcuda::reserve_pinned(b->hin, in_bytes) ||
+        kbcuda::reserve_pinned(b->hidx, idx_bytes) || kbcuda::reserve_pinned(b->hout, nq * f))
+        return -1;
+    float *hq = (float *)b->hin.p, *hb = hq + nq;
+    int32_t *hi = (int32_t *)b->hidx.p;
+    size_t oq = 0, ob = 0;
+    for (int i = 0; i < n; i++) {   // pack (no bias is a bias of 0: the same bits)
+        const kb_decode_args *a = &as[i];
+        const size_t gd = (size_t)a->g * a->d;
+        memcpy(hq + oq, a->q, gd * f);
+        for (int k = 0; k < a->n; k++) {
+            hi[ob + k] = a->idx ? a->idx[k] : k;
+            hb[ob + k] = a->bias ? a->bias[k] : 0.0f;
+        }
+        oq += round4(gd);
+        ob += (size_t)a->n;
+    }
+    CK(cudaMemcpy(b->in.p, hq, in_bytes, cudaMemcpyHostToDevice));
+    if (nb) CK(cudaMemcpy(b->idx.p, hi, nb * sizeof(int32_t), cudaMemcpyHostToDevice));
+    for (int i = 0; i < n; i++)
+        if (ms[i]->async_pending) {   // rows put on the copy stream come first
+            if (kb_cuda_copy_fence()) return -1;
+            for (int k = 0; k < n; k++) ms[k]->async_pending = false;
+            break;
+        }
+    const float *dq = (const float *)b->in.p, *db = dq + nq;
+    const int32_t *di = (const int32_t *)b->idx.p;
+    float *dout = (float *)b->out.p;
+    oq = ob = 0;
+    for (int i = 0; i < n; i++) {   // queued on the kernels' stream, no waiting
+        const kb_decode_args *a = &as[i];
+        kb_kvdev *m = ms[i];
+        kb_decode_args da = {a->g, a->d, a->n, dq + oq, m->rows, m->rows ? m->rows + (size_t)m->cap * m->d : nullptr,
+                             di + ob, db + ob, dout + oq, nullptr};
+        if (kb_cuda_decode_dev(&da)) return -1;
+        oq += round4((size_t)a->g * a->d);
+        ob += (size_t)a->n;
+    }
+    float *ho = (float *)b->hout.p;
+    CK(cudaMemcpy(ho, dout, nq * f, cudaMemcpyDeviceToHost));   // waits for every kernel
+    oq = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t gd = (size_t)as[i].g * as[i].d;
+        memcpy(as[i].out, ho + oq, gd * f);
+        oq += round4(gd);
+    }
+    return 0;
+}
+
+}  // namespace
+
+extern "C" kb_kvdev_batch *kb_kvdev_batch_new(void) {
+    kb_kvdev_batch *b = new (std::nothrow) kb_kvdev_batch();
+    if (!b) fprintf(stderr, "kb cuda kv rows: out of host memory\n");
+    return b;
+}
+
+extern "C" void kb_kvdev_batch_free(kb_kvdev_batch *b) {
+    if (!b) return;
+    release(b->in);
+    release(b->idx);
+    release(b->out);
+    for (kbcuda::HostBuf *h : {&b->hin, &b->hidx, &b->hout}) kb_cuda_host_free(h->p);
+    delete b;
+}
+
+extern "C" size_t kb_kvdev_batch_bytes(const kb_kvdev_batch *b) {
+    if (!b) return 0;
+    size_t n = 0;
+    for (const DevBuf *x : {&b->in, &b->idx, &b->out}) n += x->p ? x->cap : 0;
+    return n;
+}
+
+extern "C" int kb_kvdev_decode_many(kb_kvdev_batch *b, kb_kvdev *const *ms, const kb_decode_args *as, int n) {
+    if (n <= 0) return 0;
+    if (!b || !ms || !as) {
+        fprintf(stderr, "kb cuda kv rows: decode_many without its buffers, copies or args\n");
+        return -1;
+    }
+    return decode_many(b, ms, as, n);
+}
 
 extern "C" int kb_kvdev_decode_subset(kb_kvdev *m, const float *K, const float *V, int host_n, int *valid,
                                       const kb_decode_args *a) {

@@ -13,8 +13,9 @@
  *                slow tier on the host (SentenceKV); host rows must keep their index, rows
  *                from `valid` on are treated as new.
  *
- * Capacity grows geometrically (mirror: up to the host store's capacity), by freeing the
- * old rows first (the peak never holds both) and uploading again from the host.
+ * Capacity grows geometrically (mirror: up to the host store's capacity, which its first
+ * allocation takes at once, so the decode's appends fit), by freeing the old rows first
+ * (the peak never holds both) and uploading again from the host.
  *
  * For SeKV (later): one kb_kvdev per (layer, kv head) mirrors its persistent rows
  * (anchors, local window, coarse span rows) with kb_kvdev_sync and its own valid mark;
@@ -75,6 +76,19 @@ int kb_kvdev_rows_dev(kb_kvdev *m, int r0, int n, float **K, float **V);
  * (NULL: rows 0 .. n-1). out always comes back to the host, probs only when asked for.
  * Waits for the result. 0 or -1. */
 int kb_kvdev_decode(kb_kvdev *m, const kb_decode_args *a);
+
+/* n decodes at once, decode i over the device rows of ms[i] with as[i] (as for
+ * kb_kvdev_decode; probs must be NULL): the queries, indices and biases of all go to the
+ * device in one copy, the kernels are queued back to back without the host waiting in
+ * between, and all outputs come back in one copy. For SeKV, whose query heads each attend
+ * over their own entry list: one round trip per layer instead of several per head.
+ * b holds the packed inputs and outputs (device and pinned), grown as needed and kept for
+ * the next call; one caller at a time per b. 0 or -1 (then no out is to be trusted). */
+typedef struct kb_kvdev_batch kb_kvdev_batch;
+kb_kvdev_batch *kb_kvdev_batch_new(void);
+void kb_kvdev_batch_free(kb_kvdev_batch *b);          /* NULL: nothing */
+size_t kb_kvdev_batch_bytes(const kb_kvdev_batch *b); /* device bytes held */
+int kb_kvdev_decode_many(kb_kvdev_batch *b, kb_kvdev *const *ms, const kb_decode_args *as, int n);
 
 /* Working set: a->idx (required) lists host rows of K, V [host_n][d]; makes them resident
  * (uploading those that are not, and treating rows [*valid, host_n) as changed), sets

@@ -91,6 +91,15 @@ extern "C" void *kb_cuda_malloc(size_t bytes, const char *what) {
     return p;
 }
 
+// Work queued on the device may still read or write a buffer being freed (a grown cache
+// buffer, a copy's rows): wait for it first instead of relying on cudaFree to do so, which
+// the runtime does not promise (and stream-ordered allocators do not do). Frees are rare
+// (buffers are cached and grow geometrically), so the wait costs nothing measurable.
+static void wait_before_free(const char *what) {
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) fprintf(stderr, "kb cuda: waiting for the device before %s: %s\n", what, cudaGetErrorString(e));
+}
+
 extern "C" void kb_cuda_free(void *p) {
     if (!p) return;
     pthread_mutex_lock(&g_alloc_lock);
@@ -105,6 +114,7 @@ extern "C" void kb_cuda_free(void *p) {
         fprintf(stderr, "kb cuda: kb_cuda_free of %p, which kb_cuda_malloc did not return\n", p);
         return;
     }
+    wait_before_free("cudaFree");
     cudaError_t e = cudaFree(p);
     if (e != cudaSuccess) fprintf(stderr, "kb cuda: cudaFree: %s\n", cudaGetErrorString(e));
 }
@@ -142,6 +152,7 @@ extern "C" void *kb_cuda_host_alloc(size_t bytes) {
 
 extern "C" void kb_cuda_host_free(void *p) {
     if (!p) return;
+    wait_before_free("cudaFreeHost");   // a copy on the copy stream may still read it
     cudaError_t e = cudaFreeHost(p);
     if (e != cudaSuccess) fprintf(stderr, "kb cuda: cudaFreeHost: %s\n", cudaGetErrorString(e));
 }

@@ -11,7 +11,8 @@ extern "C" {
 
 /* Device memory through the backend's allocator, which keeps the bytes held now and
  * their high-water mark (all of the backend's own buffers come from here too).
- * what names the buffer in the error message. kb_cuda_free(NULL) does nothing. */
+ * what names the buffer in the error message. kb_cuda_free(NULL) does nothing; it (and
+ * kb_cuda_host_free) first waits for the work queued on the device, which may use p. */
 void *kb_cuda_malloc(size_t bytes, const char *what);
 void kb_cuda_free(void *p);
 

@@ -63,11 +63,19 @@ int bad(const char *why) {
 
 }  // namespace
 
+// The staging buffers (fac, sm, jobs on the device; hsm, hjobs pinned) are reused by every
+// step. The next stage may touch them only once the last rebuild kernel, and the copies
+// fenced before it (which read hsm, hjobs and the spans' pinned factors), are done: `done`
+// is recorded after that kernel, and the next stage waits for it. Callers that already
+// waited (a decode copies its output back) find it complete and lose nothing.
 struct kb_sekv_dev {
     DevBuf fac, sm, jobs;       // staged factors, masked singular values, the kernel's jobs
     HostBuf hsm, hjobs;         // pinned sources of the last two
     std::vector<size_t> fac_off, sm_off;   // floats, per staged span
     int staged = 0;
+    cudaEvent_t done = nullptr; // after the last rebuild kernel
+    bool pending = false;       // done was recorded and not yet waited for
+    kb_kvdev_batch *batch = nullptr;   // the batched decodes' buffers
 };
 
 extern "C" kb_sekv_dev *kb_sekv_dev_new(void) {
@@ -83,6 +91,8 @@ extern "C" void kb_sekv_dev_free(kb_sekv_dev *x) {
     release(x->jobs);
     release(x->hsm);
     release(x->hjobs);
+    if (x->done) cudaEventDestroy(x->done);
+    kb_kvdev_batch_free(x->batch);
     delete x;
 }
 
@@ -90,13 +100,22 @@ extern "C" size_t kb_sekv_dev_bytes(const kb_sekv_dev *x) {
     if (!x) return 0;
     size_t b = 0;
     for (const DevBuf *p : {&x->fac, &x->sm, &x->jobs}) b += p->p ? p->cap : 0;
-    return b;
+    return b + kb_kvdev_batch_bytes(x->batch);
+}
+
+extern "C" kb_kvdev_batch *kb_sekv_dev_batch(kb_sekv_dev *x) {
+    if (!x->batch) x->batch = kb_kvdev_batch_new();
+    return x->batch;
 }
 
 extern "C" int kb_sekv_dev_stage(kb_sekv_dev *x, const kb_sekv_span *sp, int n) {
     x->staged = 0;
     if (n < 0 || (n > 0 && !sp)) return bad("stage of a bad span list");
     if (n == 0) return 0;
+    if (x->pending) {   // the last rebuild (and its copies) may still use the staging buffers
+        CK(cudaEventSynchronize(x->done));
+        x->pending = false;
+    }
     x->fac_off.resize((size_t)n);
     x->sm_off.resize((size_t)n);
     size_t nfac = 0, nsm = 0;
@@ -149,6 +168,9 @@ extern "C" int kb_sekv_dev_rebuild(kb_sekv_dev *x, const kb_sekv_span *sp, int n
     if (kb_cuda_copy_h2d_async(x->jobs.p, hj, jb) || kb_cuda_copy_fence()) return -1;
     KB_LAUNCH(rebuild_spans, dim3(n, 2), kThreads, 0)((const Job *)x->jobs.p);
     CK_LAUNCH();
+    if (!x->done) CK(cudaEventCreateWithFlags(&x->done, cudaEventDisableTiming));
+    CK(cudaEventRecord(x->done, kbcuda::kStream));
+    x->pending = true;
     return 0;
 }
 

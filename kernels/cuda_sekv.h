@@ -5,7 +5,8 @@
  * overlap the device's work and the host's), then, once the groups' persistent rows are
  * synced, one kernel rebuilds every span, rows = U diag(s m) Vt, straight into its
  * group's device rows (kb_sekv_dev_rebuild: fences the copies first). The decodes that
- * follow on the default stream see the rebuilt rows.
+ * follow on the default stream see the rebuilt rows. The next stage waits for the last
+ * rebuild to finish before it reuses the staging buffers, so no caller has to wait.
  * Device memory comes from the tracked allocator (kb_cuda_malloc). Every function
  * reports a failing CUDA call or bad argument on stderr and returns -1 (NULL). */
 #ifndef KB_CUDA_SEKV_H
@@ -41,6 +42,10 @@ int kb_sekv_dev_stage(kb_sekv_dev *x, const kb_sekv_span *sp, int n);
 /* Rebuilds the spans last staged (the same sp[0..n), m set) into their rows on the
  * default stream, after the staged copies (a fence); returns without waiting. 0 or -1. */
 int kb_sekv_dev_rebuild(kb_sekv_dev *x, const kb_sekv_span *sp, int n);
+
+/* The buffers of the state's batched decodes (kb_kvdev_decode_many), made on first use and
+ * freed with x; counted in kb_sekv_dev_bytes. NULL when out of memory. */
+kb_kvdev_batch *kb_sekv_dev_batch(kb_sekv_dev *x);
 
 /* 1 when p is in pinned (page-locked) host memory from the CUDA runtime, 0 when not,
  * -1 on error (for tests). */

@@ -44,6 +44,11 @@ int ensure_solver() {
     if (g_solver) return 0;
     cusolverDnHandle_t h = nullptr;
     CS(cusolverDnCreate(&h));
+    if (cusolverDnSetStream(h, kbcuda::kStream) != CUSOLVER_STATUS_SUCCESS) {
+        cusolverDnDestroy(h);
+        fprintf(stderr, "kb cuda svd: cusolverDnSetStream failed\n");
+        return -1;
+    }
     gesvdjInfo_t p = nullptr;
     if (cusolverDnCreateGesvdjInfo(&p) != CUSOLVER_STATUS_SUCCESS) {
         cusolverDnDestroy(h);

@@ -35,6 +35,13 @@ extern "C" {
 
 namespace kbcuda {
 
+// The stream every kernel, cudaMemcpy and library call of the backend runs on: the legacy
+// default stream (kernels are launched without a stream argument). cuBLAS and cuSOLVER
+// handles are bound to it explicitly, so their work stays in order with the kernels even
+// if a handle's default ever changes (or the build uses per-thread default streams). The
+// copy stream of cuda_mem.cu is the only other one, and is fenced explicitly.
+const cudaStream_t kStream = 0;
+
 // One lock around all device work of the backend: the kb_backend table may be called
 // from kb_parallel_for workers, and the cached buffers below are shared.
 void lock();

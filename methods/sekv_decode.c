@@ -194,13 +194,15 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
         if (!st->scores) sekv_die("out of memory", layer);
         st->scores_cap = (int)need_scores;
     }
-    if (st->idx_cap < ly->row_cap) {
+    if (st->idx_cap < H * ly->row_cap) {   /* one entry list per query head */
         free(st->idx), free(st->bias);
-        st->idx = malloc((size_t)ly->row_cap * sizeof *st->idx);
-        st->bias = malloc((size_t)ly->row_cap * sizeof *st->bias);
+        st->idx = malloc((size_t)H * ly->row_cap * sizeof *st->idx);
+        st->bias = malloc((size_t)H * ly->row_cap * sizeof *st->bias);
         if (!st->idx || !st->bias) sekv_die("out of memory", layer);
-        st->idx_cap = ly->row_cap;
+        st->idx_cap = H * ly->row_cap;
     }
+    kb_decode_args *as = malloc((size_t)H * sizeof *as);
+    if (!as) sekv_die("out of memory", layer);
     memset(ly->zoom_h, 0, (size_t)H * ly->span_cap);
     int n_tasks = 0;
     for (int j = 0; j < Hkv; j++) ly->n_sel[j] = 0, ly->kv[j].n_recon = 0;
@@ -215,34 +217,37 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
     /* On the CUDA backend the spans are rebuilt on the device (sekv_dev.c), else here. */
     int on_dev = sekv_dev_prepare(st, layer);
     if (n_tasks && !on_dev) reconstruct_host(st, layer, n_tasks);
-    /* One softmax per query head over its entries, in position order. */
+    /* One softmax per query head over its entries, in position order: on the device all
+     * heads of the layer in one batched call (one round trip), else one by one here. */
     for (int h = 0; h < H; h++) {
         int j = h / st->g, n = 0, expanded = 0;
         const uint8_t *zh = ly->zoom_h + (size_t)h * ly->span_cap;
         const int32_t *rr = ly->recon_row + (size_t)j * ly->span_cap;
+        int32_t *idx = st->idx + (size_t)h * ly->row_cap;
+        float *bias = st->bias + (size_t)h * ly->row_cap;
         for (int r = 0; r < P; r++) {
             int s = ly->row_span[r];
             if (s < 0) {
-                st->idx[n] = r, st->bias[n++] = 0;
+                idx[n] = r, bias[n++] = 0;
             } else if (zh[s]) {
-                for (int i = 0; i < ly->span[s].len; i++) st->idx[n] = rr[s] + i, st->bias[n++] = 0;
+                for (int i = 0; i < ly->span[s].len; i++) idx[n] = rr[s] + i, bias[n++] = 0;
                 expanded++;
             } else {
-                st->idx[n] = r, st->bias[n++] = logf((float)ly->span[s].len);
+                idx[n] = r, bias[n++] = logf((float)ly->span[s].len);
             }
         }
-        kb_decode_args a = {.g = 1, .d = d, .n = n, .q = q + (size_t)h * d, .K = ly->kv[j].K,
-                            .V = ly->kv[j].V, .idx = st->idx, .bias = st->bias,
-                            .out = out + (size_t)h * d, .probs = NULL};
-        if (!on_dev || sekv_dev_decode(st, layer, j, &a)) {
-            if (on_dev && n_tasks) reconstruct_host(st, layer, n_tasks);   /* the device failed */
-            on_dev = 0;
-            kb_get()->decode(&a);
-        }
+        as[h] = (kb_decode_args){.g = 1, .d = d, .n = n, .q = q + (size_t)h * d, .K = ly->kv[j].K,
+                                 .V = ly->kv[j].V, .idx = idx, .bias = bias, .out = out + (size_t)h * d,
+                                 .probs = NULL};
         ly->kept[h] = n;
         ly->events[h] += expanded;
         if (expanded) log_zoom(st, ly->steps, layer, h, expanded);
     }
+    if (!on_dev || sekv_dev_decode_heads(st, layer, as)) {
+        if (on_dev && n_tasks) reconstruct_host(st, layer, n_tasks);   /* the device failed */
+        for (int h = 0; h < H; h++) kb_get()->decode(&as[h]);
+    }
+    free(as);
     ly->steps++;
     sekv_track_peak(st, 0);
 }

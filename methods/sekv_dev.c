@@ -4,11 +4,12 @@
  *   fast tier  each (layer, kv head)'s rows on the device (kernels/cuda_kvmirror.h): the
  *              persistent rows [0, n_rows) mirrored from the host through the valid mark
  *              (sekv_rows_moved lowers it where append, folding or ingest change rows),
- *              the rows reconstructed at this step after them;
+ *              the rows reconstructed at this step after them; every query head of a layer
+ *              attends there in one batched call (kb_kvdev_decode_many);
  *   slow tier  the span factors in pinned host memory; at attend the selected spans' factors
  *              go to the device on the copy stream first (overlapping the row uploads and
  *              the host's idx/bias lists), and a kernel rebuilds them into the device rows
- *              (kernels/cuda_sekv.h). Attention per query head then runs on the device.
+ *              (kernels/cuda_sekv.h). Attention of every query head then runs on the device.
  * Any device failure is reported once; the state then attends on the host for good. */
 #include "sekv_state.h"
 
@@ -149,10 +150,17 @@ int sekv_dev_prepare(kv_state *st, int layer) {
     return 1;
 }
 
-int sekv_dev_decode(kv_state *st, int layer, int j, const kb_decode_args *a) {
-    if (kb_kvdev_decode(st->layer[layer].kv[j].dev, a) == 0) return 0;
-    failed(st);
-    return -1;
+int sekv_dev_decode_heads(kv_state *st, int layer, const kb_decode_args *as) {
+    kb_kvdev **ms = malloc((size_t)st->H * sizeof *ms);
+    kb_kvdev_batch *b = st->dev ? kb_sekv_dev_batch(st->dev) : NULL;
+    int rc = -1;
+    if (ms && b) {
+        for (int h = 0; h < st->H; h++) ms[h] = st->layer[layer].kv[h / st->g].dev;
+        rc = kb_kvdev_decode_many(b, ms, as, st->H);
+    }
+    free(ms);
+    if (rc) failed(st);
+    return rc;
 }
 
 size_t sekv_dev_bytes_held(const kv_state *st) {
@@ -176,8 +184,8 @@ void sekv_dev_init(kv_state *st) { st->pinned = 0; }
 float *sekv_slow_alloc(const kv_state *st, size_t floats) { return (void)st, malloc(floats * sizeof(float)); }
 void sekv_slow_free(const kv_state *st, float *p) { (void)st, free(p); }
 int sekv_dev_prepare(kv_state *st, int layer) { return (void)st, (void)layer, 0; }
-int sekv_dev_decode(kv_state *st, int layer, int j, const kb_decode_args *a) {
-    return (void)st, (void)layer, (void)j, (void)a, -1;
+int sekv_dev_decode_heads(kv_state *st, int layer, const kb_decode_args *as) {
+    return (void)st, (void)layer, (void)as, -1;
 }
 size_t sekv_dev_bytes_held(const kv_state *st) { return (void)st, 0; }
 void sekv_dev_free(kv_state *st) { (void)st; }

@@ -119,9 +119,10 @@ void   sekv_slow_free(const kv_state *st, float *p);
  * groups' persistent rows and rebuilds the spans there. 1 when the layer attends on the
  * device (sekv_dev_decode), 0 when on the host (host rebuild, kb_get()->decode). */
 int    sekv_dev_prepare(kv_state *st, int layer);
-/* Decode of one query head of group j over the device rows (a's idx lists rows). 0, or
- * -1 when the device failed (then off for good: attend on the host). */
-int    sekv_dev_decode(kv_state *st, int layer, int j, const kb_decode_args *a);
+/* Decode of every query head of the layer over its group's device rows (as[h]'s idx lists
+ * rows of group h / g), in one batched call. 0, or -1 when the device failed (then off for
+ * good: attend on the host). */
+int    sekv_dev_decode_heads(kv_state *st, int layer, const kb_decode_args *as);
 size_t sekv_dev_bytes_held(const kv_state *st);
 void   sekv_dev_free(kv_state *st);
 

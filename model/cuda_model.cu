@@ -77,8 +77,12 @@ uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
+bool is_random(const kv_model *m) { return !strncmp(m->gf.path, "random:", 7); }
+
 // The shape, the path, the owners of the weights, and the first values of a few
-// tensors: cheap (a few KB), and different for any two models in practice.
+// tensors: cheap (a few KB), and different for any two models in practice. Once a random
+// model's host weights are freed (cuda_model_drop_host_weights), its name (with the seed)
+// stands for their values, and the registry entry is re-keyed then.
 uint64_t fingerprint(const kv_model *m) {
     const kv_model_config *c = &m->cfg;
     uint64_t h = 1469598103934665603ull;
@@ -89,13 +93,15 @@ uint64_t fingerprint(const kv_model *m) {
     h = fnv(h, dims, sizeof dims);
     const void *owners[] = {m->layers, m->small, m->gf.tensors};
     h = fnv(h, owners, sizeof owners);
+    h = fnv(h, c->name, strlen(c->name));
     const size_t few = (size_t)(c->n_embd < 256 ? c->n_embd : 256) * sizeof(float);
     const layer_weights *first = &m->layers[0], *last = &m->layers[c->n_layer - 1];
     h = fnv(h, m->output_norm, few);
     h = fnv(h, first->attn_norm, few);
     h = fnv(h, last->ffn_norm, few);
     const weight *rows[] = {&first->wq, &last->down, &m->output, &m->embd};
-    for (const weight *w : rows) h = fnv(h, w->t->data, w->row_bytes < 1024 ? w->row_bytes : 1024);
+    if (!m->host_weights_gone)
+        for (const weight *w : rows) h = fnv(h, w->t->data, w->row_bytes < 1024 ? w->row_bytes : 1024);
     return h;
 }
 
@@ -151,6 +157,10 @@ size_t align128(size_t x) { return (x + 127) & ~(size_t)127; }
 
 int upload(const kv_model *m, DevModel *d, char *err, size_t errlen) {
     const kv_model_config *c = &m->cfg;
+    if (m->host_weights_gone) {
+        snprintf(err, errlen, "%s: the host copy of the weights was freed after an earlier upload", m->gf.path);
+        return -1;
+    }
     const int L = c->n_layer, E = c->n_embd, F = c->n_ff, V = c->n_vocab;
     const size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
     // element offsets in the bf16 block
@@ -434,6 +444,33 @@ extern "C" int cuda_model_load(kv_model *m, char *err, size_t errlen) {
         return -1;
     }
     return get(m, err, errlen) ? 0 : -1;
+}
+
+extern "C" long long cuda_model_drop_host_weights(kv_model *m) {
+    if (!is_random(m) || !m->f32_all) return 0;
+    char err[256];
+    DevModel *d = get(m, err, sizeof err);   // on the device first (already there: a lookup)
+    if (!d) return -1;
+    size_t floats = 0;
+    auto drop = [&floats](weight *w) {
+        if (w->f32) floats += (size_t)w->rows * w->cols;
+        w->f32 = nullptr;
+    };
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        layer_weights *w = &m->layers[l];
+        for (weight *x : {&w->wq, &w->wk, &w->wv, &w->wo, &w->gate, &w->up, &w->down}) drop(x);
+    }
+    drop(&m->output);
+    if (!m->tied) drop(&m->embd);
+    else m->embd = m->output;
+    for (int i = 0; i < m->gf.n_tensors; i++) m->gf.tensors[i].data = nullptr;
+    free(m->f32_all);
+    m->f32_all = nullptr;
+    m->host_weights_gone = 1;
+    pthread_mutex_lock(&g_lock);
+    d->print = fingerprint(m);   // the same model, now known without its weights' values
+    pthread_mutex_unlock(&g_lock);
+    return (long long)(floats * sizeof(float));
 }
 
 extern "C" void cuda_model_release(const kv_model *m) {

@@ -41,6 +41,7 @@ int blas(cublasHandle_t *h) {
         cublasStatus_t st = cublasCreate(&b);
         void *ws = st == CUBLAS_STATUS_SUCCESS ? kb_cuda_malloc(kWorkspace, "cuBLAS workspace") : nullptr;
         if (ws) st = cublasSetWorkspace(b, ws, kWorkspace);
+        if (ws && st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(b, kbcuda::kStream);
         if (st != CUBLAS_STATUS_SUCCESS || !ws) {
             fprintf(stderr, "kb cuda model: setting up cuBLAS: %s\n",
                     st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no memory for its workspace");

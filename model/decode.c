@@ -7,6 +7,7 @@
 #ifdef KB_CUDA
 #include "cuda_model.h"
 #endif
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,10 @@ int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void
                          float *logits) {
     const kv_model_config *c = &m->cfg;
     if (id < 0 || id >= c->n_vocab || pos < 0 || pos >= c->n_ctx_train) return -1;
+    if (m->host_weights_gone) {
+        fprintf(stderr, "%s: the host copy of the weights was freed after the upload to the device\n", m->gf.path);
+        return -1;
+    }
     int E = c->n_embd, qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
     size_t nfl = (size_t)3 * E + 2 * (size_t)qd + 2 * (size_t)kvd + 2 * (size_t)c->n_ff + m->n_rot;
     float *buf = malloc(nfl * sizeof(float));

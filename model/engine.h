@@ -31,6 +31,8 @@ struct kv_model {
     int tied;
     float *small;            /* owner of the norms and biases */
     float *f32_all;          /* owner of every weight's f32 copy; NULL until prefill needs it */
+    int host_weights_gone;   /* 1: a random model's weights live only on the device now
+                                (cuda_model_drop_host_weights); the CPU engine refuses it */
     uint8_t *sent_end;       /* [n_vocab]: 1 where the token's text ends a sentence */
     int prefill_chunk;
 };

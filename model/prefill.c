@@ -58,6 +58,10 @@ static void deq_task(void *vctx, int i) {
 }
 
 int engine_weights_f32(kv_model *m, char *err, size_t errlen) {
+    if (m->host_weights_gone) {
+        snprintf(err, errlen, "%s: the host copy of the weights was freed after the upload to the device", m->gf.path);
+        return -1;
+    }
     if (m->f32_all) return 0;
     size_t total = (size_t)m->output.rows * m->output.cols;
     for (int l = 0; l < m->cfg.n_layer; l++) {

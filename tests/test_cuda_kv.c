@@ -484,6 +484,93 @@ static void test_working_set(void) {
     kvs_free(&s);
 }
 
+/* A mirror's first allocation takes the host store's capacity: rows a decode then appends
+ * within it upload only themselves, not every row again. */
+static void test_mirror_headroom(void) {
+    int n = test_int(100, 900), extra = test_int(1, 64), cap = n + extra + test_int(0, 64), valid = 0;   /* <= 1024 rows: warm_backend */
+    float *K = fmalloc((size_t)(n + extra) * D), *V = fmalloc((size_t)(n + extra) * D);
+    test_fill(K, (size_t)(n + extra) * D, 1.0f);
+    test_fill(V, (size_t)(n + extra) * D, 1.0f);
+    kb_kvdev *m = kb_kvdev_new(D, "test rows");
+    CHECK(m && kb_kvdev_sync(m, K, V, n, cap, &valid) == 0 && valid == n, "first sync of %d rows", n);
+    if (!m) return;
+    long up0 = kb_kvdev_uploaded(m);
+    int rows0 = kb_kvdev_rows(m);
+    CHECK(kb_kvdev_sync(m, K, V, n + extra, cap, &valid) == 0, "sync of %d more rows", extra);
+    CHECK(rows0 == cap && kb_kvdev_rows(m) == rows0 && kb_kvdev_uploaded(m) - up0 == extra,
+          "mirror of %d rows (host capacity %d) then %d more: %d device rows (then %d), %ld rows uploaded again "
+          "(want %d)", n, cap, extra, rows0, kb_kvdev_rows(m), kb_kvdev_uploaded(m) - up0, extra);
+    float q[G * D], out[G * D];
+    test_fill(q, G * D, 1.5f);
+    test_poison(out, G * D);
+    kb_decode_args a = {.g = G, .d = D, .n = n + extra, .q = q, .out = out};
+    CHECK(kb_kvdev_decode(m, &a) == 0, "decode over the grown mirror failed");
+    check_against("mirror headroom", G, D, q, K, V, NULL, n + extra, NULL, out, NULL);
+    kb_kvdev_free(m);
+    free(K);
+    free(V);
+}
+
+/* Several decodes in one call (kb_kvdev_decode_many, SeKV's batched heads) over three
+ * copies: the same bits as one kb_kvdev_decode each, right against float64; probs refused. */
+static void test_decode_many(void) {
+    enum { NM = 3, NC = 7 };
+    kb_kvdev *ms[NM];
+    float *K[NM], *V[NM];
+    int rows[NM], valid[NM];
+    for (int c = 0; c < NM; c++) {
+        rows[c] = test_int(20, 300);
+        valid[c] = 0;
+        K[c] = fmalloc((size_t)rows[c] * D);
+        V[c] = fmalloc((size_t)rows[c] * D);
+        test_fill(K[c], (size_t)rows[c] * D, 1.0f);
+        test_fill(V[c], (size_t)rows[c] * D, 1.0f);
+        ms[c] = kb_kvdev_new(D, "test rows");
+        CHECK(ms[c] && kb_kvdev_sync(ms[c], K[c], V[c], rows[c], rows[c], &valid[c]) == 0, "sync of copy %d", c);
+        if (!ms[c]) return;
+    }
+    kb_kvdev *who[NC];
+    kb_decode_args as[NC];
+    float *q[NC], *out[NC], *one[NC], *bias[NC];
+    int32_t *idx[NC];
+    for (int i = 0; i < NC; i++) {
+        int c = test_int(0, NM - 1), g = test_unif() < 0.5 ? 1 : G, n = i == 3 ? 0 : test_int(1, 2 * rows[c]);
+        who[i] = ms[c];
+        q[i] = fmalloc((size_t)g * D), out[i] = fmalloc((size_t)g * D), one[i] = fmalloc((size_t)g * D);
+        idx[i] = malloc(sizeof(int32_t) * (n ? n : 1));
+        bias[i] = fmalloc(n ? n : 1);
+        test_fill(q[i], (size_t)g * D, 1.5f);
+        test_poison(out[i], (size_t)g * D);
+        for (int k = 0; k < n; k++) {
+            idx[i][k] = test_int(0, rows[c] - 1);
+            bias[i][k] = test_unif() < 0.5 ? 0.0f : logf((float)test_int(1, 40));
+        }
+        int use_idx = n > rows[c] || test_unif() < 0.7;   /* no idx: rows 0 .. n-1 */
+        as[i] = (kb_decode_args){.g = g, .d = D, .n = n, .q = q[i], .idx = use_idx ? idx[i] : NULL,
+                                 .bias = test_unif() < 0.5 ? bias[i] : NULL, .out = out[i]};
+    }
+    kb_kvdev_batch *batch = kb_kvdev_batch_new();
+    CHECK(batch && kb_kvdev_decode_many(batch, who, as, NC) == 0, "decode_many of %d calls failed", NC);
+    for (int i = 0; i < NC; i++) {
+        int c = 0;
+        while (ms[c] != who[i]) c++;
+        kb_decode_args a1 = as[i];
+        a1.out = one[i];
+        CHECK(kb_kvdev_decode(who[i], &a1) == 0, "single decode %d failed", i);
+        CHECK(!memcmp(one[i], out[i], sizeof(float) * as[i].g * D), "decode_many call %d (g %d, n %d) differs from "
+              "its single decode", i, as[i].g, as[i].n);
+        if (as[i].n) check_against("decode_many", as[i].g, D, q[i], K[c], V[c], as[i].idx, as[i].n, as[i].bias, out[i], NULL);
+    }
+    float pr[G * 4];
+    kb_decode_args bad = as[0];
+    bad.probs = pr;
+    fprintf(stderr, "(one refusal expected next)\n");
+    CHECK(kb_kvdev_decode_many(batch, who, &bad, 1) == -1, "decode_many with probs was accepted");
+    kb_kvdev_batch_free(batch);
+    for (int i = 0; i < NC; i++) free(q[i]), free(out[i]), free(one[i]), free(idx[i]), free(bias[i]);
+    for (int c = 0; c < NM; c++) kb_kvdev_free(ms[c]), free(K[c]), free(V[c]);
+}
+
 /* Rows put from pinned memory on the copy stream into reserved rows, then attended with
  * indices and biases; bad calls refused. */
 static void test_put_async(void) {
@@ -536,6 +623,8 @@ int main(void) {
         kb_select("cuda", NULL);
         test_mirror();
         test_working_set();
+        test_mirror_headroom();
+        test_decode_many();
         test_put_async();
         kb_select("cpu", NULL);
         CHECK(dev_current() == cur0, "the device copies left %zu bytes behind", dev_current() - cur0);

@@ -545,6 +545,54 @@ static void test_stale(const model_case *mc, uint64_t seed) {
     model_free(b);
 }
 
+/* A random model's host weights freed after the upload (cuda_model_drop_host_weights, as
+ * `kvbench run --backend cuda` does): every f32 byte is returned, the device path gives
+ * the same bits as before, and the CPU engine refuses the model instead of reading freed
+ * memory. */
+static void test_drop_host(const model_case *mc, uint64_t seed) {
+    kv_model *m = load_case(mc, seed);
+    if (!m) return;
+    const kv_model_config *c = &m->cfg;
+    const size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim, E = c->n_embd,
+                 F = c->n_ff;
+    const long long want = (long long)sizeof(float) *
+                           (long long)(c->n_layer * ((qd + 2 * kvd) * E + E * qd + 3 * F * E) + (m->tied ? 1 : 2) * (size_t)c->n_vocab * E);
+    int32_t ids[N];
+    random_ids(m, ids, N);
+    kv_needs needs = {.col_mass = 1, .window = 4};
+    kv_prefill_out pa, pb, pc;
+    char err[512];
+    kb_select("cuda", NULL);
+    int rc = model_prefill(m, ids, N, &needs, &pa, err, sizeof err);
+    CHECK(rc == 0, "drop: prefill before: %s", err);
+    long long freed = cuda_model_drop_host_weights(m);
+    CHECK(freed == want && m->f32_all == NULL && m->host_weights_gone, "drop: %lld bytes freed, want %lld", freed, want);
+    CHECK(cuda_model_drop_host_weights(m) == 0, "drop: a second drop freed something");
+    int rb = model_prefill(m, ids, N, &needs, &pb, err, sizeof err);
+    CHECK(rb == 0, "drop: device prefill after the drop: %s", err);
+    if (rc == 0 && rb == 0) {
+        size_t kvn = (size_t)c->n_layer * kvd * N;
+        CHECK(!memcmp(pa.last_logits, pb.last_logits, sizeof(float) * c->n_vocab) &&
+                  !memcmp(pa.K, pb.K, sizeof(float) * kvn) &&
+                  !memcmp(pa.col_mass, pb.col_mass, sizeof(float) * c->n_layer * c->n_head * N),
+              "drop: the device prefill changed after the host weights were freed");
+    }
+    kb_select("cpu", NULL);
+    err[0] = 0;
+    int rcpu = model_prefill(m, ids, N, NULL, &pc, err, sizeof err);
+    CHECK(rcpu != 0 && strstr(err, "freed"), "drop: the CPU engine ran without host weights (rc %d, '%s')", rcpu, err);
+    if (rcpu == 0) prefill_out_free(&pc);
+    float *logits = malloc(sizeof(float) * c->n_vocab);
+    fprintf(stderr, "(one refusal expected next)\n");
+    CHECK(logits && engine_forward_token(m, ids[0], 0, NULL, NULL, logits) == -1,
+          "drop: the CPU decode ran without host weights");
+    free(logits);
+    if (rc == 0) prefill_out_free(&pa);
+    if (rb == 0) prefill_out_free(&pb);
+    cuda_model_release(m);
+    model_free(m);
+}
+
 #endif
 
 int main(void) {
@@ -587,6 +635,7 @@ int main(void) {
     }
 #ifdef KB_CUDA
     if (cuda) test_stale(&cases[0], seed % 100000 + 7);
+    if (cuda) test_drop_host(&cases[1], seed % 100000 + 11);
 #endif
     if (!cuda) {
         CHECK(why && *why && kb_select("cuda", NULL) == -1, "no CUDA backend, but no reason either");

@@ -14,6 +14,7 @@ typedef struct kbemu_gesvdj *gesvdjInfo_t;
 
 cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *h);
 cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t h);
+cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t h, cudaStream_t stream);
 cusolverStatus_t cusolverDnCreateGesvdjInfo(gesvdjInfo_t *p);
 cusolverStatus_t cusolverDnDestroyGesvdjInfo(gesvdjInfo_t p);
 cusolverStatus_t cusolverDnXgesvdjSetMaxSweeps(gesvdjInfo_t p, int sweeps);

@@ -7,6 +7,7 @@
 struct kbemu_cublas {
     void *workspace;
     size_t workspace_bytes;
+    bool stream_set;   // the backend sets the kernels' stream explicitly; a GEMM before that fails
 };
 
 namespace {
@@ -25,13 +26,19 @@ bool on_device(const void *p, size_t bytes, const char *what) {
 
 cublasStatus_t cublasCreate(cublasHandle_t *handle) {
     if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
-    *handle = new kbemu_cublas{nullptr, 0};
+    *handle = new kbemu_cublas{nullptr, 0, false};
     return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasDestroy(cublasHandle_t handle) {
     if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
     delete handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    handle->stream_set = true;   // one stream in the emulation: everything runs in call order
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -64,6 +71,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
                             cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
                             cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
     if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!handle->stream_set) {
+        fprintf(stderr, "cuBLAS emulation: GEMM on a handle whose stream was never set (cublasSetStream)\n");
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
     if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) || (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T) ||
         m < 0 || n < 0 || k < 0 || !alpha || !beta)
         return CUBLAS_STATUS_INVALID_VALUE;

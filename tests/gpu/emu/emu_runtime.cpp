@@ -381,14 +381,19 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 // ---------------------------------------------------------------- cuSOLVER
 
 struct kbemu_solver {
-    int dummy;
+    bool stream_set;   // as the cuBLAS emulation: an SVD before cusolverDnSetStream fails
 };
 struct kbemu_gesvdj {
     int sweeps, sort;
 };
 
 cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *h) {
-    *h = new kbemu_solver{0};
+    *h = new kbemu_solver{false};
+    return CUSOLVER_STATUS_SUCCESS;
+}
+cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t h, cudaStream_t) {
+    if (!h) return CUSOLVER_STATUS_INVALID_VALUE;
+    h->stream_set = true;
     return CUSOLVER_STATUS_SUCCESS;
 }
 cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t h) {
@@ -448,9 +453,10 @@ cusolverStatus_t cusolverDnSgesvdj_bufferSize(cusolverDnHandle_t, cusolverEigMod
     return CUSOLVER_STATUS_SUCCESS;
 }
 
-cusolverStatus_t cusolverDnSgesvdj(cusolverDnHandle_t, cusolverEigMode_t jobz, int econ, int m, int n, float *A,
+cusolverStatus_t cusolverDnSgesvdj(cusolverDnHandle_t h, cusolverEigMode_t jobz, int econ, int m, int n, float *A,
                                    int lda, float *S, float *U, int ldu, float *V, int ldv, float *work, int lwork,
                                    int *info, gesvdjInfo_t) {
+    if (!h || !h->stream_set) return CUSOLVER_STATUS_INVALID_VALUE;
     int k = std::min(m, n);
     if (jobz != CUSOLVER_EIG_MODE_VECTOR || econ != 1 || lda < m || ldu < m || ldv < n || lwork < 2 * m * n + 64)
         return CUSOLVER_STATUS_INVALID_VALUE;
@@ -469,9 +475,10 @@ cusolverStatus_t cusolverDnSgesvdjBatched_bufferSize(cusolverDnHandle_t, cusolve
     return CUSOLVER_STATUS_SUCCESS;
 }
 
-cusolverStatus_t cusolverDnSgesvdjBatched(cusolverDnHandle_t, cusolverEigMode_t jobz, int m, int n, float *A, int lda,
+cusolverStatus_t cusolverDnSgesvdjBatched(cusolverDnHandle_t h, cusolverEigMode_t jobz, int m, int n, float *A, int lda,
                                           float *S, float *U, int ldu, float *V, int ldv, float *work, int lwork,
                                           int *info, gesvdjInfo_t p, int batch) {
+    if (!h || !h->stream_set) return CUSOLVER_STATUS_INVALID_VALUE;
     int k = std::min(m, n);
     if (jobz != CUSOLVER_EIG_MODE_VECTOR || m > 32 || n > 32 || lda < m || ldu < m || ldv < n ||
         lwork < batch * (m * n + 64) || !p->sort)
