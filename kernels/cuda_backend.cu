@@ -73,10 +73,15 @@ const kb_backend *g_backend = nullptr;
 char g_why[384] = "";
 
 void probe_device() {
-    int count = 0;
+    int count = 0, rt = 0, drv = 0;
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);   // 0 without a driver
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
-        snprintf(g_why, sizeof g_why, "no usable CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+        char dv[32] = "no driver";
+        if (drv) snprintf(dv, sizeof dv, "driver CUDA %d.%d", drv / 1000, drv % 1000 / 10);
+        snprintf(g_why, sizeof g_why, "no usable CUDA device (cudaGetDeviceCount: %s; runtime CUDA %d.%d, %s)",
+                 cudaGetErrorString(e), rt / 1000, rt % 1000 / 10, dv);
         return;
     }
     if (count == 0) {

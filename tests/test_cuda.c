@@ -205,6 +205,48 @@ static void prefill_dev_case(int H, int Hkv, int d, int T, int win) {
     free(Q); free(K); free(V);
 }
 
+#ifdef KB_CUDA_EMU
+int kbemu_fail_d2h(int n);   /* tests/gpu/emu/emu_runtime.cpp */
+
+/* The host-pointer prefill adds into col_mass. Each copy back from the device fails in turn
+ * (the output, each head's window rows, the column mass; then none): the CPU fallback must
+ * find col_mass as it was, so every result matches the CPU's, the mass added once. */
+static void prefill_copy_failures(void) {
+    const int H = 4, Hkv = 2, d = 32, T = test_int(40, 90), win = 8, copies = 1 + H + 1;
+    size_t n = (size_t)T * H * d, kv = (size_t)T * d * Hkv, nm = (size_t)H * T, nw = (size_t)H * win * T;
+    float *Q = fmalloc(n), *K = fmalloc(kv), *V = fmalloc(kv), *m0 = fmalloc(nm);
+    float *o[2], *m[2], *w[2];
+    test_fill(Q, n, 1.0f);
+    test_fill(K, kv, 1.0f);
+    test_fill(V, kv, 1.0f);
+    for (size_t i = 0; i < nm; i++) m0[i] = 1.0f + 3.0f * (float)test_unif();   /* mass of earlier chunks */
+    for (int b = 0; b < 2; b++) o[b] = fmalloc(n), m[b] = fmalloc(nm), w[b] = fmalloc(nw);
+    for (int k = 0; k <= copies + 1; k++) {   /* k = 0: the CPU reference; copies + 1: no failure */
+        int b = k > 0;
+        test_poison(o[b], n);
+        test_poison(w[b], nw);
+        memcpy(m[b], m0, sizeof(float) * nm);
+        kb_prefill_args a = {.H = H, .Hkv = Hkv, .d = d, .t0 = 0, .m = T, .Q = Q, .K = K, .V = V, .kv_stride = (size_t)T * d,
+                             .out = o[b], .col_mass = m[b], .mass_ld = (size_t)T, .win_probs = w[b], .win = win,
+                             .win_start = T - win, .win_ld = (size_t)T};
+        if (k == 0) {
+            kb_cpu()->prefill(&a);
+            continue;
+        }
+        kbemu_fail_d2h(k);
+        kb_cuda(NULL)->prefill(&a);
+        int left = kbemu_fail_d2h(0);
+        CHECK(k > copies ? left == 1 : left == 0, "copy failure %d of %d: the injected failure %s", k, copies,
+              k > copies ? "fired, but the prefill makes only that many copies" : "did not fire");
+        double e = rel_f(o[1], o[0], n), me = rel_f(m[1], m[0], nm), we = rel_f(w[1], w[0], nw);
+        CHECK(e < TOL && me < TOL && we < TOL, "copy %d of %d failed: out %.3g, col_mass %.3g (added twice if ~%.2f), "
+              "window %.3g vs cpu", k, copies, e, me, rel_f(m[0], m0, nm), we);
+    }
+    for (int b = 0; b < 2; b++) free(o[b]), free(m[b]), free(w[b]);
+    free(Q), free(K), free(V), free(m0);
+}
+#endif
+
 /* The host-pointer prefill at head dims test_kernels does not use, twice: bit-identical. */
 static void prefill_host_case(int H, int Hkv, int d, int T) {
     size_t stride = (size_t)T * d, n = (size_t)T * H * d;
@@ -234,6 +276,9 @@ static void test_prefill(void) {
     prefill_dev_case(2, 2, 96, test_int(33, 70), 0);     /* d between buckets */
     prefill_host_case(6, 3, 200, test_int(20, 60));
     prefill_host_case(8, 1, 16, test_int(60, 100));      /* g = 8 */
+#ifdef KB_CUDA_EMU
+    prefill_copy_failures();   /* needs the emulation's fault injection */
+#endif
 }
 
 /* CUDA and CPU factors agree once the shared sign rule is applied (distinct singular

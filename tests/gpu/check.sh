@@ -192,6 +192,10 @@ run_step() {
         return 2
     fi
     echo "== $name (at most ${lim} s; $(elapsed) s in)"
+    if declare -F "$1" >/dev/null; then   # timeout runs programs, not this script's functions
+        echo "gpu check: internal error: step $name runs the shell function $1" >&2
+        exit 3
+    fi
     local cmd=("$@")
     [ "$dry" = 1 ] && cmd=(bash -c 'echo "dry run: $*"; sleep "${KB_CHECK_DRY_SLEEP:-0}"' dry "$@")
     [ "$inject" = "$name" ] && cmd=(bash -c 'echo "failure injected into $0 (KB_CHECK_INJECT_FAIL)"; exit 97' "$name")
@@ -200,10 +204,16 @@ run_step() {
     step_rc=$?
     local secs=$((SECONDS - s0))
     tail -n 12 "$log" | grep -v '^kb svd: bad shape'
+    # 124: timeout stopped it; 137 (SIGKILL) also when it outlived the grace after that,
+    # else something else killed it: on these machines, the kernel's out-of-memory killer
+    [ "$step_rc" -eq 137 ] && [ "$secs" -lt "$lim" ] && step_rc=-9
     case $step_rc in
         0) record "$name" pass "$secs" "log: $(basename "$log")"; write_summary; return 0 ;;
         124 | 137) record "$name" cut "$secs" "stopped at its ${lim} s limit (rc $step_rc; log: $(basename "$log"))"
                    note_fail "$name: cut at its ${lim} s limit (log: $log)" ;;
+        -9) step_rc=137
+            record "$name" FAIL "$secs" "killed by SIGKILL before its limit: out of host memory? (log: $(basename "$log"))"
+            note_fail "$name killed by SIGKILL after $secs s, before its limit: out of host memory? (log: $log)" ;;
         *) record "$name" FAIL "$secs" "rc $step_rc; log: $(basename "$log")"
            note_fail "$name failed (rc $step_rc; log: $log)" ;;
     esac
@@ -297,17 +307,15 @@ fi
 
 bins="kvbench build-cuda/tests/test_kernels build-cuda/tests/test_cuda build-cuda/tests/test_cuda_model
       build-cuda/tests/test_cuda_kv build-cuda/tests/test_cuda_sekv build-cuda/tests/bench_decode"
-build() {
-    # -B: every object with the CUDA flags, whatever an earlier build left behind
-    # shellcheck disable=SC2086
-    make CUDA=1 WERROR=0 NVFLAGS_EXTRA="$1" -B -j"$(nproc)" $bins
-}
-run_step build 300 "$logs/gpu_build.log" build "$nvflags_extra"
+# -B: every object with the CUDA flags, whatever an earlier build left behind
+# shellcheck disable=SC2086
+run_step build 300 "$logs/gpu_build.log" make CUDA=1 WERROR=0 NVFLAGS_EXTRA="$nvflags_extra" -B -j"$(nproc)" $bins
 if [ "$step_rc" -ne 0 ] && [ "$dry" != 1 ] && [ -z "$nvflags_extra" ] &&
     grep -qi 'unsupported.*\(gnu\|compiler\)\|allow-unsupported-compiler' "$logs/gpu_build.log"; then
     nvflags_extra=-allow-unsupported-compiler
     failures=()   # the first try is superseded by the retry
-    run_step build 300 "$logs/gpu_build_retry.log" build "$nvflags_extra"
+    # shellcheck disable=SC2086
+    run_step build 300 "$logs/gpu_build_retry.log" make CUDA=1 WERROR=0 NVFLAGS_EXTRA="$nvflags_extra" -B -j"$(nproc)" $bins
 fi
 if [ "$step_rc" -ne 0 ]; then
     unset 'failures[-1]'   # said again, as the reason to stop
@@ -338,8 +346,6 @@ model_run() {   # NAME CTX METHODS
     [ "$rc" -eq 2 ] || [ "$dry" = 1 ] && return
     if fallback_lines "$log" >/dev/null; then
         demote "$name" "the run fell back to the CPU: $(fallback_lines "$log" | head -n 1)"
-    elif [ "$step_rc" -eq 137 ] && ! grep -q 'at its' <<<"${step_lines[-1]}"; then
-        step_lines[-1]+=" (killed: host memory?)"
     fi
 }
 if [ "$dry" != 1 ] && [ ! -e "$haystack" ]; then

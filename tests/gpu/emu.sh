@@ -48,8 +48,9 @@ for f in $(grep -l KB_CUDA kernels/*.c model/*.c methods/*.c harness/*.c results
     objs+=("$out/$(basename "${f%.*}").o")
 done
 for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv; do
+    # KB_CUDA_EMU: the tests that need the emulation's fault injection (kbemu_fail_d2h)
     # shellcheck disable=SC2086
-    gcc $cflags -DKB_CUDA=1 -o "$out/$t" "tests/$t.c" "${objs[@]}" "$lib" $ldlibs
+    gcc $cflags -DKB_CUDA=1 -DKB_CUDA_EMU=1 -o "$out/$t" "tests/$t.c" "${objs[@]}" "$lib" $ldlibs
 done
 # kvbench itself, for the end-to-end run below
 # shellcheck disable=SC2086

@@ -111,7 +111,7 @@ struct EmuLaunch {
 // ---------------------------------------------------------------- runtime API
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2 };
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorUnknown = 999 };
 typedef struct kbemu_stream *cudaStream_t;
 typedef struct kbemu_event *cudaEvent_t;
 enum cudaMemcpyKind {
@@ -143,6 +143,8 @@ struct cudaDeviceProp {
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetLastError();
 cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaRuntimeGetVersion(int *v);
+cudaError_t cudaDriverGetVersion(int *v);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev);
 cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaMalloc(void **p, size_t bytes);

@@ -264,6 +264,15 @@ const char *cudaGetErrorString(cudaError_t e) {
     }
 }
 cudaError_t cudaGetLastError() { return kbemu::take_launch_error(); }
+// The emulation stands for CUDA 12.4 on both sides.
+cudaError_t cudaRuntimeGetVersion(int *v) {
+    *v = 12040;
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *v) {
+    *v = 12040;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDeviceCount(int *n) {
     *n = 1;
     return cudaSuccess;
@@ -329,10 +338,28 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
     *total_b = (size_t)4 << 30;
     return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+// Fault injection for tests (kbemu_fail_d2h, C linkage, emulation builds only): the n-th
+// device-to-host copy from now on fails (a 2-D copy counts once), as a real copy may;
+// 0 disarms. Returns how many copies the previous setting still waited for (0: it fired).
+static int g_fail_d2h = 0;
+extern "C" int kbemu_fail_d2h(int n) {
+    int left = g_fail_d2h;
+    g_fail_d2h = n;
+    return left;
+}
+static bool injected_d2h_failure(cudaMemcpyKind kind) {
+    if (kind != cudaMemcpyDeviceToHost || g_fail_d2h <= 0) return false;
+    return --g_fail_d2h == 0;
+}
+
+static cudaError_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     cudaError_t e = copy_sides(dst, src, bytes, kind);
     if (e == cudaSuccess && bytes) memmove(dst, src, bytes);
     return e;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (injected_d2h_failure(kind)) return cudaErrorUnknown;
+    return copy(dst, src, bytes, kind);
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
     return cudaMemcpy(dst, src, bytes, kind);
@@ -340,8 +367,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                          cudaMemcpyKind kind) {
     if (width > dpitch || width > spitch) return cudaErrorInvalidValue;
+    if (injected_d2h_failure(kind)) return cudaErrorUnknown;
     for (size_t r = 0; r < height; r++) {
-        cudaError_t e = cudaMemcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind);
+        cudaError_t e = copy((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind);
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
