@@ -34,7 +34,7 @@
 # that step fail (names: build test_kernels model model_long test_cuda test_cuda_model
 # test_cuda_kv test_cuda_sekv bench memcheck).
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n '2,36p' "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 cd "$(dirname "$0")/../.." || exit 1
 
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
