@@ -5,6 +5,7 @@
 #include "../methods/sekv.h"
 #include "../model/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ static void usage(FILE *f) {
             "parameters: name, default and meaning. Parameters are given to a method as\n"
             "key=value,key=value overrides of these defaults. For sekv it also counts the\n"
             "trainable parameters for the model's shape and their share of the model.\n"
+            "Each method also says what it does under kvbench run --decode append|hold.\n"
             "\n"
             "  --model F   the model for sekv's count (default %s)\n"
             "  --help      this text\n",
@@ -44,13 +46,33 @@ static void print_sekv_count(const char *model_path) {
     model_free(model);
 }
 
+/* The declared range of a parameter as " (lo to hi)" (or "" when none). */
+static void range_text(const kv_method *m, const char *name, char *buf, size_t n) {
+    buf[0] = 0;
+    for (const kv_range *r = m->ranges; r && r->name; r++)
+        if (!strcmp(r->name, name)) {
+            size_t k = r->hi >= 1e9 ? (size_t)snprintf(buf, n, " (>= %g", r->lo)
+                                    : (size_t)snprintf(buf, n, " (%g to %g", r->lo, r->hi);
+            if (!isnan(r->special) && k < n) k += (size_t)snprintf(buf + k, n - k, ", or %g", r->special);
+            if (k < n) snprintf(buf + k, n - k, ")");
+        }
+}
+
 static void print_method(const kv_method *m) {
     printf("%s\n  %s\n", m->name, m->summary ? m->summary : "");
+    printf("  decode: %s\n",
+           m->keeps_all ? "keeps every token (the reference; no budget) under both rules"
+           : m->evicts_decoding
+               ? "evicts while decoding under both --decode rules: that is its paper's policy"
+               : "append (default): prompt compressed once, generated tokens added at full resolution, "
+                 "never evicted; hold: fast-tier rows kept within the budget by its own rule");
     int any = 0;
     for (const kv_param *p = m->params; p && p->name; p++) {
         if (!any) printf("  parameters:\n");
         any = 1;
-        printf("    %-14s default %-8s %s\n", p->name, p->deflt ? p->deflt : "-", p->help ? p->help : "");
+        char range[64];
+        range_text(m, p->name, range, sizeof range);
+        printf("    %-14s default %-8s %s%s\n", p->name, p->deflt ? p->deflt : "-", p->help ? p->help : "", range);
     }
     if (!any) printf("  parameters: none\n");
 }

@@ -7,6 +7,7 @@
  * prefill's logits, so a generation of k tokens that ends on a stop token takes k passes
  * and one that hits max_new takes k - 1. */
 #include "model_case.h"
+#include "rss.h"
 #include "../methods/sekv.h"
 
 #include <math.h>
@@ -41,7 +42,7 @@ kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget) {
     kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
                   .head_dim = cf->head_dim, .n_prompt = c->n_pf,
                   .max_decode = c->max_new + (c->n - c->n_pf), .elem_bytes = 4, .params = mparams_get(c->params, m),
-                  .model_hash = model_hash(c->model)};
+                  .model_hash = model_hash(c->model), .decode_rule = c->decode_rule};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;
     return s;
@@ -121,6 +122,15 @@ static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
     res->n_zoom = n;
 }
 
+/* The steady (decode-time) fast-tier bytes: the most held after compression and after
+ * every decode step; unlike fast_peak, no prefill transient. */
+static void note_decode_peak(const kv_method *m, const kv_state *st, kvdb_result *r) {
+    if (!m->memory) return;
+    kv_mem mem;
+    m->memory(st, &mem);
+    if ((int64_t)mem.fast_bytes > r->fast_decode_peak) r->fast_decode_peak = (int64_t)mem.fast_bytes;
+}
+
 void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res) {
     const kv_model_config *cf = model_config(c->model);
     const kv_tokenizer *tok = model_tokenizer(c->model);
@@ -138,6 +148,7 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
     r->budget_tokens = kv_budget(&s);
 
     char err[512] = "";
+    int rss_rc = rss_reset_peak();
     kv_state *st = m->init(&s, err, sizeof err);
     if (!st) {
         set_reason(res, "infeasible", "%s%s", *err ? err : "init refused the setup", "");
@@ -166,6 +177,7 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
         }
     }
     r->compress_s = now_s() - t0;
+    note_decode_peak(m, st, r);
     memcpy(logits, c->pf.last_logits, (size_t)cf->n_vocab * sizeof *logits);
 
     /* question_after: the question tokens join the compressed cache through decode steps. */
@@ -179,6 +191,7 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
             set_reason(res, "error", "question token at position %s failed in decode%s", where, "");
             goto done;
         }
+        note_decode_peak(m, st, r);
     }
     res->question_s = now_s() - t0;
     r->prefill_s += res->question_s;
@@ -199,6 +212,7 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
             set_reason(res, "error", "decode failed at position %s%s", where, "");
             goto done;
         }
+        note_decode_peak(m, st, r);
         steps++;
     }
     r->decode_s = now_s() - t0;
@@ -207,6 +221,7 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
     res->n_generated = count;
 
     if (m->memory) m->memory(st, &r->mem);
+    r->rss_peak = rss_peak_since(rss_rc);
     if (m->head_stats)
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++) m->head_stats(st, l, h, &res->heads[(size_t)l * H + h]);

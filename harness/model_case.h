@@ -21,6 +21,7 @@ typedef struct {
     int max_new;                /* generation limit (already capped to the model's context) */
     int n_pf;                   /* tokens prefilled: n, or n_context with question_after */
     const method_params *params; /* --params overrides, or NULL */
+    int decode_rule;            /* kv_decode_rule of the run */
     kv_prefill_out pf;
     int have_pf;
 } mc_case;

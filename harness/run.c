@@ -10,6 +10,7 @@
 #include "method_params.h"
 #include "commands.h"
 #include "provenance.h"
+#include "rss.h"
 #include "run_model.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
@@ -40,7 +41,8 @@ typedef struct {
     int n_depths;
     uint64_t seed;
     const char *db_path;
-    int layers, decode, heads, kv_heads, head_dim, needles, threads;
+    int layers, steps, heads, kv_heads, head_dim, needles, threads;
+    int decode_rule;        /* kv_decode_rule, the same for every method */
     const char *backend;
     int quiet;
     method_params params;   /* --params overrides */
@@ -69,7 +71,10 @@ static void usage(FILE *f) {
             "  --params SPEC     per-method overrides METHOD:key=value[,..][;METHOD:..], e.g.\n"
             "                    sekv:zoom=0 (kvbench methods lists them); part of the run's identity\n"
             "  --layers N        layers (default 3: retrieval heads live in layers >= 1)\n"
-            "  --decode N        decode steps after the prompt (default 8)\n"
+            "  --steps N         decode steps after the prompt (default 8)\n"
+            "  --decode RULE     append (default): each method compresses the prompt once and keeps\n"
+            "                    decoded tokens at full resolution (streamingllm and h2o still evict:\n"
+            "                    their papers); hold: fast-tier rows within the budget at every step\n"
             "  --heads N, --kv-heads N, --head-dim N   attention shape (default 8, 2, 64)\n"
             "  --needles N       needles of multikey/multivalue (default 4)\n"
             "  --threads N       worker threads (default: online CPUs)\n"
@@ -143,7 +148,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
     o->seed = 1;
     o->layers = 3;
-    o->decode = 8;
+    o->steps = 8;
     o->heads = 8;
     o->kv_heads = 2;
     o->head_dim = 64;
@@ -189,7 +194,11 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             if (errno || end == val || *end || *val == '-') return run_fail("--seed '%s': expected a non-negative integer", val);
             o->seed = v;
         } else if (!strcmp(flag, "--layers")) { if (run_parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
-        else if (!strcmp(flag, "--decode")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->decode)) return -1; }
+        else if (!strcmp(flag, "--steps")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->steps)) return -1; }
+        else if (!strcmp(flag, "--decode")) {
+            if (kv_decode_parse(val, &o->decode_rule))
+                return run_fail("--decode '%s': expected append or hold (the step count is --steps N)", val);
+        }
         else if (!strcmp(flag, "--heads")) { if (run_parse_int(flag, val, 1, 1024, &o->heads)) return -1; }
         else if (!strcmp(flag, "--kv-heads")) { if (run_parse_int(flag, val, 1, 1024, &o->kv_heads)) return -1; }
         else if (!strcmp(flag, "--head-dim")) { if (run_parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
@@ -233,7 +242,7 @@ static void syn_config_of(const run_opts *o, syn_kind kind, int ctx, double dept
     c->n_kv_heads = o->kv_heads;
     c->head_dim = o->head_dim;
     c->ctx = ctx;
-    c->n_decode = o->decode;
+    c->n_decode = o->steps;
     c->depth = depth;
     c->kind = kind;
     c->n_needles = o->needles;
@@ -246,20 +255,21 @@ static void run_key(const run_opts *o, syn_kind kind, char *buf, size_t len) {
     char mp[2048];
     mparams_canon(&o->params, mp, sizeof mp);
     snprintf(buf, len,
-             "synthetic/v1;workload=%s;seed=%llu;layers=%d;heads=%d;kv_heads=%d;head_dim=%d;decode=%d;"
-             "needles=%d;elem_bytes=%d;backend=%s%s%s",
+             "synthetic/v1;workload=%s;seed=%llu;layers=%d;heads=%d;kv_heads=%d;head_dim=%d;steps=%d;"
+             "needles=%d;elem_bytes=%d;backend=%s;decode_rule=%s%s%s",
              workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim,
-             o->decode, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, *mp ? ";params=" : "", mp);
+             o->steps, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, kv_decode_name(o->decode_rule),
+             *mp ? ";params=" : "", mp);
 }
 
 static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len) {
     size_t n = 0;
 #define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
     PUT("{\"workload\":\"%s\",\"generator\":\"synthetic/v1\",\"seed\":%llu,\"layers\":%d,\"heads\":%d,"
-        "\"kv_heads\":%d,\"head_dim\":%d,\"decode\":%d,\"needles\":%d,\"elem_bytes\":%d,\"backend\":\"%s\","
-        "\"threads\":%d,\"methods\":[",
-        workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim, o->decode,
-        kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, kb_threads());
+        "\"kv_heads\":%d,\"head_dim\":%d,\"steps\":%d,\"needles\":%d,\"elem_bytes\":%d,\"backend\":\"%s\","
+        "\"decode_rule\":\"%s\",\"threads\":%d,\"methods\":[",
+        workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim, o->steps,
+        kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, kv_decode_name(o->decode_rule), kb_threads());
     for (int i = 0; i < o->n_methods; i++) PUT("%s\"%s\"", i ? "," : "", o->methods[i]->name);
     PUT("],\"budgets\":[");
     for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
@@ -273,7 +283,7 @@ static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len)
 
 static kv_setup setup_of(const run_opts *o, const kv_method *m, int ctx, double budget) {
     kv_setup s = {.n_layers = o->layers, .n_heads = o->heads, .n_kv_heads = o->kv_heads, .head_dim = o->head_dim,
-                  .n_prompt = ctx, .max_decode = o->decode, .elem_bytes = ELEM_BYTES,
+                  .n_prompt = ctx, .max_decode = o->steps, .elem_bytes = ELEM_BYTES, .decode_rule = o->decode_rule,
                   .params = mparams_get(&o->params, m)};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;
@@ -398,6 +408,7 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
     r->params = setup.params;
     r->budget_tokens = kv_budget(&setup);
     char err[256] = "";
+    int rss_rc = rss_reset_peak();
     kv_state *st = m->init(&setup, err, sizeof err);
     if (!st) {
         r->status = "infeasible";
@@ -423,6 +434,9 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
         }
     }
     double t1 = now_s();
+    kv_mem mem;
+    m->memory(st, &mem);   /* the steady (decode-time) fast tier: after compression, after each step */
+    r->fast_decode_peak = (int64_t)mem.fast_bytes;
     float *out = xcalloc((size_t)L * T * hd, sizeof(float));
     for (size_t i = 0; i < (size_t)L * T * hd; i++) out[i] = NAN;   /* an unwritten output fails */
     float *k = xcalloc(2 * (size_t)Hkv * d, sizeof(float)), *v = k + (size_t)Hkv * d;
@@ -438,10 +452,13 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
             size_t at = ((size_t)l * T + s) * hd;
             m->attend(st, l, c->Qdec + at, out + at);
         }
+        m->memory(st, &mem);
+        if ((int64_t)mem.fast_bytes > r->fast_decode_peak) r->fast_decode_peak = (int64_t)mem.fast_bytes;
     }
     double t2 = now_s();
     free(k);
     m->memory(st, &r->mem);
+    r->rss_peak = rss_peak_since(rss_rc);
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++) m->head_stats(st, l, h, &mr->heads[(size_t)l * H + h]);
     m->free(st);
@@ -492,21 +509,23 @@ static void summary_add(summary_row *rows, int *n, int cap, syn_kind kind, const
     row->n_ok++;
     row->score += r->score;
     row->err += r->rel_err;
-    row->fast += (double)r->mem.fast_bytes;
+    row->fast += (double)r->fast_decode_peak;
 }
 
-static void summary_print(const summary_row *rows, int n) {
-    printf("\n%-22s %-14s %-8s %6s %9s %12s\n", "workload", "method", "budget", "score", "rel_err", "fast KV");
+static void summary_print(const summary_row *rows, int n, int decode_rule) {
+    printf("\ndecode rule: %s; fast KV decode: the most fast-tier bytes from compression through decode\n",
+           kv_decode_name(decode_rule));
+    printf("\n%-22s %-14s %-8s %6s %9s %14s\n", "workload", "method", "budget", "score", "rel_err", "fast KV decode");
     for (int i = 0; i < n; i++) {
         const summary_row *r = &rows[i];
         char b[32], f[32];
         fmt_budget(b, sizeof b, r->budget);
         if (!r->n_ok) {
-            printf("%-22s %-14s %-8s %6s %9s %12s\n", workload_name(r->kind), r->method, b, "-", "-", "infeasible");
+            printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", "infeasible");
             continue;
         }
         fmt_bytes(f, sizeof f, r->fast / r->n_ok);
-        printf("%-22s %-14s %-8s %6.3f %9.4f %12s%s\n", workload_name(r->kind), r->method, b, r->score / r->n_ok,
+        printf("%-22s %-14s %-8s %6.3f %9.4f %14s%s\n", workload_name(r->kind), r->method, b, r->score / r->n_ok,
                r->err / r->n_ok, f, r->n_other ? "  (some cases not ok)" : "");
     }
 }
@@ -680,7 +699,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!rc) {
-        if (n_rows) summary_print(rows, n_rows);
+        if (n_rows) summary_print(rows, n_rows, o.decode_rule);
         printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
                n_skipped, now_s() - start, o.db_path);
     }

@@ -15,6 +15,7 @@
 #include "model_case.h"
 #include "model_workload.h"
 #include "provenance.h"
+#include "rss.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
 #include "../model/model.h"
@@ -54,6 +55,7 @@ typedef struct {
     double depths[MAX_LIST];   /* % */
     int n_depths, depths_given;
     int threads, jobs, job_index, quiet;
+    int decode_rule;           /* kv_decode_rule, the same for every method */
     method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
@@ -97,6 +99,11 @@ void run_model_usage(FILE *f) {
             "                     tokens through decode steps into the compressed cache (default:\n"
             "                     question-aware, the whole prompt is prefilled and compressed)\n"
             "  --max-new N        generate at most N tokens (default: the task's own length)\n"
+            "  --decode RULE      append (default): every method compresses the prompt once and\n"
+            "                     keeps generated (and --question-after) tokens at full resolution;\n"
+            "                     streamingllm and h2o still evict while decoding (their papers).\n"
+            "                     hold: every method keeps its fast-tier rows within the budget at\n"
+            "                     every step, by its own rule. Part of the run's identity\n"
             "  --seed S           ruler generation seed (default 42)\n"
             "  --db FILE          results file (created if missing; required)\n"
             "  --backend NAME     cpu or cuda (default cpu): where the forward pass runs; cuda needs a\n"
@@ -214,6 +221,10 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--db")) o->db_path = val;
         else if (!strcmp(flag, "--backend")) o->backend = val;
         else if (!strcmp(flag, "--params")) params = val;
+        else if (!strcmp(flag, "--decode")) {
+            if (kv_decode_parse(val, &o->decode_rule))
+                return run_fail("--decode '%s': expected append or hold", val);
+        }
         else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
         else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
@@ -402,9 +413,10 @@ static void run_key(const rm_opts *o, const kv_model *model, const char *ident, 
     mparams_canon(&o->params, mp, sizeof mp);
     snprintf(buf, n,
              "model/v1;workload=%s;model=%s;%s;seed=%llu;max_new=%d;question_after=%d;truncate=%d;"
-             "template=%s;elem_bytes=4;backend=%s%s%s",
+             "template=%s;elem_bytes=4;backend=%s;decode_rule=%s%s%s",
              o->wl.name, mid, ident, (unsigned long long)o->wl.seed, o->wl.max_new, o->wl.question_after,
-             mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate, tc_template_name(model_tokenizer(model)), backend, *mp ? ";params=" : "", mp);
+             mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate, tc_template_name(model_tokenizer(model)), backend, kv_decode_name(o->decode_rule),
+             *mp ? ";params=" : "", mp);
 }
 
 static void config_json(const rm_opts *o, const kv_model *model, const case_set *cs, const char *ident,
@@ -440,6 +452,7 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     PUT(",\"max_new\":%d,\"seed\":%llu,\"limit\":%d,\"truncate\":%d,\"shots\":%d", o->wl.max_new,
         (unsigned long long)o->wl.seed, o->wl.limit, o->wl.truncate, o->wl.shots);
     PUT(",\"elem_bytes\":4,\"backend\":"), STR(backend);
+    PUT(",\"decode_rule\":"), STR(kv_decode_name(o->decode_rule));
     PUT(",\"threads\":%d,\"jobs\":%d,\"fullkv_budget\":1,\"methods\":[", kb_threads(), o->jobs);
     for (int i = 0; i < o->n_methods; i++) PUT("%s", i ? "," : ""), STR(o->methods[i]->name);
     char mp[2048];
@@ -499,19 +512,20 @@ static int missing_pairs(kv_db *db, int64_t run_id, const rm_opts *o, const char
 }
 
 /* Mean score, memory and latency per (method, budget) of the run, from the database. */
-static void print_summary(kv_db *db, int64_t run_id) {
+static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
     static const char *sql =
         "SELECT r.method, r.budget, count(*), sum(r.status = 'ok'),"
         " avg(CASE WHEN r.status = 'ok' THEN r.score END), avg(CASE WHEN r.status = 'ok' THEN r.fast_peak END),"
         " avg(CASE WHEN r.status = 'ok' THEN r.prefill_s END), avg(CASE WHEN r.status = 'ok' THEN r.compress_s END),"
-        " avg(CASE WHEN r.status = 'ok' AND r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END)"
+        " avg(CASE WHEN r.status = 'ok' AND r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END),"
+        " avg(CASE WHEN r.status = 'ok' THEN r.fast_decode_peak END), avg(CASE WHEN r.status = 'ok' THEN r.rss_peak END)"
         " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? GROUP BY 1, 2";
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(kvdb_sqlite(db), sql, -1, &st, NULL)) return;
     sqlite3_bind_int64(st, 1, run_id);
     typedef struct {
         char method[64];
-        double budget, score, peak, pf, comp, ms;
+        double budget, score, peak, pf, comp, ms, steady, rss;
         int n, ok, order;
     } row;
     row rows[MAX_PAIRS];
@@ -522,8 +536,8 @@ static void print_summary(kv_db *db, int64_t run_id) {
         r->budget = sqlite3_column_double(st, 1);
         r->n = sqlite3_column_int(st, 2);
         r->ok = sqlite3_column_int(st, 3);
-        double *v[] = {&r->score, &r->peak, &r->pf, &r->comp, &r->ms};
-        for (int k = 0; k < 5; k++)
+        double *v[] = {&r->score, &r->peak, &r->pf, &r->comp, &r->ms, &r->steady, &r->rss};
+        for (int k = 0; k < 7; k++)
             *v[k] = sqlite3_column_type(st, 4 + k) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4 + k);
         const kv_method *m = kv_method_find(r->method);
         r->order = kv_method_count();
@@ -539,11 +553,15 @@ static void print_summary(kv_db *db, int64_t run_id) {
             rows[j] = rows[j - 1];
             rows[j - 1] = t;
         }
-    printf("\n%-14s %-7s %7s %7s %12s %10s %11s %12s\n", "method", "budget", "cases", "score", "fast KV peak",
-           "prefill", "compress", "decode");
+    printf("\ndecode rule: %s. fast KV decode: the most fast-tier bytes from compression through decode;\n"
+           "fast KV peak (the headline in reports): with the prefill's transient full layer; RSS: the\n"
+           "process's measured peak over the method's run (weights and the shared prefill included).\n",
+           kv_decode_name(decode_rule));
+    printf("\n%-14s %-7s %7s %7s %14s %12s %10s %10s %11s %12s\n", "method", "budget", "cases", "score",
+           "fast KV decode", "fast KV peak", "RSS", "prefill", "compress", "decode");
     for (int i = 0; i < nr; i++) {
         row *r = &rows[i];
-        char b[32], peak[32], cases[32], pf[32], comp[32], ms[32];
+        char b[32], peak[32], cases[32], pf[32], comp[32], ms[32], steady[32], rss[32];
         snprintf(b, sizeof b, "%.10g", r->budget);
         snprintf(cases, sizeof cases, r->ok == r->n ? "%d" : "%d/%d", r->ok, r->n);
         if (!r->ok) {
@@ -551,11 +569,16 @@ static void print_summary(kv_db *db, int64_t run_id) {
             continue;
         }
         fmt_bytes(peak, sizeof peak, r->peak);
+        if (isnan(r->steady)) snprintf(steady, sizeof steady, "-");
+        else fmt_bytes(steady, sizeof steady, r->steady);
+        if (isnan(r->rss)) snprintf(rss, sizeof rss, "-");
+        else fmt_bytes(rss, sizeof rss, r->rss);
         snprintf(pf, sizeof pf, "%.2f s", r->pf);
         snprintf(comp, sizeof comp, "%.3f s", r->comp);
         if (isnan(r->ms)) snprintf(ms, sizeof ms, "-");
         else snprintf(ms, sizeof ms, "%.1f ms/tok", r->ms);
-        printf("%-14s %-7s %7s %6.1f%% %12s %10s %11s %12s\n", r->method, b, cases, 100 * r->score, peak, pf, comp, ms);
+        printf("%-14s %-7s %7s %6.1f%% %14s %12s %10s %10s %11s %12s\n", r->method, b, cases, 100 * r->score, steady,
+               peak, rss, pf, comp, ms);
     }
 }
 
@@ -676,7 +699,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         }
         const tc_case *tc = &cs->list.v[i];
         mc_case mc = {.model = model, .tc = tc, .ids = cs->ids[i], .n = cs->n_tok[i], .n_context = cs->n_ctx_part[i],
-                      .question_after = o->wl.question_after, .max_new = cs->max_new[i], .params = &o->params};
+                      .question_after = o->wl.question_after, .max_new = cs->max_new[i], .params = &o->params,
+                      .decode_rule = o->decode_rule};
         mc.n_pf = mc.question_after ? mc.n_context : mc.n;
         const kv_method *um[MAX_PAIRS];
         double ub[MAX_PAIRS];
@@ -692,11 +716,13 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         if (gpu) kb_cuda_mem_reset_peak();
 #endif
         double t0 = now_s();
+        int rss_rc = rss_reset_peak();
         if (mc_prefill(&mc, &needs, err, sizeof err)) {
             rc = run_fail("case %s: prefill: %s", cs->key[i], err);
             break;
         }
         pg.pf_s += now_s() - t0;
+        int64_t pf_rss = rss_peak_since(rss_rc);
 #ifdef KB_CUDA
         size_t case_peak = 0;   /* the prefill's peak, before the methods reset it for their own */
         if (gpu) kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL);
@@ -712,6 +738,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_free(&mc);
             break;
         }
+        if (kvdb_case_rss(db, case_ids[i], pf_rss))
+            fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
         for (int p = 0; p < o->n_pairs && !rc; p++) {
             if (!miss[p]) continue;
             const kv_method *m = o->pair_m[p];
@@ -922,7 +950,7 @@ int cmd_run_model(int argc, char **argv) {
         }
     }
     if (!rc && o.job_index < 0) {
-        print_summary(db, run_id);
+        print_summary(db, run_id, o.decode_rule);
         printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
                present, now_s() - start, o.db_path);
     }

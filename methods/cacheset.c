@@ -39,6 +39,7 @@ int cs_init(kv_cacheset *c, const kv_setup *s, int scored, int cap, const char *
     c->g = c->H / c->Hkv; c->elem_bytes = s->elem_bytes; c->n_prompt = s->n_prompt;
     c->budget = kv_budget(s);
     c->scored = scored;
+    c->hold = s->decode_rule == KV_DECODE_HOLD;
     c->slot = calloc((size_t)c->L * c->Hkv, sizeof *c->slot);
     if (!c->slot) goto oom;
     for (int i = 0; i < c->L * c->Hkv; i++) {
@@ -137,6 +138,14 @@ void cs_push(kv_cacheset *c, kv_slot *s, const float *k, const float *v, int pos
     if (push_row(c, s, k, v, pos, score)) out_of_memory("appending a decoded token");
 }
 
+void cs_append_decoded(kv_cacheset *c, int layer, const float *k, const float *v, int pos, int cap) {
+    for (int j = 0; j < c->Hkv; j++) {
+        kv_slot *s = cs_slot(c, layer, j);
+        cs_push(c, s, k + (size_t)j * c->d, v + (size_t)j * c->d, pos, INFINITY);
+        if (c->hold && s->kv.n > cap) cs_remove(c, s, cs_argmin(s, s->kv.n));
+    }
+}
+
 void cs_remove(kv_cacheset *c, kv_slot *s, int i) {
     if (s->score)
         memmove(s->score + i, s->score + i + 1, (size_t)(s->kv.n - i - 1) * sizeof *s->score);
@@ -189,6 +198,16 @@ void cs_head_stats(const kv_cacheset *c, int layer, int head, kv_headstat *out) 
     const kv_slot *s = cs_slot_c(c, layer, head / c->g);
     out->kept = s->kv.n;
     out->events = (double)s->events;
+}
+
+int cs_rows(const kv_cacheset *c, int layer, int kv_head, int32_t *pos, int cap, int *npos) {
+    const kv_slot *s = cs_slot_c(c, layer, kv_head);
+    if (pos) {
+        int n = s->kv.n < cap ? s->kv.n : cap;
+        memcpy(pos, s->kv.pos, (size_t)n * sizeof *pos);
+        *npos = n;
+    }
+    return s->kv.n;
 }
 
 const kv_store *kv_a_store(const kv_state *st, int layer, int kv_head) {

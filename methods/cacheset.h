@@ -23,6 +23,7 @@ typedef struct {
 typedef struct {
     int L, H, Hkv, d, g, elem_bytes, n_prompt, budget;
     int scored;         /* 1: slots keep per-row scores (and pay 4 bytes a row) */
+    int hold;           /* the setup's decode rule is KV_DECODE_HOLD */
     kv_slot *slot;      /* [L][Hkv] */
     long rows;          /* resident rows over all slots */
     size_t peak;
@@ -48,6 +49,11 @@ int  cs_load(kv_cacheset *c, const kv_prefill *p, int j, const int32_t *keep, in
              const double *score);
 /* Appends one row; exits with a message when out of memory (append cannot fail). */
 void cs_push(kv_cacheset *c, kv_slot *s, const float *k, const float *v, int pos, double score);
+/* A decoded token for a prompt-compressing method (SnapKV, PyramidKV, ChunkKV, one-shot
+ * H2O): appended to every kv head of the layer at full resolution with score +inf. Under
+ * --decode hold, a kv head then over `cap` rows evicts its lowest-score row (prompt rows
+ * first; among +inf rows the oldest); under append nothing is evicted. */
+void cs_append_decoded(kv_cacheset *c, int layer, const float *k, const float *v, int pos, int cap);
 /* Removes row i (order kept), counting one eviction. */
 void cs_remove(kv_cacheset *c, kv_slot *s, int i);
 /* Index of the lowest-score row among rows [0, end); ties go to the lowest index. */
@@ -63,6 +69,8 @@ void cs_attend(kv_cacheset *c, int layer, const float *q, float *out);
 
 void cs_memory(const kv_cacheset *c, kv_mem *out);
 void cs_head_stats(const kv_cacheset *c, int layer, int head, kv_headstat *out);
+/* kv_method.rows for a cache set: every row is resident and at full resolution. */
+int  cs_rows(const kv_cacheset *c, int layer, int kv_head, int32_t *pos, int cap, int *npos);
 
 /* For tests: the store of (layer, kv head) of a method whose kv_state begins with a
  * kv_cacheset (FullKV, StreamingLLM, H2O, SnapKV, PyramidKV, ChunkKV). Undefined for

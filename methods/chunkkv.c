@@ -8,10 +8,11 @@
  * Layer-wise index reuse: with reuse = N > 1, layers are grouped N at a time and only the
  * first layer of a group scores; the others keep the same positions.
  *
- * Decoding: tokens are appended; once a layer holds more than B rows per kv head, the
- * oldest row of its lowest-scoring prompt chunk is evicted (each prompt row carries its
- * chunk's score; window rows and decoded tokens rank highest, and among those the oldest
- * goes first). Heads share rows and scores, so they evict the same row. */
+ * Decoding: tokens are appended at full resolution. Under --decode hold, once a layer
+ * holds more than B rows per kv head, the oldest row of its lowest-scoring prompt chunk
+ * is evicted (each prompt row carries its chunk's score; window rows and decoded tokens
+ * rank highest, and among those the oldest goes first); heads share rows and scores, so
+ * they evict the same row. Under append nothing is evicted. */
 #include "cacheset.h"
 #include "window_score.h"
 #include <math.h>
@@ -153,13 +154,17 @@ static int chunkkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t e
 }
 
 static void chunkkv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
-    kv_cacheset *c = &st->cs;
-    for (int j = 0; j < c->Hkv; j++) {
-        kv_slot *s = cs_slot(c, layer, j);
-        cs_push(c, s, k + (size_t)j * c->d, v + (size_t)j * c->d, t->pos, INFINITY);
-        if (s->kv.n > c->budget) cs_remove(c, s, cs_argmin(s, s->kv.n));
-    }
+    cs_append_decoded(&st->cs, layer, k, v, t->pos, st->cs.budget);
 }
+
+static int chunkkv_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
+    return cs_rows(&st->cs, layer, j, pos, cap, npos);
+}
+
+static const kv_range ranges[] = {
+    {"chunk", 1, 1e9, NAN}, {"window", 1, 1e9, NAN}, {"kernel", 1, 1e9, NAN}, {"pool", 0, 1, NAN},
+    {"reuse", 1, 1e9, NAN}, {NULL, 0, 0, 0},
+};
 
 static void chunkkv_attend(kv_state *st, int layer, const float *q, float *out) {
     cs_attend(&st->cs, layer, q, out);
@@ -175,8 +180,9 @@ const kv_method kv_chunkkv = {
     .name = "chunkkv",
     .summary = "SnapKV window scores summed over chunks of 10 tokens and the kv heads (one chunk set per "
                "layer), top floor((B-w)/c) chunks + window 32, max-pool 7; optional layer-wise index reuse; "
-               "decode evicts the oldest row of the lowest-scoring chunk over budget",
+               "--decode hold evicts the oldest row of the lowest-scoring chunk over budget",
     .params = params,
+    .ranges = ranges,
     .init = chunkkv_init,
     .needs = chunkkv_needs,
     .ingest = chunkkv_ingest,
@@ -184,5 +190,6 @@ const kv_method kv_chunkkv = {
     .attend = chunkkv_attend,
     .memory = chunkkv_memory,
     .head_stats = chunkkv_head_stats,
+    .rows = chunkkv_rows,
     .free = chunkkv_free,
 };

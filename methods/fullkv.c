@@ -64,6 +64,10 @@ static void fullkv_head_stats(const kv_state *st, int layer, int head, kv_headst
     cs_head_stats(&st->cs, layer, head, out);
 }
 
+static int fullkv_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
+    return cs_rows(&st->cs, layer, j, pos, cap, npos);
+}
+
 static void fullkv_free(kv_state *st) {
     if (!st) return;
     cs_free(&st->cs);
@@ -74,6 +78,7 @@ const kv_method kv_fullkv = {
     .name = "fullkv",
     .summary = "keep every token (exact attention; the reference)",
     .params = params,
+    .keeps_all = 1,
     .init = fullkv_init,
     .needs = fullkv_needs,
     .ingest = fullkv_ingest,
@@ -81,5 +86,6 @@ const kv_method kv_fullkv = {
     .attend = fullkv_attend,
     .memory = fullkv_memory,
     .head_stats = fullkv_head_stats,
+    .rows = fullkv_rows,
     .free = fullkv_free,
 };

@@ -9,11 +9,14 @@
  * probabilities, and if the cache exceeds B evicts the lowest-score row outside the
  * last r rows (ties: the oldest). Scores accumulate in double.
  *
+ * The greedy form is the paper's decode-time policy: it evicts under both decode rules.
+ *
  * one_shot=1 (KVCache-Factory's prefill-only form): keep the last `window` prompt rows
  * plus the top B - window of the rest by prefill column mass; no decode-time scoring.
- * Decoded tokens are appended; once the cache exceeds B the lowest prefill-score prompt
- * row outside that window is evicted (window rows and decoded tokens rank highest, the
- * oldest of those goes first), the project's rule that the budget holds while decoding. */
+ * Decoded tokens are appended at full resolution; under --decode hold, once the cache
+ * exceeds B the lowest prefill-score prompt row outside that window is evicted (window
+ * rows and decoded tokens rank highest, the oldest of those goes first); under append
+ * nothing is evicted. */
 #include "cacheset.h"
 #include <math.h>
 #include <stdio.h>
@@ -137,12 +140,12 @@ static int h2o_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errle
 static void h2o_append(kv_state *st, int layer, const float *k, const float *v,
                        const kv_token *t) {
     kv_cacheset *c = &st->cs;
-    for (int j = 0; j < c->Hkv; j++) {
-        kv_slot *s = cs_slot(c, layer, j);
-        cs_push(c, s, k + (size_t)j * c->d, v + (size_t)j * c->d, t->pos,
-                st->one_shot ? INFINITY : 0);
-        if (st->one_shot && s->kv.n > c->budget) cs_remove(c, s, cs_argmin(s, s->kv.n));
+    if (st->one_shot) {
+        cs_append_decoded(c, layer, k, v, t->pos, c->budget);
+        return;
     }
+    for (int j = 0; j < c->Hkv; j++)   /* scored by attend, which evicts */
+        cs_push(c, cs_slot(c, layer, j), k + (size_t)j * c->d, v + (size_t)j * c->d, t->pos, 0);
 }
 
 static void h2o_attend(kv_state *st, int layer, const float *q, float *out) {
@@ -171,6 +174,14 @@ static void h2o_head_stats(const kv_state *st, int layer, int head, kv_headstat 
     cs_head_stats(&st->cs, layer, head, out);
 }
 
+static int h2o_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
+    return cs_rows(&st->cs, layer, j, pos, cap, npos);
+}
+
+static const kv_range ranges[] = {
+    {"heavy_ratio", 0, 1, NAN}, {"one_shot", 0, 1, NAN}, {"window", 0, 1e9, NAN}, {NULL, 0, 0, 0},
+};
+
 static void h2o_free(kv_state *st) {
     if (!st) return;
     cs_free(&st->cs);
@@ -179,8 +190,11 @@ static void h2o_free(kv_state *st) {
 
 const kv_method kv_h2o = {
     .name = "h2o",
-    .summary = "heavy hitters (cumulative attention) + recent window, evicting every decode step",
+    .summary = "heavy hitters (cumulative attention) + recent window, evicting every decode step under both "
+               "--decode rules (the paper's policy); one_shot=1 evicts only under --decode hold",
     .params = params,
+    .ranges = ranges,
+    .evicts_decoding = 1,
     .init = h2o_init,
     .needs = h2o_needs,
     .ingest = h2o_ingest,
@@ -188,5 +202,6 @@ const kv_method kv_h2o = {
     .attend = h2o_attend,
     .memory = h2o_memory,
     .head_stats = h2o_head_stats,
+    .rows = h2o_rows,
     .free = h2o_free,
 };

@@ -12,6 +12,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What happens to the cache while decoding (kvbench run --decode), the same for every
+ * method of a run:
+ *   APPEND (default; what the papers' reference code does): the prompt is compressed to
+ *     the budget once; decoded (and --question-after) tokens join at full resolution and
+ *     are never evicted, folded or merged. Methods whose paper evicts while decoding
+ *     (kv_method.evicts_decoding: StreamingLLM, H2O) keep doing so: that is their method.
+ *   HOLD: every method keeps its fast-tier rows within the budget at every step, by its
+ *     own rule (SnapKV family: evict the lowest score; SeKV: fold into spans; SentenceKV:
+ *     B rows in its working set). */
+typedef enum { KV_DECODE_APPEND = 0, KV_DECODE_HOLD = 1 } kv_decode_rule;
+
+/* "append" / "hold"; kv_decode_parse returns 0 and sets *out, or -1 for anything else. */
+const char *kv_decode_name(int rule);
+int kv_decode_parse(const char *s, int *out);
+
 typedef struct {
     int n_layers, n_heads, n_kv_heads, head_dim;
     int n_prompt;          /* tokens ingested at prefill (the compressed part) */
@@ -22,6 +37,7 @@ typedef struct {
     const char *params;    /* "key=value,key=value" overrides of the method's defaults, or NULL */
     uint64_t model_hash;   /* the model file's identity (sekv_model_hash of its bytes), 0 = unknown;
                               lets a method use state trained for this model (SeKV's params) */
+    int decode_rule;       /* kv_decode_rule (0 = append) */
 } kv_setup;
 
 /* Statistics a method asks the prefill for. */
@@ -66,12 +82,27 @@ typedef struct {
     const char *name, *deflt, *help;
 } kv_param;
 
+/* A numeric parameter's valid range, enforced by kv_param_int/kv_param_double (and listed
+ * by kvbench methods). `special` is one more accepted value outside [lo, hi] (for example
+ * -1 = automatic), NAN when none. */
+typedef struct {
+    const char *name;
+    double lo, hi, special;
+} kv_range;
+
 typedef struct kv_state kv_state;
 
 typedef struct kv_method {
     const char *name;
     const char *summary;
     const kv_param *params;                /* terminated by {NULL} */
+    const kv_range *ranges;                /* terminated by {NULL}; NULL or partial: unchecked */
+    int evicts_decoding;                   /* 1: the paper's policy evicts while decoding, so it
+                                              does so under --decode append too (default params) */
+    int keeps_all;                         /* 1: ignores the budget and keeps every token (FullKV,
+                                              the reference) */
+    int layer_budgets;                     /* 1: per-layer budgets summing to L*B (PyramidKV): B
+                                              holds on the mean over layers, not in each layer */
     /* Returns NULL and writes a one-line reason to err on bad params/budget. */
     kv_state *(*init)(const kv_setup *s, char *err, size_t errlen);
     void (*needs)(const kv_state *st, kv_needs *out);
@@ -83,6 +114,11 @@ typedef struct kv_method {
     void (*attend)(kv_state *st, int layer, const float *q, float *out);
     void (*memory)(const kv_state *st, kv_mem *out);
     void (*head_stats)(const kv_state *st, int layer, int head, kv_headstat *out);
+    /* Rows of (layer, kv head): returns the K/V rows resident on the fast tier now (what
+     * memory() counts in fast_tokens); when pos is not NULL, also writes the positions of
+     * the full-resolution token rows held on either tier, ascending, at most cap, and
+     * their count to *npos. For the conformance test and accounting checks. */
+    int  (*rows)(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos);
     void (*free)(kv_state *st);
 } kv_method;
 

@@ -61,6 +61,29 @@ static int param_text(const kv_method *m, const char *params, const char *key, c
     return 0;
 }
 
+const char *kv_decode_name(int rule) { return rule == KV_DECODE_HOLD ? "hold" : "append"; }
+
+int kv_decode_parse(const char *s, int *out) {
+    if (s && !strcmp(s, "append")) *out = KV_DECODE_APPEND;
+    else if (s && !strcmp(s, "hold")) *out = KV_DECODE_HOLD;
+    else return -1;
+    return 0;
+}
+
+/* The declared range of key, if any: the value must be in [lo, hi] or equal `special`. */
+static int in_range(const kv_method *m, const char *key, double v, char *err, size_t errlen) {
+    for (const kv_range *r = m->ranges; r && r->name; r++) {
+        if (strcmp(r->name, key)) continue;
+        if ((v >= r->lo && v <= r->hi) || v == r->special) return 0;
+        char extra[48] = "";
+        if (!isnan(r->special)) snprintf(extra, sizeof extra, " or %g", r->special);
+        snprintf(err, errlen, "%s: parameter %s=%g is out of range [%g, %g]%s", m->name, key, v, r->lo, r->hi,
+                 extra);
+        return -1;
+    }
+    return 0;
+}
+
 int kv_param_int(const kv_method *m, const char *params, const char *key, int *out, char *err,
                  size_t errlen) {
     char buf[64];
@@ -72,6 +95,7 @@ int kv_param_int(const kv_method *m, const char *params, const char *key, int *o
         snprintf(err, errlen, "%s: parameter %s='%s' is not an integer", m->name, key, buf);
         return -1;
     }
+    if (in_range(m, key, (double)v, err, errlen)) return -1;
     *out = (int)v;
     return 0;
 }
@@ -87,6 +111,7 @@ int kv_param_double(const kv_method *m, const char *params, const char *key, dou
         snprintf(err, errlen, "%s: parameter %s='%s' is not a number", m->name, key, buf);
         return -1;
     }
+    if (in_range(m, key, v, err, errlen)) return -1;
     *out = v;
     return 0;
 }

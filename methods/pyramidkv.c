@@ -4,9 +4,10 @@
  * layers, whose attention is broad, keep more. C = kv_budget() per layer per kv head,
  * window included; a window larger than C is clamped to C.
  *
- * Decoding, as SnapKV here: tokens are appended; once a kv head of a layer holds more
- * than that layer's budget, the prompt row with the lowest pooled score is evicted
- * (window rows and decoded tokens rank highest, and among those the oldest goes first). */
+ * Decoding, as SnapKV here: tokens are appended at full resolution; under --decode hold,
+ * once a kv head of a layer holds more than that layer's budget, the prompt row with the
+ * lowest pooled score is evicted (window rows and decoded tokens rank highest, and among
+ * those the oldest goes first); under append nothing is evicted. */
 #include "snap_select.h"
 #include "cacheset.h"
 #include "pyramid.h"
@@ -130,12 +131,7 @@ static int pyramidkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t
 }
 
 static void pyramidkv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
-    kv_cacheset *c = &st->cs;
-    for (int j = 0; j < c->Hkv; j++) {
-        kv_slot *s = cs_slot(c, layer, j);
-        cs_push(c, s, k + (size_t)j * c->d, v + (size_t)j * c->d, t->pos, INFINITY);
-        if (s->kv.n > st->budget[layer]) cs_remove(c, s, cs_argmin(s, s->kv.n));
-    }
+    cs_append_decoded(&st->cs, layer, k, v, t->pos, st->budget[layer]);
 }
 
 static void pyramidkv_attend(kv_state *st, int layer, const float *q, float *out) {
@@ -150,11 +146,21 @@ static void pyramidkv_head_stats(const kv_state *st, int layer, int head, kv_hea
 
 int pyramidkv_layer_budget(const kv_state *st, int layer) { return st->budget[layer]; }
 
+static int pyramidkv_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
+    return cs_rows(&st->cs, layer, j, pos, cap, npos);
+}
+
+static const kv_range ranges[] = {
+    {"beta", 1, 1e9, NAN}, {"window", 1, 1e9, NAN}, {"kernel", 1, 1e9, NAN}, {"pool", 0, 1, NAN}, {NULL, 0, 0, 0},
+};
+
 const kv_method kv_pyramidkv = {
     .name = "pyramidkv",
     .summary = "SnapKV voting with pyramidal per-layer budgets (KVCache-Factory: beta 20, window 8, "
-               "max-pool 7), kv-head mean; decode evicts the lowest-scoring prompt row over a layer's budget",
+               "max-pool 7), kv-head mean; --decode hold evicts the lowest-scoring prompt row over a layer's budget",
     .params = params,
+    .ranges = ranges,
+    .layer_budgets = 1,
     .init = pyramidkv_init,
     .needs = pyramidkv_needs,
     .ingest = pyramidkv_ingest,
@@ -162,5 +168,6 @@ const kv_method kv_pyramidkv = {
     .attend = pyramidkv_attend,
     .memory = pyramidkv_memory,
     .head_stats = pyramidkv_head_stats,
+    .rows = pyramidkv_rows,
     .free = pyramidkv_free,
 };

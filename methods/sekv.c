@@ -186,6 +186,7 @@ static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) {
     st->L = s->n_layers; st->H = s->n_heads; st->Hkv = s->n_kv_heads; st->d = s->head_dim;
     st->g = st->H / st->Hkv; st->eb = s->elem_bytes; st->n_prompt = s->n_prompt;
     st->B = kv_budget(s);
+    st->hold = s->decode_rule == KV_DECODE_HOLD;
     st->alpha_used = NAN;
     sekv_dev_init(st);
     if (read_params(st, s->params, err, errlen) || load_prm(st, s, err, errlen)) {
@@ -638,6 +639,23 @@ int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans) {
     return n;
 }
 
+/* kv_method.rows: persistent + reconstructed rows on the fast tier; full-resolution rows
+ * are the persistent rows that are no span's coarse row. */
+static int sekv_kv_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos) {
+    const sekv_layer *ly = &st->layer[layer];
+    if (!ly->ingested) {
+        if (pos) *npos = 0;
+        return 0;
+    }
+    if (pos) {
+        int n = 0;
+        for (int r = 0; r < ly->n_rows && n < cap; r++)
+            if (ly->row_span[r] < 0) pos[n++] = ly->row_pos[r];
+        *npos = n;
+    }
+    return ly->n_rows + ly->kv[kv_head].n_recon;
+}
+
 const kv_method kv_sekv = {
     .name = "sekv",
     .summary = "surprisal spans: coarse entries on the fast tier, low-rank factors on the slow tier, "
@@ -651,5 +669,6 @@ const kv_method kv_sekv = {
     .attend = sekv_attend,
     .memory = sekv_memory,
     .head_stats = sekv_head_stats,
+    .rows = sekv_kv_rows,
     .free = sekv_free,
 };

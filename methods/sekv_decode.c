@@ -1,5 +1,6 @@
-/* SeKV at decode time: append() adds the token at full resolution and keeps the budget
- * (sekv_fold.c); attend() routes every query head over the spans, expands the most
+/* SeKV at decode time: append() adds the token at full resolution and, under --decode
+ * hold, keeps the budget (sekv_fold.c); under append the token stays as it is and the
+ * zoom room stays B - P of the compressed prompt. attend() routes every query head over the spans, expands the most
  * relevant ones per kv group within B - P (gap fix 4) and runs one softmax per head over
  * full, coarse and reconstructed rows. */
 #include "sekv_state.h"
@@ -32,7 +33,7 @@ void sekv_append(kv_state *st, int layer, const float *k, const float *v, const 
         memcpy(ly->kv[j].V + (size_t)r * d, v + (size_t)j * d, d * sizeof(float));
     }
     ly->total++;
-    sekv_keep_budget(st, layer);
+    if (st->hold) sekv_keep_budget(st, layer);
     sekv_track_peak(st, 0);
 }
 
@@ -185,7 +186,8 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
     sekv_layer *ly = &st->layer[layer];
     if (!ly->ingested) sekv_die("attend before ingest", layer);
     int d = st->d, ns = ly->ns, H = st->H, Hkv = st->Hkv, P = ly->n_rows;
-    int room = st->B - P;
+    /* append: the decoded rows sit on top of the budget, the room is the prompt's */
+    int room = st->B - P + (st->hold ? 0 : ly->total - st->n_prompt);
     /* scratch */
     size_t need_scores = (size_t)H * ns + (size_t)ns * sizeof(cand) / sizeof(float) + 1;
     if ((size_t)st->scores_cap < need_scores) {

@@ -48,6 +48,7 @@ typedef struct {
 
 struct kv_state {
     int L, H, Hkv, d, g, eb, n_prompt, B;
+    int hold;                   /* --decode hold: fold decoded tokens to keep P <= B (else append) */
     /* parameters */
     double alpha;               /* < 0: auto */
     int l_min, l_max, sinks, local, rank, zoom, trained_zoom, fixed_chunk, gate, route;

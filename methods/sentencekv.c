@@ -13,12 +13,19 @@
  * The last sentence collected is cut to fill the budget exactly. Sinks are clamped to B/2
  * and recent to B - sinks, so a small budget still never attends more than B rows.
  * With the CUDA backend the attended rows sit on the device as a working set of at most B
- * rows per kv head (kvs_decode_subset): only rows newly selected cross the bus. */
+ * rows per kv head (kvs_decode_subset): only rows newly selected cross the bus.
+ *
+ * Decode rule (kv_setup.decode_rule): under hold the working set is at most B rows in all,
+ * generated tokens competing with the prompt's (sinks, sentences, recent rows of the whole
+ * cache). Under append the B rows are chosen among the prompt's rows alone (the recent
+ * rows are the prompt's last ones) and every generated token is attended on top of them,
+ * at full resolution. */
 #include "../kernels/core.h"
 #include "kvstore.h"
 #include "method.h"
 #include "sentencekv.h"
 #include "window_score.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +45,7 @@ typedef struct {
     float *skey;              /* [scap][d] mean retained key (fast tier) */
     int32_t *srow, *slen;     /* [scap] first row in kv and number of rows */
     int cur;                  /* first row of the sentence being generated */
+    int np;                   /* rows from the prompt (the rest are generated tokens) */
     int nq, ended;            /* queries summed in qsum; the last token appended ends a sentence */
     double *qsum;             /* [d] sum of the current sentence's group-mean queries */
     int32_t *sel;             /* [selcap] rows attended at the last step (at most B) */
@@ -52,7 +60,7 @@ typedef struct {
 
 struct kv_state {
     kv_setup s;
-    int B, S, R, w, kernel, g;
+    int B, S, R, w, kernel, g, append;
     long P;                   /* pre-filter budget F*B, window included */
     skv_head *hd;             /* [L*Hkv] */
     float *tmp;               /* [Hkv][n] window scores */
@@ -126,6 +134,7 @@ static kv_state *sk_init(const kv_setup *s, char *err, size_t errlen) {
         goto fail;
     }
     st->B = kv_budget(s);
+    st->append = s->decode_rule != KV_DECODE_HOLD;
     st->P = (long)F * st->B;
     if (st->w > st->P) st->w = (int)st->P;
     /* sinks + recent must leave the budget intact: at most half each way for sinks */
@@ -143,7 +152,7 @@ static kv_state *sk_init(const kv_setup *s, char *err, size_t errlen) {
         skv_head *h = &st->hd[i];
         if (kvs_init(&h->kv, d, rows + s->max_decode + 1)) goto oom;
         h->qsum = calloc((size_t)d, sizeof *h->qsum);
-        h->selcap = st->B < rows + s->max_decode + 1 ? st->B : rows + s->max_decode + 1;
+        h->selcap = (st->B < rows ? st->B : rows) + s->max_decode + 1;
         h->sel = malloc((size_t)h->selcap * sizeof *h->sel);
         if (!h->qsum || !h->sel) goto oom;
     }
@@ -162,13 +171,20 @@ static void sk_needs(const kv_state *st, kv_needs *out) {
 
 static size_t row_bytes(const kv_state *st) { return (size_t)st->s.head_dim * 2 * st->s.elem_bytes; }
 
-/* Fast tier: a working set of up to B rows per kv head plus the sentence vectors. */
+/* The fast-tier working set of a kv head: up to B rows (hold), or up to B prompt rows
+ * plus every generated token (append). */
+static int working_set(const kv_state *st, const skv_head *h) {
+    if (!st->append) return h->kv.n < st->B ? h->kv.n : st->B;
+    return (h->np < st->B ? h->np : st->B) + (h->kv.n - h->np);
+}
+
+/* Fast tier: the working set of every kv head plus the sentence vectors. */
 static void tiers(const kv_state *st, size_t *fast, size_t *aux, size_t *slow, long *tokens) {
     *fast = *aux = *slow = 0;
     *tokens = 0;
     for (int i = 0; i < st->s.n_layers * st->s.n_kv_heads; i++) {
         const skv_head *h = &st->hd[i];
-        int work = h->kv.n < st->B ? h->kv.n : st->B;
+        int work = working_set(st, h);
         *tokens += work;
         *fast += (size_t)work * row_bytes(st);
         *aux += (size_t)h->ns * st->s.head_dim * st->s.elem_bytes;
@@ -268,7 +284,7 @@ static int sk_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen
                 }
                 r0 = r;
             }
-        h->cur = nk;
+        h->cur = h->np = nk;
         h->nq = h->ended = h->nsel = h->stepped = 0;
         h->retrieved = 0;
         memset(h->qsum, 0, (size_t)d * sizeof *h->qsum);
@@ -299,12 +315,13 @@ static int by_row(const void *a, const void *b) {
 }
 
 /* Choose h->sel: sinks, the best-matching sentences' rows between them and the recent
- * rows (up to the budget), then the recent rows; ascending. */
+ * rows (up to the budget), then the recent rows; ascending. Under append these B rows
+ * come from the prompt's rows [0, np) and every generated row follows them. */
 static void select_rows(kv_state *st, skv_head *h) {
-    int d = st->s.head_dim, N = h->kv.n;
+    int d = st->s.head_dim, N = st->append ? h->np : h->kv.n;
     int S = st->S < N ? st->S : N;
     int rec = N - st->R > S ? N - st->R : S;         /* first recent row */
-    int ns = 0, need = N < st->B ? N : st->B;
+    int ns = 0, need = working_set(st, h);
     if (need > h->selcap) {
         int32_t *sel = realloc(h->sel, (size_t)need * sizeof *sel);
         if (!sel) oom_exit();
@@ -313,7 +330,7 @@ static void select_rows(kv_state *st, skv_head *h) {
     }
     for (int r = 0; r < S; r++) h->sel[ns++] = r;
     int quota = st->B - S - (N - rec);
-    if (N - h->cur > 1 && quota > 0 && h->ns > 0) {
+    if (h->kv.n - h->cur > 1 && quota > 0 && h->ns > 0) {
         if (h->ns > st->rank_cap) {
             ranked *rk = realloc(st->rank, (size_t)h->ns * 2 * sizeof *rk);
             if (!rk) oom_exit();
@@ -337,7 +354,7 @@ static void select_rows(kv_state *st, skv_head *h) {
         }
         qsort(h->sel + first, (size_t)(ns - first), sizeof *h->sel, by_row);
     }
-    for (int r = rec; r < N; r++) h->sel[ns++] = r;
+    for (int r = rec; r < h->kv.n; r++) h->sel[ns++] = r;   /* append: the generated rows too */
     h->nsel = ns;
 }
 
@@ -356,8 +373,8 @@ static void sk_attend(kv_state *st, int layer, const float *q, float *out) {
         h->stepped = 1;
         kb_decode_args a = {.g = g, .d = d, .n = h->nsel, .q = qj, .idx = h->sel, .out = out + (size_t)j * g * d};
         kvs_decode_subset(&h->kv, &a);   /* CUDA backend: only the working set is on the device */
-        if (h->ended) {                                /* the generated sentence is finished */
-            if (add_sentence(h, d, h->cur, h->kv.n - h->cur)) oom_exit();
+        if (h->ended) {   /* the generated sentence is finished (append: attended anyway, no vector) */
+            if (!st->append && add_sentence(h, d, h->cur, h->kv.n - h->cur)) oom_exit();
             h->cur = h->kv.n;
             h->nq = h->ended = 0;
             memset(h->qsum, 0, (size_t)d * sizeof *h->qsum);
@@ -376,9 +393,25 @@ static void sk_memory(const kv_state *st, kv_mem *out) {
 
 static void sk_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
     const skv_head *h = &st->hd[layer * st->s.n_kv_heads + head / st->g];
-    out->kept = h->stepped ? h->nsel : (h->kv.n < st->B ? h->kv.n : st->B);
+    out->kept = h->stepped ? h->nsel : working_set(st, h);
     out->events = (double)h->retrieved;
 }
+
+/* Fast tier: the working set; full-resolution rows: the slow tier's (never dropped). */
+static int sk_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos) {
+    const skv_head *h = &st->hd[layer * st->s.n_kv_heads + kv_head];
+    if (pos) {
+        int n = h->kv.n < cap ? h->kv.n : cap;
+        memcpy(pos, h->kv.pos, (size_t)n * sizeof *pos);
+        *npos = n;
+    }
+    return working_set(st, h);
+}
+
+static const kv_range ranges[] = {
+    {"sinks", 0, 1e9, NAN}, {"recent", 0, 1e9, NAN}, {"factor", 1, 1e6, NAN}, {"window", 1, 1e9, NAN},
+    {"kernel", 1, 1e9, NAN}, {NULL, 0, 0, 0},
+};
 
 int sentencekv_rows(const kv_state *st, int layer, int kv_head, int32_t *pos) {
     const skv_head *h = &st->hd[layer * st->s.n_kv_heads + kv_head];
@@ -416,6 +449,7 @@ const kv_method kv_sentencekv = {
                "sinks 32 + recent 32 + tokens of the sentences best matching the current sentence's mean query, "
                "B per kv head; robust sentence split (text ends in .!? or blank line: a deviation), KV-head mean",
     .params = params,
+    .ranges = ranges,
     .init = sk_init,
     .needs = sk_needs,
     .ingest = sk_ingest,
@@ -423,5 +457,6 @@ const kv_method kv_sentencekv = {
     .attend = sk_attend,
     .memory = sk_memory,
     .head_stats = sk_head_stats,
+    .rows = sk_rows,
     .free = sk_free,
 };

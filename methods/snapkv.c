@@ -4,10 +4,10 @@
  * original order, then the w window tokens. If n <= B everything is kept. A window
  * larger than the budget is clamped to B.
  *
- * Decoding: tokens are appended; once a kv head's cache exceeds B, the prompt row with
- * the lowest pooled score is evicted (window rows and decoded tokens rank highest, and
- * among those the oldest goes first), the project's rule that the budget holds while
- * decoding. */
+ * Decoding (kv_setup.decode_rule): tokens are appended at full resolution. Under append
+ * (the reference code's rule) nothing is evicted; under hold, once a kv head's cache
+ * exceeds B the prompt row with the lowest pooled score is evicted (window rows and
+ * decoded tokens rank highest, and among those the oldest goes first). */
 #include "snap_select.h"
 #include "cacheset.h"
 #include "window_score.h"
@@ -72,12 +72,7 @@ static int snapkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t er
 
 static void snapkv_append(kv_state *st, int layer, const float *k, const float *v,
                           const kv_token *t) {
-    kv_cacheset *c = &st->cs;
-    for (int j = 0; j < c->Hkv; j++) {
-        kv_slot *s = cs_slot(c, layer, j);
-        cs_push(c, s, k + (size_t)j * c->d, v + (size_t)j * c->d, t->pos, INFINITY);
-        if (s->kv.n > c->budget) cs_remove(c, s, cs_argmin(s, s->kv.n));
-    }
+    cs_append_decoded(&st->cs, layer, k, v, t->pos, st->cs.budget);
 }
 
 static void snapkv_attend(kv_state *st, int layer, const float *q, float *out) {
@@ -90,6 +85,14 @@ static void snapkv_head_stats(const kv_state *st, int layer, int head, kv_headst
     cs_head_stats(&st->cs, layer, head, out);
 }
 
+static int snapkv_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
+    return cs_rows(&st->cs, layer, j, pos, cap, npos);
+}
+
+static const kv_range ranges[] = {
+    {"window", 1, 1e9, NAN}, {"kernel", 1, 1e9, NAN}, {"pool", 0, 1, NAN}, {"agg", 0, 1, NAN}, {NULL, 0, 0, 0},
+};
+
 static void snapkv_free(kv_state *st) {
     if (!st) return;
     cs_free(&st->cs);
@@ -100,6 +103,7 @@ const kv_method kv_snapkv = {
     .name = "snapkv",
     .summary = "observation-window voting with pooling, prompt compressed once (kv-head mean)",
     .params = params,
+    .ranges = ranges,
     .init = snapkv_init,
     .needs = snapkv_needs,
     .ingest = snapkv_ingest,
@@ -107,5 +111,6 @@ const kv_method kv_snapkv = {
     .attend = snapkv_attend,
     .memory = snapkv_memory,
     .head_stats = snapkv_head_stats,
+    .rows = snapkv_rows,
     .free = snapkv_free,
 };

@@ -4,6 +4,7 @@
  * non-sink row is dropped. Default W = B - S; when the budget is below S+1 the sinks
  * shrink to B-1 so the cache still holds B rows with at least one recent one. */
 #include "cacheset.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -100,6 +101,12 @@ static void streaming_head_stats(const kv_state *st, int layer, int head, kv_hea
     cs_head_stats(&st->cs, layer, head, out);
 }
 
+static int streaming_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
+    return cs_rows(&st->cs, layer, j, pos, cap, npos);
+}
+
+static const kv_range ranges[] = {{"sinks", 0, 1e9, NAN}, {"window", 0, 1e9, NAN}, {NULL, 0, 0, 0}};
+
 static void streaming_free(kv_state *st) {
     if (!st) return;
     cs_free(&st->cs);
@@ -108,8 +115,11 @@ static void streaming_free(kv_state *st) {
 
 const kv_method kv_streamingllm = {
     .name = "streamingllm",
-    .summary = "attention sinks + rolling recent window, evicting every decode step",
+    .summary = "attention sinks + rolling recent window, evicting every decode step under both --decode "
+               "rules (the paper's policy)",
     .params = params,
+    .ranges = ranges,
+    .evicts_decoding = 1,
     .init = streaming_init,
     .needs = streaming_needs,
     .ingest = streaming_ingest,
@@ -117,5 +127,6 @@ const kv_method kv_streamingllm = {
     .attend = streaming_attend,
     .memory = streaming_memory,
     .head_stats = streaming_head_stats,
+    .rows = streaming_rows,
     .free = streaming_free,
 };

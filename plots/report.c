@@ -226,7 +226,9 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
     char line[1024], b[32];
     kv_runinfo_line(ri, line, sizeof line);
     fprintf(f, "## kvbench report, %s\n\n", line);
-    fprintf(f, "score: mean task score over cases, %%; KV: mean fast-tier peak bytes; ms/tok: decode time per token;"
+    fprintf(f, "score: mean task score over cases, %%; KV: mean fast-tier peak bytes, with the prefill's transient"
+               " uncompressed layer (--table memory also gives the steady decode-time bytes); ms/tok: decode time"
+               " per token;"
                " avg: mean of the %s columns. Best score per column in bold.\n\n",
             by == BY_VARIANT ? "variant" : by == BY_BUDGET ? "budget" : "context");
     fprintf(f, "| method |");

@@ -149,24 +149,32 @@ oom:
     return -1;
 }
 
-int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
-    /* results.gpu_peak_bytes exists from schema version 2 on; older files read as NULL */
-    int have_gpu = 0;
+/* 1 if table results has the column (newer schema versions), else 0. */
+static int has_column(sqlite3 *h, const char *name) {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'gpu_peak_bytes'", -1,
-                           &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        have_gpu = sqlite3_column_int(st, 0) > 0;
+    int have = 0;
+    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM pragma_table_info('results') WHERE name = ?", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) have = sqlite3_column_int(st, 0) > 0;
+    }
     sqlite3_finalize(st);
-    st = NULL;
+    return have;
+}
+
+int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
+    /* results.gpu_peak_bytes exists from schema version 2 on, fast_decode_peak and rss_peak
+     * from 3 on; older files read as NULL */
+    int have_gpu = has_column(h, "gpu_peak_bytes"), have_v3 = has_column(h, "fast_decode_peak");
+    sqlite3_stmt *st = NULL;
     char sql[1024];
     snprintf(sql, sizeof sql,
              "SELECT ifnull(ru.model, '?'), ifnull(c.workload, ifnull(ru.workload, '?')), c.variant, ifnull(c.ctx, 0),"
              " c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak, r.fast_tokens,"
-             " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s"
+             " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s, %s"
              " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id"
              " WHERE ?1 <= 0 OR c.run_id = ?1 ORDER BY c.id, r.id",
-             have_gpu ? "r.gpu_peak_bytes" : "NULL");
+             have_gpu ? "r.gpu_peak_bytes" : "NULL", have_v3 ? "r.fast_decode_peak, r.rss_peak" : "NULL, NULL");
     memset(d, 0, sizeof *d);
     int cap_fam = 0, cap_row = 0, cap_wl = 0, cap_rec = 0, cap_ctx = 0, cap_depth = 0, last_row = -1;
     int *raw_ctx = NULL;
@@ -232,8 +240,11 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
             .fam = fi, .row = ri, .wl = wi, .ok = ok, .score = real(st, 9), .fast_peak = real(st, 10),
             .slow_peak = real(st, 11), .fast_tokens = real(st, 12), .prefill_s = real(st, 13),
             .compress_s = real(st, 14), .ms_tok = dt > 0 ? 1000.0 * real(st, 15) / dt : NAN,
-            .tok_s = dt > 0 ? real(st, 17) : NAN, .gpu_peak = real(st, 18)};
+            .tok_s = dt > 0 ? real(st, 17) : NAN, .gpu_peak = real(st, 18), .fast_decode = real(st, 19),
+            .rss_peak = real(st, 20)};
         d->n_gpu += ok && !isnan(d->rec[d->nrec - 1].gpu_peak);
+        d->n_decode += ok && !isnan(d->rec[d->nrec - 1].fast_decode);
+        d->n_rss += ok && !isnan(d->rec[d->nrec - 1].rss_peak);
     }
     sqlite3_finalize(st);
     st = NULL;

@@ -367,18 +367,18 @@ done:
 
 /* Per (row, ctx) means of the finished results' fields. */
 typedef struct {
-    acc *fast, *slow, *tok, *pf, *comp, *ms, *tps, *gpu, *score_wl;   /* score_wl: [row][wl][ctx] */
+    acc *fast, *slow, *tok, *pf, *comp, *ms, *tps, *gpu, *dec, *rss, *score_wl;   /* score_wl: [row][wl][ctx] */
 } per_ctx;
 
 static void per_ctx_free(per_ctx *p) {
-    free(p->fast), free(p->slow), free(p->tok), free(p->pf), free(p->gpu);
+    free(p->fast), free(p->slow), free(p->tok), free(p->pf), free(p->gpu), free(p->dec), free(p->rss);
     free(p->comp), free(p->ms), free(p->tps), free(p->score_wl);
 }
 
 static int per_ctx_fill(const rt_data *d, per_ctx *p) {
     size_t n = (size_t)d->nrow * d->nctx + 1;
-    acc **all[] = {&p->fast, &p->slow, &p->tok, &p->pf, &p->comp, &p->ms, &p->tps, &p->gpu};
-    for (int k = 0; k < 8; k++)
+    acc **all[] = {&p->fast, &p->slow, &p->tok, &p->pf, &p->comp, &p->ms, &p->tps, &p->gpu, &p->dec, &p->rss};
+    for (int k = 0; k < 10; k++)
         if (!(*all[k] = calloc(n, sizeof(acc)))) return -1;
     if (!(p->score_wl = calloc((size_t)d->nrow * d->nwl * d->nctx + 1, sizeof(acc)))) return -1;
     for (int k = 0; k < d->nrec; k++) {
@@ -388,6 +388,7 @@ static int per_ctx_fill(const rt_data *d, per_ctx *p) {
         acc_add(&p->fast[i], r->fast_peak), acc_add(&p->slow[i], r->slow_peak), acc_add(&p->tok[i], r->fast_tokens);
         acc_add(&p->pf[i], r->prefill_s), acc_add(&p->comp[i], r->compress_s);
         acc_add(&p->ms[i], r->ms_tok), acc_add(&p->tps[i], r->tok_s), acc_add(&p->gpu[i], r->gpu_peak);
+        acc_add(&p->dec[i], r->fast_decode), acc_add(&p->rss[i], r->rss_peak);
         acc_add(&p->score_wl[((size_t)r->row * d->nwl + r->wl) * d->nctx + r->ctx], r->score);
     }
     return 0;
@@ -561,6 +562,8 @@ static int t_memory(rt_out *o, const rt_data *d) {
     per_ctx p = {0};
     int rc = -1;
     if (!per_ctx_fill(d, &p) && ctx_grid(o, d, p.fast, "fast-tier KV peak", RT_BYTES, -1) &&
+        (!d->n_decode || ctx_grid(o, d, p.dec, "fast-tier KV at decode (steady)", RT_BYTES, -1)) &&
+        (!d->n_rss || ctx_grid(o, d, p.rss, "process peak RSS, measured", RT_BYTES, 0)) &&
         ctx_grid(o, d, p.slow, "slow-tier KV peak", RT_BYTES, 0) &&
         ctx_grid(o, d, p.tok, "fast-tier resident tokens", RT_COUNT, 0) && !ratio_grid(o, d, &p) &&
         !iso_section(o, d, &p) &&
@@ -569,8 +572,14 @@ static int t_memory(rt_out *o, const rt_data *d) {
     snprintf(o->units, sizeof o->units,
              "Memory per context length, means over the finished cases: fast-tier (GPU) and slow-tier (host) KV"
              " peak bytes, K/V rows resident on the fast tier (all layers and kv heads), and the fast-tier peak over"
-             " FullKV's at the same context. Lowest fast-tier peak per column in bold. Iso-memory: score (%%) at"
-             " the budget chosen per context, that budget, and its fast-tier peak; best score per column in bold.%s",
+             " FullKV's at the same context. The fast-tier peak (the headline figure, also in the main report)"
+             " includes the one uncompressed layer the layer-by-layer prefill holds; the steady figure is the most"
+             " held from the end of compression through decode. Lowest fast-tier figure per column in bold."
+             " Iso-memory: score (%%) at the budget chosen per context, that budget, and its fast-tier peak; best"
+             " score per column in bold.%s%s",
+             d->n_rss ? " Peak RSS: the process's measured high-water mark (VmHWM) over each method's compression"
+                        " and decode, model weights and the case's prefill outputs included: what the accounting"
+                        " leaves out." : "",
              d->n_gpu ? " Device peak (runs on the CUDA backend only): the allocator's high-water mark over each"
                         " method's compression and decode, weights included." : "");
     per_ctx_free(&p);

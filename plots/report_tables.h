@@ -32,6 +32,8 @@ typedef struct {
     int fam, row, wl, ctx, depth, ok;
     double score, fast_peak, slow_peak, fast_tokens, prefill_s, compress_s, ms_tok, tok_s;   /* NAN = none */
     double gpu_peak;    /* measured device peak (CUDA runs; NAN on the CPU and in version-1 files) */
+    double fast_decode; /* steady fast-tier bytes: compression through decode (NAN before schema 3) */
+    double rss_peak;    /* measured process peak RSS over the method's run (NAN: not measured) */
 } rt_rec;
 
 typedef struct {
@@ -49,6 +51,7 @@ typedef struct {
     int nrec;
     int n_models, n_infeasible, n_error;
     int n_gpu;          /* finished results with a measured device peak */
+    int n_decode, n_rss; /* finished results with a steady fast-tier figure, a measured RSS */
 } rt_data;
 
 int rt_load(sqlite3 *h, int64_t run_id, rt_data *d);

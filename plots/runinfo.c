@@ -31,6 +31,8 @@ static void read_run(sqlite3_stmt *st, kv_runinfo *ri) {
     ri->created = col_dup(st, 7);
     int64_t seed = sqlite3_column_int64(st, 8);
     memcpy(&ri->seed, &seed, sizeof seed);
+    const char *r = strstr(ri->run_key, ";decode_rule=");
+    ri->decode_rule = !r ? "hold (before --decode)" : !strncmp(r + 13, "append", 6) ? "append" : "hold";
 }
 
 kv_db *kv_report_open(const char *cmd, const char *path, int64_t run_id, kv_runinfo *ri) {
@@ -118,9 +120,9 @@ void kv_runinfo_free_all(kv_runinfo *ri, int n) {
 }
 
 void kv_runinfo_line(const kv_runinfo *ri, char *buf, size_t n) {
-    snprintf(buf, n, "run %lld: workload %s, model %s, git %s, seed %llu, backend %s, created %s",
+    snprintf(buf, n, "run %lld: workload %s, model %s, git %s, seed %llu, backend %s, created %s, decode rule %s",
              (long long)ri->id, ri->workload, ri->model, ri->git_commit, (unsigned long long)ri->seed,
-             ri->backend, ri->created);
+             ri->backend, ri->created, ri->decode_rule);
 }
 
 static int registry_rank(const char *name) {

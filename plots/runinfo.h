@@ -10,6 +10,8 @@ typedef struct {
     int64_t id;
     char *run_key, *workload, *model, *git_commit, *backend, *build_flags, *created;
     uint64_t seed;
+    const char *decode_rule;  /* "append", "hold", or for runs recorded before kvbench run --decode
+                                 existed "hold (before --decode)": the rule they followed */
     int n_runs;             /* runs in the file */
 } kv_runinfo;
 

@@ -34,7 +34,7 @@ static const char *schema_sql =
     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
     " case_key TEXT NOT NULL, workload TEXT, ctx INTEGER, depth REAL, variant TEXT,"
     " seed INTEGER, prefill_s REAL,"
-    " gpu_peak_bytes INTEGER, gpu_used_bytes INTEGER, gpu_prefill_ms REAL,"
+    " gpu_peak_bytes INTEGER, gpu_used_bytes INTEGER, gpu_prefill_ms REAL, rss_peak INTEGER,"
     " UNIQUE(run_id, case_key));"
     "CREATE TABLE IF NOT EXISTS results("
     " id INTEGER PRIMARY KEY,"
@@ -46,7 +46,7 @@ static const char *schema_sql =
     " decode_tokens INTEGER, tokens_per_s REAL,"
     " fast_bytes INTEGER, fast_peak INTEGER, fast_aux_bytes INTEGER,"
     " slow_bytes INTEGER, slow_peak INTEGER, fast_tokens INTEGER,"
-    " output TEXT, gpu_peak_bytes INTEGER,"
+    " output TEXT, gpu_peak_bytes INTEGER, fast_decode_peak INTEGER, rss_peak INTEGER,"
     " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
     " UNIQUE(case_id, method, budget));"
     "CREATE TABLE IF NOT EXISTS head_stats("
@@ -65,6 +65,13 @@ static const char *migrate_v2_sql =
     "ALTER TABLE cases ADD COLUMN gpu_prefill_ms REAL;"
     "ALTER TABLE results ADD COLUMN gpu_peak_bytes INTEGER;"
     "UPDATE version SET schema = 2;";
+
+/* Version 2 -> 3: steady (decode-time) fast-tier bytes and the measured peak RSS. */
+static const char *migrate_v3_sql =
+    "ALTER TABLE results ADD COLUMN fast_decode_peak INTEGER;"
+    "ALTER TABLE results ADD COLUMN rss_peak INTEGER;"
+    "ALTER TABLE cases ADD COLUMN rss_peak INTEGER;"
+    "UPDATE version SET schema = 3;";
 
 /* "results db 'F': what: sqlite message" into db->err (after a failed SQLite call). */
 static void fail(kv_db *db, const char *what, ...) {
@@ -214,7 +221,7 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
             if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int(st, 0);
             sqlite3_finalize(st);
         }
-        if (v == 1 && exec(db, migrate_v2_sql)) {
+        if ((v == 1 && exec(db, migrate_v2_sql)) || ((v == 1 || v == 2) && exec(db, migrate_v3_sql))) {
             sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
             goto bad;
         }
@@ -246,8 +253,8 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
         prepare(db, &db->res_add,
                 "INSERT INTO results(case_id, method, params, status, budget, budget_tokens, score, rel_err,"
                 " prefill_s, compress_s, decode_s, decode_tokens, tokens_per_s, fast_bytes, fast_peak,"
-                " fast_aux_bytes, slow_bytes, slow_peak, fast_tokens, output, gpu_peak_bytes)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
+                " fast_aux_bytes, slow_bytes, slow_peak, fast_tokens, output, gpu_peak_bytes, fast_decode_peak,"
+                " rss_peak) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
         prepare(db, &db->head_add, "INSERT INTO head_stats(result_id, layer, head, kept, events) VALUES (?,?,?,?,?)") ||
         prepare(db, &db->layer_add, "INSERT INTO layer_err(result_id, layer, rel_err) VALUES (?,?,?)"))
         goto bad;
@@ -385,6 +392,24 @@ int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_b
     return 0;
 }
 
+int kvdb_case_rss(kv_db *db, int64_t case_id, int64_t bytes) {
+    sqlite3_stmt *st = NULL;
+    if (prepare(db, &st, "UPDATE cases SET rss_peak = ? WHERE id = ?")) return -1;
+    if (bytes > 0) sqlite3_bind_int64(st, 1, bytes);
+    sqlite3_bind_int64(st, 2, case_id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        fail(db, "recording the peak RSS of case %lld", (long long)case_id);
+        return -1;
+    }
+    if (sqlite3_changes(db->h) != 1) {
+        refuse(db, "peak RSS for case %lld: no such case", (long long)case_id);
+        return -1;
+    }
+    return 0;
+}
+
 int kvdb_result_exists(kv_db *db, int64_t case_id, const char *method, double budget) {
     if (!method) {
         refuse(db, "result lookup without a method name");
@@ -421,6 +446,10 @@ static int put_rows(kv_db *db, int64_t case_id, const kvdb_result *r) {
     sqlite3_bind_int64(st, i++, (sqlite3_int64)r->mem.fast_tokens);
     bind_text(st, i++, r->output);
     if (r->gpu_peak_bytes > 0) sqlite3_bind_int64(st, i, r->gpu_peak_bytes);
+    i++;
+    if (r->fast_decode_peak > 0) sqlite3_bind_int64(st, i, r->fast_decode_peak);
+    i++;
+    if (r->rss_peak > 0) sqlite3_bind_int64(st, i, r->rss_peak);
     i++;
     int rc = sqlite3_step(st);
     sqlite3_reset(st);

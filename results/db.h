@@ -11,8 +11,11 @@ typedef struct kv_db kv_db;
 
 /* 2: cases gained gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms and results gained
  * gpu_peak_bytes (NULL on the CPU).
- * kvdb_open migrates a version-1 file in place; kvdb_open_readonly reads either. */
-#define KVDB_SCHEMA_VERSION 2
+ * 3: results gained fast_decode_peak (fast-tier bytes from the end of compression through
+ * decode: the steady state, without the prefill transient) and rss_peak, cases gained
+ * rss_peak (the process's measured peak resident set; NULL where it cannot be measured).
+ * kvdb_open migrates older files in place; kvdb_open_readonly reads any of them. */
+#define KVDB_SCHEMA_VERSION 3
 
 /* Opens or creates the file and its schema. NULL with a one-line reason naming the file. */
 kv_db *kvdb_open(const char *path, char *err, size_t errlen);
@@ -52,7 +55,10 @@ int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c);
  * prefill_ms, the shared prefill timed by CUDA events. A negative value (NaN for
  * prefill_ms) stores NULL; the columns stay NULL for CPU runs. 0 or -1. */
 int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_bytes, double prefill_ms);
-/* The file's schema version (1 for an old file opened read-only, else KVDB_SCHEMA_VERSION). */
+/* The process's peak resident set over a case's shared prefill (Linux VmHWM, reset at the
+ * prefill's start); bytes <= 0 stores NULL. 0 or -1. */
+int kvdb_case_rss(kv_db *db, int64_t case_id, int64_t bytes);
+/* The file's schema version (1 or 2 for an old file opened read-only, else KVDB_SCHEMA_VERSION). */
 int kvdb_schema_version(const kv_db *db);
 
 /* 1 if (case, method, budget) is already recorded, 0 if not, -1 on error. */
@@ -71,6 +77,13 @@ typedef struct {
     int64_t gpu_peak_bytes;                  /* CUDA backend: the allocator's high-water mark over
                                                 this method's compression and decode (weights
                                                 included); <= 0 stores NULL (CPU runs) */
+    int64_t fast_decode_peak;                /* most fast-tier bytes from the end of compression
+                                                through the last decode step (no prefill
+                                                transient); <= 0 stores NULL */
+    int64_t rss_peak;                        /* the process's peak resident set over this
+                                                method's init, compression and decode (model
+                                                weights and the case's prefill included);
+                                                <= 0 stores NULL (not measured) */
     const char *output;                      /* generated text or NULL */
     int n_layers, n_heads;
     const kv_headstat *heads;                /* [n_layers][n_heads] or NULL */

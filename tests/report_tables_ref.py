@@ -57,16 +57,19 @@ class Rec:
 
 
 def load(run):
+    cols = {c[1] for c in db.execute("PRAGMA table_info(results)")}
+    v3 = "r.fast_decode_peak, r.rss_peak" if "fast_decode_peak" in cols else "NULL, NULL"
     q = ("SELECT c.id, coalesce(ru.model, '?'), coalesce(c.workload, ru.workload, '?'), c.variant,"
          " coalesce(c.ctx, 0), c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak,"
-         " r.fast_tokens, r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s"
+         f" r.fast_tokens, r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, {v3}"
          " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id")
     args = ()
     if run != "all":
         q += " WHERE c.run_id = ?"
         args = (int(run),)
     recs = []
-    for (cid, model, wl, var, ctx, depth, m, params, b, st, sc, fp, sp, ft, pf, cs, ds, dt, tps) in db.execute(q, args):
+    for (cid, model, wl, var, ctx, depth, m, params, b, st, sc, fp, sp, ft, pf, cs, ds, dt, tps, fdp,
+         rss) in db.execute(q, args):
         r = Rec()
         r.cid, r.model, r.ctx, r.depth, r.status = cid, model, ctx, depth, st
         r.wl = wl if var is None or var == wl else f"{wl}:{var}"
@@ -75,6 +78,7 @@ def load(run):
         r.ok = st == "ok"
         r.score = sc if r.ok else None
         r.fast, r.slow, r.tok = fp, sp, ft
+        r.dec, r.rss = fdp, rss
         r.pf, r.comp = pf, cs
         r.ms = 1000 * ds / dt if dt and dt > 0 and ds is not None else None
         r.tps = tps if dt and dt > 0 else None
@@ -235,8 +239,12 @@ def t_latency(recs):
 
 
 def t_memory(recs):
-    secs = [ctx_section(recs, "fast-tier KV peak", "fast", BYTES, -1),
-            ctx_section(recs, "slow-tier KV peak", "slow", BYTES, 0),
+    secs = [ctx_section(recs, "fast-tier KV peak", "fast", BYTES, -1)]
+    if any(r.ok and r.dec is not None for r in recs):
+        secs.append(ctx_section(recs, "fast-tier KV at decode (steady)", "dec", BYTES, -1))
+    if any(r.ok and r.rss is not None for r in recs):
+        secs.append(ctx_section(recs, "process peak RSS, measured", "rss", BYTES, 0))
+    secs += [ctx_section(recs, "slow-tier KV peak", "slow", BYTES, 0),
             ctx_section(recs, "fast-tier resident tokens", "tok", COUNT, 0)]
     rows, ctxs = all_rows(recs), sorted({r.ctx for r in recs})
     fast = ctx_means(recs, "fast")

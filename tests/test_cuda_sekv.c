@@ -55,7 +55,7 @@ static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->sur
 
 static kv_state *start(const scen *s, const char *params, int budget) {
     char err[256] = "";
-    kv_setup su = {.n_layers = L, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .n_prompt = s->n,
+    kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = L, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .n_prompt = s->n,
                    .max_decode = STEPS, .budget_tokens = budget, .elem_bytes = 4, .params = params};
     kv_state *st = kv_sekv.init(&su, err, sizeof err);
     for (int l = 0; st && l < L; l++) {

@@ -175,8 +175,11 @@ static double attn_err(const scen *sc, int l, const float *q, int32_t *const *po
     return e;
 }
 
+/* The decode rule of the tests being run (main runs the decode tests under both). */
+static int g_rule = KV_DECODE_HOLD;
+
 static kv_setup setup_of(const scen *sc, int budget_tokens, double frac, const char *params) {
-    return (kv_setup){.n_layers = sc->L, .n_heads = sc->H, .n_kv_heads = sc->Hkv, .head_dim = sc->d,
+    return (kv_setup){.decode_rule = g_rule,.n_layers = sc->L, .n_heads = sc->H, .n_kv_heads = sc->Hkv, .head_dim = sc->d,
                       .n_prompt = sc->n, .max_decode = STEPS, .budget_frac = frac,
                       .budget_tokens = budget_tokens, .elem_bytes = EB, .params = params};
 }
@@ -237,11 +240,12 @@ static void run_scored(const kv_method *m, kv_state *st, const scen *sc, model_c
     int32_t **pos = malloc((size_t)Hkv * sizeof *pos);
     int *np = malloc((size_t)Hkv * sizeof *np);
     size_t row = (size_t)2 * d * EB + sizeof(float);
+    int hold = g_rule == KV_DECODE_HOLD;
     for (int s = -1; s < STEPS; s++) {
         if (s >= 0)
             for (int l = 0; l < L; l++) {
                 append_step(m, st, sc, s, l);
-                for (int j = 0; j < Hkv; j++) model_push(&mc[l * Hkv + j], sc->n + s, INFINITY, budget[l]);
+                for (int j = 0; j < Hkv; j++) model_push(&mc[l * Hkv + j], sc->n + s, INFINITY, hold ? budget[l] : 1 << 20);
                 test_poison(out, (size_t)sc->H * d);
                 m->attend(st, l, qdec(sc, s, l), out);
                 for (int j = 0; j < Hkv; j++) {
@@ -259,7 +263,7 @@ static void run_scored(const kv_method *m, kv_state *st, const scen *sc, model_c
                 const kv_store *kv = kv_a_store(st, l, j);
                 const model_cache *x = &mc[l * Hkv + j];
                 rows += kv->n;
-                if (!same_set(kv->pos, kv->n, x->pos, x->n) || kv->n > budget[l]) {
+                if (!same_set(kv->pos, kv->n, x->pos, x->n) || kv->n > budget[l] + (hold ? 0 : s + 1)) {
                     if (!bad++)
                         CHECK(0, "%s step %d layer %d kv head %d: holds %d rows, expected %d (budget %d)", tag, s,
                               l, j, kv->n, x->n, budget[l]);
@@ -445,7 +449,7 @@ static void test_chunkkv(int L, int H, int Hkv, int d, int n, int B, int c, int 
 /* ------------------------------------------------------------------ SentenceKV */
 
 typedef struct {
-    int nrows;
+    int nrows, np;         /* rows; of those from the prompt */
     int32_t pos[1024];
     int ns, srow[1024], slen[1024];
     float *key;            /* [1024][d] */
@@ -466,12 +470,14 @@ static void sk_add_sentence(const scen *sc, int l, int j, sk_model *x, int r0, i
 }
 
 /* The rows SentenceKV should attend this step: sinks, recent, and the tokens of the best
- * sentences for the mean query of the sentence being generated. */
+ * sentences for the mean query of the sentence being generated; under append chosen
+ * among the prompt's rows, with every generated row on top. */
 static void sk_select(const scen *sc, sk_model *x, int B, int S0, int R0) {
-    int N = x->nrows, S = S0 < N ? S0 : N, rec = N - R0 > S ? N - R0 : S, ns = 0;
+    int N = g_rule == KV_DECODE_HOLD ? x->nrows : x->np;
+    int S = S0 < N ? S0 : N, rec = N - R0 > S ? N - R0 : S, ns = 0;
     for (int r = 0; r < S; r++) x->sel[ns++] = r;
     int quota = B - S - (N - rec);
-    if (N - x->cur > 1 && quota > 0) {
+    if (x->nrows - x->cur > 1 && quota > 0) {
         double *score = malloc(((size_t)x->ns + 1) * sizeof *score);
         int *done = calloc((size_t)x->ns + 1, sizeof *done), got = 0;
         for (int s = 0; s < x->ns; s++) {
@@ -498,7 +504,7 @@ static void sk_select(const scen *sc, sk_model *x, int B, int S0, int R0) {
         ns += got;
         free(score); free(done);
     }
-    for (int r = rec; r < N; r++) x->sel[ns++] = r;
+    for (int r = rec; r < x->nrows; r++) x->sel[ns++] = r;
     x->nsel = ns;
 }
 
@@ -577,10 +583,11 @@ static void test_sentencekv(int L, int H, int Hkv, int d, int n, int B, const ch
                     sk_add_sentence(&sc, l, j, x, r0, r - r0);
                     r0 = r;
                 }
-            x->cur = x->nrows;
+            x->cur = x->np = x->nrows;
         }
     }
     ingest_all(&kv_sentencekv, st, &sc);
+    int hold = g_rule == KV_DECODE_HOLD;
 
     /* pre-filter: exactly the brute-force rows; sentence vectors are means of retained keys */
     int32_t *got = malloc((size_t)(n + STEPS) * sizeof *got);
@@ -634,16 +641,17 @@ static void test_sentencekv(int L, int H, int Hkv, int d, int n, int B, const ch
             for (int j = 0; j < Hkv; j++) {
                 sk_model *x = &mx[l * Hkv + j];
                 np[j] = sentencekv_selection(st, l, j, pos[j]);
-                int ok = np[j] == x->nsel && np[j] <= B;
+                int ok = np[j] == x->nsel && np[j] <= B + (hold ? 0 : step + 1);
                 for (int i = 0; ok && i < np[j]; i++) ok = pos[j][i] == x->pos[x->sel[i]];
                 if (!ok && !bad++)
                     CHECK(0, "%s step %d layer %d kv %d: attended %d rows, expected %d (budget %d)", tag, step, l,
                           j, np[j], x->nsel, B);
-                if (step == 0 && np[j] != (x->nrows < S0 + R0 ? x->nrows : S0 + R0) && !bad++)
+                int base = hold ? x->nrows : x->np, want0 = (base < S0 + R0 ? base : S0 + R0) + (hold ? 0 : 1);
+                if (step == 0 && np[j] != want0 && !bad++)
                     CHECK(0, "%s layer %d kv %d: a one-token sentence must attend sinks + recent only", tag, l, j);
                 if (step == 1 && target[l * Hkv + j] >= 0) {
                     /* the target's rows outside sinks/recent are all attended */
-                    int s0 = target[l * Hkv + j], rec = x->nrows - R0, all = 1, any = 0;
+                    int s0 = target[l * Hkv + j], rec = (hold ? x->nrows : x->np) - R0, all = 1, any = 0;
                     for (int r = x->srow[s0]; r < x->srow[s0] + x->slen[s0]; r++) {
                         if (r < S0 || r >= rec) continue;
                         int in = 0;
@@ -666,7 +674,7 @@ static void test_sentencekv(int L, int H, int Hkv, int d, int n, int B, const ch
             CHECK(e < 1e-5, "%s step %d layer %d: attention rel err %.3g", tag, step, l, e);
             for (int j = 0; j < Hkv && sc.dsent[step]; j++) {     /* a generated sentence ends */
                 sk_model *x = &mx[l * Hkv + j];
-                sk_add_sentence(&sc, l, j, x, x->cur, x->nrows - x->cur);
+                if (hold) sk_add_sentence(&sc, l, j, x, x->cur, x->nrows - x->cur);   /* append: no vector */
                 x->cur = x->nrows;
                 x->nq = 0;
                 memset(x->qsum, 0, sizeof x->qsum);
@@ -676,7 +684,8 @@ static void test_sentencekv(int L, int H, int Hkv, int d, int n, int B, const ch
         long rows = 0, work = 0, vecs = 0;
         for (int i = 0; i < L * Hkv; i++) {
             rows += mx[i].nrows;
-            work += mx[i].nrows < B ? mx[i].nrows : B;
+            int npr = hold ? mx[i].nrows : mx[i].np;
+            work += (npr < B ? npr : B) + mx[i].nrows - npr;
             vecs += mx[i].ns;
         }
         size_t row = (size_t)2 * d * EB, aux = (size_t)vecs * d * EB;
@@ -765,21 +774,24 @@ int main(void) {
     test_seed();
     test_pyramid_schedule();
     /* pyramid, uniform, uncompressed and ratio budgets; GQA 4/2 and 9/3; odd n */
-    test_pyramid(5, 4, 2, 16, 301, 64, 0, NULL, 8, 20, 7, POOL_MAX, PYRAMID_PYRAMID);
-    test_pyramid(4, 9, 3, 8, 257, 150, 0, "pool=1,kernel=5", 8, 20, 5, POOL_AVG, PYRAMID_UNIFORM);
-    test_pyramid(3, 4, 2, 16, 151, 400, 0, NULL, 8, 20, 7, POOL_MAX, PYRAMID_NONE);
-    test_pyramid(6, 9, 3, 8, 333, 0, 0.15, "window=16,beta=10", 16, 10, 7, POOL_MAX, PYRAMID_PYRAMID);
-    test_pyramid(4, 4, 2, 8, 201, 5, 0, NULL, 8, 20, 7, POOL_MAX, PYRAMID_PYRAMID);   /* window clamped to C */
-    /* chunk sets, reuse, odd chunk sizes, a short last chunk, everything kept */
-    test_chunkkv(4, 4, 2, 16, 301, 90, 10, 32, 7, POOL_MAX, 1, NULL);
-    test_chunkkv(5, 9, 3, 8, 257, 75, 7, 16, 5, POOL_AVG, 2, "chunk=7,window=16,kernel=5,pool=1,reuse=2");
-    test_chunkkv(3, 4, 2, 8, 123, 200, 10, 32, 7, POOL_MAX, 3, "reuse=3");
-    test_chunkkv(3, 4, 2, 8, 199, 20, 10, 32, 7, POOL_MAX, 1, NULL);               /* window clamped to B */
-    /* pre-filter, sentences, retrieval, generated sentences, tight budgets */
-    test_sentencekv(3, 4, 2, 16, 401, 100, NULL, 32, 32, 3, 32, 7, 1);
-    test_sentencekv(3, 9, 3, 8, 333, 80, "sinks=8,recent=16,factor=2,kernel=5", 8, 16, 2, 32, 5, 1);
-    test_sentencekv(2, 4, 2, 8, 151, 100, NULL, 32, 32, 3, 32, 7, 0);             /* no pre-filter (n <= 3B) */
-    test_sentencekv(2, 9, 3, 8, 211, 20, "window=8", 32, 32, 3, 8, 7, 0);        /* sinks + recent clamped */
+    for (g_rule = KV_DECODE_APPEND; g_rule <= KV_DECODE_HOLD; g_rule++) {
+        test_pyramid(5, 4, 2, 16, 301, 64, 0, NULL, 8, 20, 7, POOL_MAX, PYRAMID_PYRAMID);
+        test_pyramid(4, 9, 3, 8, 257, 150, 0, "pool=1,kernel=5", 8, 20, 5, POOL_AVG, PYRAMID_UNIFORM);
+        test_pyramid(3, 4, 2, 16, 151, 400, 0, NULL, 8, 20, 7, POOL_MAX, PYRAMID_NONE);
+        test_pyramid(6, 9, 3, 8, 333, 0, 0.15, "window=16,beta=10", 16, 10, 7, POOL_MAX, PYRAMID_PYRAMID);
+        test_pyramid(4, 4, 2, 8, 201, 5, 0, NULL, 8, 20, 7, POOL_MAX, PYRAMID_PYRAMID);   /* window clamped to C */
+        /* chunk sets, reuse, odd chunk sizes, a short last chunk, everything kept */
+        test_chunkkv(4, 4, 2, 16, 301, 90, 10, 32, 7, POOL_MAX, 1, NULL);
+        test_chunkkv(5, 9, 3, 8, 257, 75, 7, 16, 5, POOL_AVG, 2, "chunk=7,window=16,kernel=5,pool=1,reuse=2");
+        test_chunkkv(3, 4, 2, 8, 123, 200, 10, 32, 7, POOL_MAX, 3, "reuse=3");
+        test_chunkkv(3, 4, 2, 8, 199, 20, 10, 32, 7, POOL_MAX, 1, NULL);               /* window clamped to B */
+        /* pre-filter, sentences, retrieval, generated sentences, tight budgets */
+        test_sentencekv(3, 4, 2, 16, 401, 100, NULL, 32, 32, 3, 32, 7, 1);
+        test_sentencekv(3, 9, 3, 8, 333, 80, "sinks=8,recent=16,factor=2,kernel=5", 8, 16, 2, 32, 5, 1);
+        test_sentencekv(2, 4, 2, 8, 151, 100, NULL, 32, 32, 3, 32, 7, 0);             /* no pre-filter (n <= 3B) */
+        test_sentencekv(2, 9, 3, 8, 211, 20, "window=8", 32, 32, 3, 8, 7, 0);        /* sinks + recent clamped */
+    }
+    g_rule = KV_DECODE_HOLD;
     test_bad_setups();
     return check_done("test_methods_b");
 }

@@ -55,6 +55,26 @@ grep -q "0 results written, $want already present" "$T/out2" || fail "rerun did 
 [ "$(q "$T/small.db" 'SELECT count(*) FROM results')" = $((want * 3 / 2)) ] || fail "extended rerun: wrong row count"
 [ "$(q "$T/small.db" 'SELECT count(*) FROM runs')" = 1 ] || fail "extended rerun started a new run"
 
+# ---------------------------------------------------------------- decode rule, steps
+# --decode append|hold is part of the run; the step count is --steps. Under append SnapKV
+# holds its B compressed rows plus every decoded token, under hold B; StreamingLLM evicts
+# under both (its paper). fast_decode_peak is the most held while decoding.
+RULE=(run --workload synthetic-niah --methods snapkv,streamingllm --budget 64 --ctx 512 --depths 0.5 --layers 2
+      --seed 7 --steps 12 --quiet)
+"$KVBENCH" "${RULE[@]}" --db "$T/rule.db" >/dev/null 2>"$T/errr" || { cat "$T/errr"; fail "--steps run exited non-zero"; }
+"$KVBENCH" "${RULE[@]}" --decode hold --db "$T/rule.db" >/dev/null 2>>"$T/errr" || { cat "$T/errr"; fail "--decode hold exited non-zero"; }
+[ "$(q "$T/rule.db" "SELECT group_concat(substr(run_key, instr(run_key, 'decode_rule=')), ' ') FROM runs")" = \
+  "decode_rule=append decode_rule=hold" ] || fail "runs by rule: $(q "$T/rule.db" 'SELECT run_key FROM runs')"
+# 2 layers x 2 kv heads; rows x 64 dims x 2 (K, V) x 4 bytes + SnapKV's 4-byte score per row
+got=$(q "$T/rule.db" "SELECT group_concat(r.method || ':' || r.decode_tokens || ':' || r.fast_tokens || ':' ||
+      (r.fast_decode_peak = r.fast_bytes), ' ') FROM results r JOIN cases c ON c.id = r.case_id ORDER BY c.run_id, r.method")
+[ "$got" = "snapkv:12:304:1 streamingllm:12:256:1 snapkv:12:256:1 streamingllm:12:256:1" ] \
+    || fail "rows under append / hold: $got"
+set +e
+"$KVBENCH" "${RULE[@]}" --decode 8 --db "$T/rule.db" 2>"$T/errd"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "expected append or hold (the step count is --steps N)" "$T/errd" || fail "--decode 8: rc $rc $(cat "$T/errd")"
+
 # ---------------------------------------------------------------- kill -9, resume, compare
 BIG=(run --workload synthetic-niah,synthetic-multikey --methods all --budget 0.05,0.1,0.2,48 --ctx 1024,2048
      --depths 0,0.5,1 --layers 2 --seed 11 --quiet)

@@ -56,6 +56,39 @@ RUN=(run --model "$MODEL" --workload niah --ctx 512 --depths 50 --methods fullkv
 [ "$(q "$T/a.db" "SELECT (SELECT fast_peak FROM results WHERE method='fullkv') > 3 * max(fast_peak) FROM results WHERE method<>'fullkv'")" = 1 ] \
     || fail "compressed methods do not hold far less than fullkv at budget 0.2"
 [ "$(q "$T/a.db" 'SELECT count(*) FROM head_stats')" = $((3 * 30 * 9)) ] || fail "head_stats rows"
+# The decode rule: append (default) keeps the compressed prompt and adds every decoded token;
+# hold keeps B rows per layer and kv head; streamingllm evicts under both (its paper). Each
+# rule is its own run, named in the report header; the steady (decode-time) fast tier and
+# the measured peak RSS are recorded per result, the prefill's RSS per case.
+[ "$(q "$T/a.db" "SELECT count(*) FROM runs WHERE run_key LIKE '%;decode_rule=append%' AND config_json LIKE '%\"decode_rule\":\"append\"%'")" = 1 ] \
+    || fail "the run does not record decode_rule=append: $(q "$T/a.db" 'SELECT run_key FROM runs')"
+[ "$(q "$T/a.db" "SELECT fast_tokens = 90 * (budget_tokens + decode_tokens) FROM results WHERE method='snapkv'")" = 1 ] \
+    || fail "snapkv under append: $(q "$T/a.db" "SELECT fast_tokens, budget_tokens, decode_tokens FROM results WHERE method='snapkv'")"
+[ "$(q "$T/a.db" "SELECT fast_tokens = 90 * budget_tokens FROM results WHERE method='streamingllm'")" = 1 ] \
+    || fail "streamingllm must evict while decoding under append too"
+[ "$(q "$T/a.db" "SELECT count(*) FROM results WHERE fast_decode_peak >= fast_bytes AND fast_decode_peak <= fast_peak
+       AND rss_peak > fast_decode_peak")" = 3 ] \
+    || fail "steady/peak/RSS columns: $(q "$T/a.db" 'SELECT method, fast_bytes, fast_decode_peak, fast_peak, rss_peak FROM results')"
+[ "$(q "$T/a.db" "SELECT count(*) FROM cases WHERE rss_peak > 0")" = 1 ] || fail "the case's prefill RSS is not recorded"
+sqlite3 "$T/a.db" ".backup $T/h.db"
+"$KVBENCH" "${RUN[@]}" --decode hold --db "$T/h.db" >"$T/outh" 2>"$T/errh" || { cat "$T/errh"; fail "run --decode hold exited non-zero"; }
+grep -q "resuming" "$T/errh" && fail "--decode hold resumed the append run"
+grep -q "decode rule: hold" "$T/outh" || fail "the run summary does not name the rule"
+[ "$(q "$T/h.db" "SELECT count(*) FROM runs")" = 2 ] || fail "--decode hold is not a run of its own"
+[ "$(q "$T/h.db" "SELECT r.fast_tokens = 90 * r.budget_tokens FROM results r JOIN cases c ON c.id = r.case_id
+       JOIN runs u ON u.id = c.run_id WHERE u.run_key LIKE '%decode_rule=hold%' AND r.method='snapkv'")" = 1 ] \
+    || fail "snapkv under hold does not keep B rows"
+"$KVBENCH" report --db "$T/h.db" --run 1 >"$T/rep1" && head -1 "$T/rep1" | grep -q "decode rule append" \
+    || fail "report header lacks the rule (append)"
+"$KVBENCH" report --db "$T/h.db" --run 2 --table memory >"$T/rep2" && head -1 "$T/rep2" | grep -q "decode rule hold" \
+    || fail "report header lacks the rule (hold)"
+grep -q "### fast-tier KV at decode (steady)" "$T/rep2" || fail "memory table lacks the steady figure"
+grep -q "### process peak RSS, measured" "$T/rep2" || fail "memory table lacks the RSS"
+set +e
+"$KVBENCH" "${RUN[@]}" --decode evict --db "$T/a.db" 2>"$T/errd"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- "--decode 'evict': expected append or hold" "$T/errd" || fail "a bad --decode: rc $rc, $(cat "$T/errd")"
+
 # The score, recomputed from the stored text: NIAH needs both references, case-insensitively.
 while IFS='|' read -r m score out; do
     want=0
@@ -163,7 +196,9 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
     [ "$(q "$T/cuda.db" "SELECT count(*) FROM results WHERE status = 'ok' AND gpu_peak_bytes IS NULL")" = 2 ] ||
         fail "CPU results with device columns, or missing"
 fi
-"$KVBENCH" run --workload niah --help | grep -q -- "--question-after" || fail "run --workload niah --help"
+# grep without -q reads the whole help: -q stops early and kvbench's next write gets SIGPIPE
+"$KVBENCH" run --workload niah --help | grep -- "--question-after" >/dev/null || fail "run --workload niah --help"
+"$KVBENCH" run --workload niah --help | grep -- "--decode RULE" >/dev/null || fail "run --help lacks --decode"
 
 if [ "$fails" -gt 0 ]; then echo "test_run_model: $fails failure(s)"; exit 1; fi
 echo "test_run_model: all checks passed"

@@ -42,7 +42,7 @@ static scen make_scen(int L, int H, int Hkv, int d, int n, int steps) {
 static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->surp); }
 
 static kv_state *start(const scen *s, const char *params, int budget, char *err, size_t errlen) {
-    kv_setup su = {.n_layers = s->L, .n_heads = s->H, .n_kv_heads = s->Hkv, .head_dim = s->d, .n_prompt = s->n,
+    kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s->L, .n_heads = s->H, .n_kv_heads = s->Hkv, .head_dim = s->d, .n_prompt = s->n,
                    .max_decode = s->steps, .budget_tokens = budget, .elem_bytes = 2, .params = params};
     return kv_sekv.init(&su, err, errlen);
 }
@@ -619,7 +619,7 @@ static void test_default_params(void) {
                  {mh, "params_file=none", 0}, {mh, "params_file=default,rank=8", 0},
                  {mh, "params_file=default,rank=32", 1}, {mh, NULL, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        kv_setup su = {.n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
+        kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
                        .max_decode = 1, .budget_tokens = 200, .elem_bytes = 2, .params = cases[i].params,
                        .model_hash = cases[i].hash};
         kv_state *st = kv_sekv.init(&su, err, sizeof err);
@@ -646,7 +646,7 @@ static void test_default_params(void) {
     /* an untrained file is not a default; an explicit file for another model is refused */
     p.trained = 0;
     sekv_params_save(&p, path, err, sizeof err);
-    kv_setup su = {.n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
+    kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
                    .max_decode = 1, .budget_tokens = 200, .elem_bytes = 2, .params = "params_file=default",
                    .model_hash = mh};
     kv_state *st = kv_sekv.init(&su, err, sizeof err);
