@@ -10,10 +10,12 @@
 #include "method_params.h"
 #include "commands.h"
 #include "provenance.h"
+#include "run_ident.h"
 #include "run_model.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
 #include "../results/db.h"
+#include "../workloads/split.h"
 #include "../workloads/synthetic.h"
 
 #include <errno.h>
@@ -44,6 +46,8 @@ typedef struct {
     const char *backend;
     int quiet;
     method_params params;   /* --params overrides */
+    wl_split split;         /* --split: generator seeds 2*seed (test) or 2*seed+1 (dev) */
+    int oracle_hints;       /* --oracle-hints: needle spans planted in surprisal and sentence ends */
 } run_opts;
 
 static const char *workload_name(syn_kind k) {
@@ -65,6 +69,11 @@ static void usage(FILE *f) {
             "  --ctx LIST        prompt lengths in tokens, each >= 16 (default 2048,8192)\n"
             "  --depths LIST     needle depths in [0,1] (default 0.1,0.5,0.9)\n"
             "  --seed N          workload seed (default 1)\n"
+            "  --split S         test (default: reported numbers) or dev (for tuning); the two never\n"
+            "                    share a generator seed (2*seed and 2*seed+1)\n"
+            "  --oracle-hints B  1: plant the needles in the text statistics methods read (needle spans\n"
+            "                    are sentences of their own, highly surprising at their start and needle),\n"
+            "                    an ablation; 0 (default): surprisal and sentence ends ignore the needles\n"
             "  --db FILE         results file (created if missing; required)\n"
             "  --params SPEC     per-method overrides METHOD:key=value[,..][;METHOD:..], e.g.\n"
             "                    sekv:zoom=0 (kvbench methods lists them); part of the run's identity\n"
@@ -77,8 +86,11 @@ static void usage(FILE *f) {
             "  --quiet           no progress lines\n"
             "  --help            this text\n"
             "\n"
-            "LIST is comma-separated. The run is identified by the workload and its shape, seed\n"
-            "and backend; methods, budgets, ctx and depths only select which results to add.\n"
+            "LIST is comma-separated. The run is identified by the workload and its shape, seed,\n"
+            "split, oracle hints, backend, the code (git commit, and a hash of uncommitted edits)\n"
+            "and every method's effective parameters (defaults with --params applied); methods,\n"
+            "budgets, ctx and depths only select which results to add. A bad --params value or\n"
+            "params file stops the run before its first case (exit 2, nothing stored).\n"
             "Score: the fraction of (retrieval head, asked needle) probes whose attention output\n"
             "is nearest the needle's value (see workloads/synthetic.h).\n"
             "\n"
@@ -182,11 +194,15 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--db")) o->db_path = val;
         else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--backend")) o->backend = val;
+        else if (!strcmp(flag, "--split")) {
+            if (wl_split_parse(val, &o->split)) return run_fail("--split '%s': expected dev or test", val);
+        } else if (!strcmp(flag, "--oracle-hints")) { if (run_parse_int(flag, val, 0, 1, &o->oracle_hints)) return -1; }
         else if (!strcmp(flag, "--seed")) {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
-            if (errno || end == val || *end || *val == '-') return run_fail("--seed '%s': expected a non-negative integer", val);
+            if (errno || end == val || *end || *val == '-' || v > WL_SPLIT_SEED_MAX)
+                return run_fail("--seed '%s': expected an integer in 0..%llu", val, (unsigned long long)WL_SPLIT_SEED_MAX);
             o->seed = v;
         } else if (!strcmp(flag, "--layers")) { if (run_parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
         else if (!strcmp(flag, "--decode")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->decode)) return -1; }
@@ -237,29 +253,36 @@ static void syn_config_of(const run_opts *o, syn_kind kind, int ctx, double dept
     c->depth = depth;
     c->kind = kind;
     c->n_needles = o->needles;
-    c->seed = o->seed;
+    c->seed = wl_split_seed(o->seed, o->split);
+    c->oracle_hints = o->oracle_hints;
 }
 
-/* The run's identity: everything that changes the numbers of a result, nothing that only
- * selects which results exist (methods, budgets, ctx, depths) or how fast (threads). */
-static void run_key(const run_opts *o, syn_kind kind, char *buf, size_t len) {
-    char mp[2048];
-    mparams_canon(&o->params, mp, sizeof mp);
-    snprintf(buf, len,
-             "synthetic/v1;workload=%s;seed=%llu;layers=%d;heads=%d;kv_heads=%d;head_dim=%d;decode=%d;"
-             "needles=%d;elem_bytes=%d;backend=%s%s%s",
-             workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim,
-             o->decode, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, *mp ? ";params=" : "", mp);
+/* The run's identity: everything that changes the numbers of a result (the code and every
+ * method's effective parameters included, see run_ident.h), nothing that only selects
+ * which results exist (methods, budgets, ctx, depths) or how fast (threads). 0, or -1
+ * when it does not fit. */
+static int run_key(const run_opts *o, syn_kind kind, const char *code, char *buf, size_t len) {
+    char mp[4096];
+    if (run_ident_methods(&o->params, mp, sizeof mp)) return -1;
+    int n = snprintf(buf, len,
+             "synthetic/v2;workload=%s;seed=%llu;split=%s;oracle_hints=%d;layers=%d;heads=%d;kv_heads=%d;"
+             "head_dim=%d;decode=%d;needles=%d;elem_bytes=%d;backend=%s;code=%s;methods=%s",
+             workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split), o->oracle_hints, o->layers,
+             o->heads, o->kv_heads, o->head_dim, o->decode, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES,
+             o->backend, code, mp);
+    return n >= 0 && (size_t)n < len ? 0 : -1;
 }
 
 static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len) {
     size_t n = 0;
 #define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
-    PUT("{\"workload\":\"%s\",\"generator\":\"synthetic/v1\",\"seed\":%llu,\"layers\":%d,\"heads\":%d,"
+    PUT("{\"workload\":\"%s\",\"generator\":\"synthetic/v2\",\"seed\":%llu,\"split\":\"%s\","
+        "\"generator_seed\":%llu,\"oracle_hints\":%d,\"layers\":%d,\"heads\":%d,"
         "\"kv_heads\":%d,\"head_dim\":%d,\"decode\":%d,\"needles\":%d,\"elem_bytes\":%d,\"backend\":\"%s\","
         "\"threads\":%d,\"methods\":[",
-        workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim, o->decode,
-        kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, kb_threads());
+        workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split),
+        (unsigned long long)wl_split_seed(o->seed, o->split), o->oracle_hints, o->layers, o->heads, o->kv_heads,
+        o->head_dim, o->decode, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, kb_threads());
     for (int i = 0; i < o->n_methods; i++) PUT("%s\"%s\"", i ? "," : "", o->methods[i]->name);
     PUT("],\"budgets\":[");
     for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
@@ -267,7 +290,9 @@ static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len)
     for (int i = 0; i < o->n_ctx; i++) PUT("%s%d", i ? "," : "", o->ctxs[i]);
     PUT("],\"depths\":[");
     for (int i = 0; i < o->n_depths; i++) PUT("%s%.10g", i ? "," : "", o->depths[i]);
-    PUT("]}");
+    char mp[4096];   /* names, parameter names and values: no characters JSON must escape */
+    run_ident_methods(&o->params, mp, sizeof mp);
+    PUT("],\"method_params\":\"%s\"}", mp);
 #undef PUT
 }
 
@@ -561,6 +586,12 @@ int cmd_run(int argc, char **argv) {
     const char *why = NULL;
     if (kb_select(o.backend, &why))
         return run_fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;
+    /* Every method must accept its parameters before anything is stored: a setup of the
+     * run's shape at its largest context (at most 4096 tokens) and half of it kept. */
+    int check_ctx = 0;
+    for (int c = 0; c < o.n_ctx; c++) check_ctx = o.ctxs[c] > check_ctx ? o.ctxs[c] : check_ctx;
+    kv_setup shape = setup_of(&o, o.methods[0], check_ctx < 4096 ? check_ctx : 4096, 0.5);
+    if (run_check_methods(o.methods, o.n_methods, &o.params, &shape, err, sizeof err)) return run_fail("%s", err), 2;
     if (o.threads) kb_set_threads(o.threads);
     kv_db *db = kvdb_open(o.db_path, err, sizeof err);
     if (!db) return run_fail("%s", err), 1;
@@ -579,8 +610,11 @@ int cmd_run(int argc, char **argv) {
     mr.layer_err = xcalloc((size_t)o.layers, sizeof *mr.layer_err);
 
     for (int k = 0; k < o.n_kinds && !rc; k++) {
-        char key[3072], json[8192];
-        run_key(&o, o.kinds[k], key, sizeof key);
+        char key[8192], json[16384];
+        if (run_key(&o, o.kinds[k], prov.git_commit, key, sizeof key)) {
+            rc = run_fail("the run key is too long (too many --params)");
+            break;
+        }
         config_json(&o, o.kinds[k], json, sizeof json);
         kvdb_run run = {.run_key = key, .config_json = json, .workload = workload_name(o.kinds[k]),
                         .model = "synthetic", .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS,
@@ -638,7 +672,7 @@ int cmd_run(int argc, char **argv) {
                     break;
                 }
                 kvdb_case kc = {.case_key = case_key, .workload = workload_name(o.kinds[k]), .ctx = ctx,
-                                .depth = o.depths[di], .variant = syn_kind_name(o.kinds[k]), .seed = o.seed,
+                                .depth = o.depths[di], .variant = syn_kind_name(o.kinds[k]), .seed = cfg.seed,
                                 .prefill_s = cd.prefill_s};
                 if (case_id == 0) case_id = kvdb_case_get(db, run_id, &kc);
                 if (case_id < 0) {
