@@ -22,7 +22,8 @@ static void drop_defaults(const kv_method *m, char *p) {
         const char *eq = memchr(s, '=', len);
         size_t kl = (size_t)(eq - s);
         snprintf(key, sizeof key, "%.*s", (int)kl, s);
-        int same = kl < sizeof key && key_count(p, key) == 1 && kv_param_text(m, NULL, key, dflt, sizeof dflt, err, sizeof err) == 0 &&
+        int same = kl < sizeof key && key_count(p, key) == 1 &&
+                   kv_param_text(m, NULL, key, dflt, sizeof dflt, err, sizeof err) == 0 &&
                    strlen(dflt) == len - kl - 1 && !strncmp(dflt, eq + 1, len - kl - 1);
         if (!same) k += (size_t)snprintf(out + k, sizeof out - k, "%s%.*s", k ? "," : "", (int)len, s);
         if (!end) break;

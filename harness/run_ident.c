@@ -24,10 +24,9 @@ static int check_one(const kv_method *m, const method_params *mp, const kv_setup
     s.params = mparams_get(mp, m);
     char why[512] = "";
     kv_state *st = m->init(&s, why, sizeof why);
-    if (!st) {
-        snprintf(err, errlen, "--params: %s", *why ? why : m->name);
-        if (*why && strncmp(why, m->name, strlen(m->name)))   /* name the method when its reason does not */
-            snprintf(err, errlen, "--params: %s: %s", m->name, why);
+    if (!st) {   /* the reason, naming the method ("sekv: rank must be 8, 32 or 64") */
+        int named = !strncmp(why, m->name, strlen(m->name)) && why[strlen(m->name)] == ':';
+        snprintf(err, errlen, "--params: %s%s%s", named ? "" : m->name, named ? "" : ": ", *why ? why : "refused");
         return -1;
     }
     m->free(st);

@@ -163,7 +163,9 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
     [ "$(q "$T/cuda.db" "SELECT count(*) FROM results WHERE status = 'ok' AND gpu_peak_bytes IS NULL")" = 2 ] ||
         fail "CPU results with device columns, or missing"
 fi
-"$KVBENCH" run --workload niah --help | grep -q -- "--question-after" || fail "run --workload niah --help"
+# (captured first: grep -q closing the pipe early would kill a help longer than one buffer)
+h=$("$KVBENCH" run --workload niah --help) || fail "run --workload niah --help exited non-zero"
+grep -q -- "--question-after" <<<"$h" || fail "run --workload niah --help"
 
 if [ "$fails" -gt 0 ]; then echo "test_run_model: $fails failure(s)"; exit 1; fi
 echo "test_run_model: all checks passed"
