@@ -520,8 +520,10 @@ static void summary_add(summary_row *rows, int *n, int cap, syn_kind kind, const
     row->fast += (double)r->mem.fast_bytes;
 }
 
-static void summary_print(const summary_row *rows, int n) {
-    printf("\n%-22s %-14s %-8s %6s %9s %12s\n", "workload", "method", "budget", "score", "rel_err", "fast KV");
+static void summary_print(const run_opts *o, const summary_row *rows, int n) {
+    printf("\nsplit %s, oracle hints %s, seed %llu\n", wl_split_name(o->split), o->oracle_hints ? "on" : "off",
+           (unsigned long long)o->seed);
+    printf("%-22s %-14s %-8s %6s %9s %12s\n", "workload", "method", "budget", "score", "rel_err", "fast KV");
     for (int i = 0; i < n; i++) {
         const summary_row *r = &rows[i];
         char b[32], f[32];
@@ -714,7 +716,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!rc) {
-        if (n_rows) summary_print(rows, n_rows);
+        if (n_rows) summary_print(&o, rows, n_rows);
         printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
                n_skipped, now_s() - start, o.db_path);
     }
