@@ -7,6 +7,7 @@
  * prefill's logits, so a generation of k tokens that ends on a stop token takes k passes
  * and one that hits max_new takes k - 1. */
 #include "model_case.h"
+#include "run_ident.h"
 #include "../methods/sekv.h"
 
 #include <math.h>
@@ -140,7 +141,8 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
     char err[512] = "";
     kv_state *st = m->init(&s, err, sizeof err);
     if (!st) {
-        set_reason(res, "infeasible", "%s%s", *err ? err : "init refused the setup", "");
+        set_reason(res, kv_init_refused(err) ? MC_REFUSED : "infeasible", "%s%s", *err ? err : "init refused the setup",
+                   "");
         return;
     }
     float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);

@@ -425,7 +425,7 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
     char err[256] = "";
     kv_state *st = m->init(&setup, err, sizeof err);
     if (!st) {
-        r->status = "infeasible";
+        r->status = kv_init_refused(err) ? "refused" : "infeasible";
         snprintf(mr->output, sizeof mr->output, "%s", *err ? err : "init refused the setup");
         r->output = mr->output;
         return;
@@ -692,6 +692,11 @@ int cmd_run(int argc, char **argv) {
                             continue;
                         }
                         run_method(&o, &cd, m, o.budgets[b], &mr);
+                        if (!strcmp(mr.r.status, "refused")) {   /* passed the check, refused now */
+                            rc = run_fail("case %s: %s refused its configuration (it passed before the first "
+                                          "case): %s; nothing stored", case_key, m->name, mr.output);
+                            break;
+                        }
                         if (kvdb_result_put(db, case_id, &mr.r)) {
                             rc = run_fail("%s", kvdb_errmsg(db));
                             break;

@@ -19,6 +19,10 @@ int run_ident_methods(const method_params *mp, char *buf, size_t n) {
     return k < n ? 0 : -1;
 }
 
+int kv_init_refused(const char *err) {
+    return strncmp(err, "infeasible", 10) && !strstr(err, "out of memory");
+}
+
 static int check_one(const kv_method *m, const method_params *mp, const kv_setup *shape, char *err, size_t errlen) {
     kv_setup s = *shape;
     s.params = mparams_get(mp, m);
@@ -37,7 +41,10 @@ int run_check_methods(const kv_method *const *methods, int n, const method_param
                       char *err, size_t errlen) {
     for (int i = 0; i < n; i++)
         if (check_one(methods[i], mp, shape, err, errlen)) return -1;
-    for (int i = 0; i < mp->n; i++)
-        if (check_one(mp->m[i], mp, shape, err, errlen)) return -1;
+    for (int i = 0; i < mp->n; i++) {
+        int done = 0;   /* each method once (a params file is read once here) */
+        for (int k = 0; k < n && !done; k++) done = methods[k] == mp->m[i];
+        if (!done && check_one(mp->m[i], mp, shape, err, errlen)) return -1;
+    }
     return 0;
 }

@@ -25,4 +25,9 @@ int run_ident_methods(const method_params *mp, char *buf, size_t n);
 int run_check_methods(const kv_method *const *methods, int n, const method_params *mp, const kv_setup *shape,
                       char *err, size_t errlen);
 
+/* 1 if init's reason err is about the configuration, not the case: anything but "infeasible:
+ * ..." or running out of memory for this case. Such a refusal after run_check_methods
+ * passed (a params file changed during the run) stops the run; nothing is stored. */
+int kv_init_refused(const char *err);
+
 #endif

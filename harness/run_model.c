@@ -734,6 +734,12 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             if (gpu) kb_cuda_mem_reset_peak();   /* this method's peak: weights + its KV + decode */
 #endif
             mc_run_method(&mc, m, o->pair_b[p], &res);
+            if (!strcmp(res.r.status, MC_REFUSED)) {
+                rc = run_fail("case %s: %s refused its configuration (it passed before the first case): %s; "
+                              "nothing stored", cs->key[i], m->name, res.output ? res.output : "?");
+                mc_result_clear(&res);
+                break;
+            }
 #ifdef KB_CUDA
             size_t mpeak = 0;
             if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
