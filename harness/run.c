@@ -262,14 +262,15 @@ static void syn_config_of(const run_opts *o, syn_kind kind, int ctx, double dept
  * which results exist (methods, budgets, ctx, depths) or how fast (threads). 0, or -1
  * when it does not fit. */
 static int run_key(const run_opts *o, syn_kind kind, const char *code, char *buf, size_t len) {
-    char mp[4096];
-    if (run_ident_methods(&o->params, mp, sizeof mp)) return -1;
+    char dflt[4096], mp[2048];
+    if (run_ident_methods(NULL, dflt, sizeof dflt)) return -1;
+    mparams_canon(&o->params, mp, sizeof mp);
     int n = snprintf(buf, len,
              "synthetic/v2;workload=%s;seed=%llu;split=%s;oracle_hints=%d;layers=%d;heads=%d;kv_heads=%d;"
-             "head_dim=%d;decode=%d;needles=%d;elem_bytes=%d;backend=%s;code=%s;methods=%s",
+             "head_dim=%d;decode=%d;needles=%d;elem_bytes=%d;backend=%s;code=%s;methods=%s%s%s",
              workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split), o->oracle_hints, o->layers,
              o->heads, o->kv_heads, o->head_dim, o->decode, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES,
-             o->backend, code, mp);
+             o->backend, code, dflt, *mp ? ";params=" : "", mp);
     return n >= 0 && (size_t)n < len ? 0 : -1;
 }
 

@@ -1,10 +1,13 @@
 /* A run's identity beyond its workload, and the configuration check before its first case.
  *
  * Identity: the run key holds the code (provenance's git commit, "+dirty" with a hash of
- * the uncommitted diff) and every registered method's effective parameters (each declared
- * parameter's default with --params applied), so a changed commit or default starts a
- * new run instead of resuming into results of other code. Methods are all listed, not
- * only the selected ones, because --methods only selects which results to add.
+ * the uncommitted diff), every registered method's parameter defaults as the methods read
+ * them (methods=...) and the --params overrides (params=..., values equal to a default
+ * dropped), which together are each method's effective parameters. So a changed commit or
+ * default starts a new run instead of resuming into results of other code, while an
+ * ablation differs from its baseline in params= alone (and reports pool the two, rows by
+ * params). Methods are all listed, not only the selected ones, because --methods only
+ * selects which results to add.
  *
  * Check: every method that will run, and every method --params names, is initialised
  * once on a small setup of the run's shape with its parameters. A refusal there is a
@@ -17,7 +20,8 @@
 #include "method_params.h"
 
 /* "fullkv:|h2o:heavy_ratio=0.5,one_shot=0,window=0|..." in registry order, every declared
- * parameter in declaration order. 0, or -1 when buf is too small. */
+ * parameter in declaration order, with mp's overrides applied (mp NULL: the defaults).
+ * 0, or -1 when buf is too small. */
 int run_ident_methods(const method_params *mp, char *buf, size_t n);
 
 /* Initialises methods[0..n) and every method in mp on `shape` (its params replaced by

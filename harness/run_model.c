@@ -414,14 +414,15 @@ static int run_key(const rm_opts *o, const kv_model *model, const char *ident, c
                    char *buf, size_t n) {
     char mid[512];
     model_ident(o->model_path, mid, sizeof mid);
-    char mp[4096];
-    if (run_ident_methods(&o->params, mp, sizeof mp)) return -1;
+    char dflt[4096], mp[2048];
+    if (run_ident_methods(NULL, dflt, sizeof dflt)) return -1;
+    mparams_canon(&o->params, mp, sizeof mp);
     int k = snprintf(buf, n,
              "model/v2;workload=%s;model=%s;%s;seed=%llu;split=%s;max_new=%d;question_after=%d;truncate=%d;"
-             "template=%s;elem_bytes=4;backend=%s;code=%s;methods=%s",
+             "template=%s;elem_bytes=4;backend=%s;code=%s;methods=%s%s%s",
              o->wl.name, mid, ident, (unsigned long long)o->wl.seed, wl_split_name(o->wl.split), o->wl.max_new,
              o->wl.question_after, mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate,
-             tc_template_name(model_tokenizer(model)), backend, code, mp);
+             tc_template_name(model_tokenizer(model)), backend, code, dflt, *mp ? ";params=" : "", mp);
     return k >= 0 && (size_t)k < n ? 0 : -1;
 }
 

@@ -303,7 +303,7 @@ static void usage(FILE *f) {
             "  --run ID      run id (default: the latest run); with --table, all pools every run of the file\n"
             "                (rows by model, method, params and budget; columns by workload, context, ...);\n"
             "                runs that differ in code, split, oracle hints or method defaults are shown\n"
-            "                side by side, the model labelled [git COMMIT, SPLIT, hints N, params HASH]\n"
+            "                side by side, the model labelled [git COMMIT, SPLIT, hints N, defaults HASH]\n"
             "  --by KEY      columns: variant (default), budget, or ctx\n"
             "  --table NAME  a paper-style table instead, rows = methods (with their params) and budgets:\n"
             "                main      score per workload (workload:task), Avg of the workloads\n"

@@ -150,9 +150,9 @@ oom:
 }
 
 /* The part of a run's identity that pooled runs of one model may differ in: the code,
- * the split, the synthetic oracle hints and the methods' effective parameters (a hash;
- * the run key holds them in full). Empty fields are left out (files before run keys
- * held them). */
+ * the split, the synthetic oracle hints and the methods' parameter defaults (a hash; the
+ * run key holds them in full; overrides are the rows' params). Fields a run key lacks
+ * (files from before they were recorded) are left out. */
 static void run_ident(const char *commit, const char *key, char *buf, size_t n) {
     char c[32];
     const char *dirty = strstr(commit, "+dirty.");
@@ -169,7 +169,7 @@ static void run_ident(const char *commit, const char *key, char *buf, size_t n) 
         else {
             uint64_t hsh = 1469598103934665603ULL;
             for (size_t j = 0; j < len; j++) hsh = (hsh ^ (unsigned char)f[j]) * 1099511628211ULL;
-            k += (size_t)snprintf(buf + k, n - k, ", params %06llx", (unsigned long long)(hsh & 0xffffff));
+            k += (size_t)snprintf(buf + k, n - k, ", defaults %06llx", (unsigned long long)(hsh & 0xffffff));
         }
     }
 }

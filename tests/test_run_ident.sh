@@ -83,6 +83,17 @@ grep -q "split test, oracle hints on" "$T/rep" || fail "the header does not name
 "$KVBENCH" report --db "$T/id.db" --run 4 >"$T/rep1" || fail "report --run 4 failed"
 head -1 "$T/rep1" | grep -q "split dev" || fail "report header of run 4 lacks its split: $(head -1 "$T/rep1")"
 
+# An ablation (--params) of the same code is not another identity: the report pools it
+# with its baseline, rows by params, as before.
+A=("${R[@]/$T\/id.db/$T/abl.db}")
+"$KVBENCH" "${A[@]}" >/dev/null 2>&1 || fail "ablation baseline failed"
+"$KVBENCH" "${A[@]}" --params "snapkv:window=16" >/dev/null 2>&1 || fail "ablation run failed"
+[ "$(sqlite3 "$T/abl.db" 'SELECT count(*) FROM runs')" = 2 ] || fail "the ablation is not a run of its own"
+"$KVBENCH" report --db "$T/abl.db" --run all --table ablation >"$T/rep" 2>&1 || fail "ablation report failed: $(cat "$T/rep")"
+grep -q "^| snapkv (defaults) " "$T/rep" && grep -q "^| snapkv window=16 " "$T/rep" \
+    || fail "ablation rows not pooled by params: $(cat "$T/rep")"
+grep -q "\[git" "$T/rep" && fail "the ablation was split by identity: $(cat "$T/rep")"
+
 # The model driver: RULER's split is in the run key; --split is refused where it has no meaning.
 MODEL=${KVBENCH_MODEL:-$HOME/.cache/kvbench/SmolLM2-135M-Instruct.Q4_1.gguf}
 if [ -f "$MODEL" ]; then
