@@ -1,8 +1,10 @@
 /* --params for the run drivers: per-method parameter overrides,
  *   "METHOD:key=value,key=value;METHOD2:key=value"
- * validated against each method's declared parameters. They are recorded with every
- * result and are part of the run's identity, so an ablation is its own run in the same
- * file (kvbench report --run all --table ablation pools them). */
+ * validated against each method's declared parameters (their values are checked by the
+ * methods themselves before the first case: run_ident.h). A value equal to the default
+ * is dropped, so it records and identifies as the default. The rest are recorded with
+ * every result and are part of the run's identity, so an ablation is its own run in the
+ * same file (kvbench report --run all --table ablation pools them). */
 #ifndef KV_METHOD_PARAMS_H
 #define KV_METHOD_PARAMS_H
 #include <stddef.h>

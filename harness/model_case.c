@@ -8,6 +8,7 @@
  * and one that hits max_new takes k - 1. */
 #include "model_case.h"
 #include "rss.h"
+#include "run_ident.h"
 #include "../methods/sekv.h"
 
 #include <math.h>
@@ -151,7 +152,8 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
     int rss_rc = rss_reset_peak();
     kv_state *st = m->init(&s, err, sizeof err);
     if (!st) {
-        set_reason(res, "infeasible", "%s%s", *err ? err : "init refused the setup", "");
+        set_reason(res, kv_init_refused(err) ? MC_REFUSED : "infeasible", "%s%s", *err ? err : "init refused the setup",
+                   "");
         return;
     }
     float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);

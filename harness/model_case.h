@@ -46,6 +46,9 @@ typedef struct {
     double question_s;           /* question tokens fed after compression (question_after) */
 } mc_result;
 
+/* res->r.status MC_REFUSED: init refused the configuration (not an outcome of this case);
+ * the caller stops the run and stores nothing. */
+#define MC_REFUSED "refused"
 void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res);
 void mc_result_clear(mc_result *res);
 

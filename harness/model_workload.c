@@ -120,6 +120,7 @@ static int load_ruler(const mw_spec *s, const kv_tokenizer *tok, const char *hay
     o.essays = hay;
     o.essays_len = hay_len;
     o.seed = s->seed;
+    o.split = s->split;
     o.question_after = s->question_after;
     int samples = s->limit > 0 ? s->limit : 1;
     for (int t = 0; t < RULER_N_TASKS; t++) {

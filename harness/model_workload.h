@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../model/tokenizer.h"
+#include "../workloads/split.h"
 #include "../workloads/textcase.h"
 
 typedef enum { MW_NIAH, MW_RULER, MW_LONGBENCH, MW_INFINITEBENCH, MW_GSM8K } mw_kind;
@@ -25,6 +26,7 @@ typedef struct {
                                    longbench/infinitebench: cases per task; gsm8k: test cases; 0 = all */
     int question_after, max_new, shots;
     uint64_t seed;
+    wl_split split;             /* --split (niah, ruler): test (default) or dev, disjoint seeds and content */
 } mw_spec;
 
 /* "niah", "ruler", "ruler:TASK,..", "longbench:DIR", "infinitebench:DIR", "gsm8k:FILE".

@@ -11,10 +11,12 @@
 #include "commands.h"
 #include "provenance.h"
 #include "rss.h"
+#include "run_ident.h"
 #include "run_model.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
 #include "../results/db.h"
+#include "../workloads/split.h"
 #include "../workloads/synthetic.h"
 
 #include <errno.h>
@@ -46,6 +48,8 @@ typedef struct {
     const char *backend;
     int quiet;
     method_params params;   /* --params overrides */
+    wl_split split;         /* --split: generator seeds 2*seed (test) or 2*seed+1 (dev) */
+    int oracle_hints;       /* --oracle-hints: needle spans planted in surprisal and sentence ends */
 } run_opts;
 
 static const char *workload_name(syn_kind k) {
@@ -67,6 +71,11 @@ static void usage(FILE *f) {
             "  --ctx LIST        prompt lengths in tokens, each >= 16 (default 2048,8192)\n"
             "  --depths LIST     needle depths in [0,1] (default 0.1,0.5,0.9)\n"
             "  --seed N          workload seed (default 1)\n"
+            "  --split S         test (default: reported numbers) or dev (for tuning); the two never\n"
+            "                    share a generator seed (2*seed and 2*seed+1)\n"
+            "  --oracle-hints B  1: plant the needles in the text statistics methods read (needle spans\n"
+            "                    are sentences of their own, highly surprising at their start and needle),\n"
+            "                    an ablation; 0 (default): surprisal and sentence ends ignore the needles\n"
             "  --db FILE         results file (created if missing; required)\n"
             "  --params SPEC     per-method overrides METHOD:key=value[,..][;METHOD:..], e.g.\n"
             "                    sekv:zoom=0 (kvbench methods lists them); part of the run's identity\n"
@@ -82,8 +91,11 @@ static void usage(FILE *f) {
             "  --quiet           no progress lines\n"
             "  --help            this text\n"
             "\n"
-            "LIST is comma-separated. The run is identified by the workload and its shape, seed\n"
-            "and backend; methods, budgets, ctx and depths only select which results to add.\n"
+            "LIST is comma-separated. The run is identified by the workload and its shape, seed,\n"
+            "split, oracle hints, backend, the code (git commit, and a hash of uncommitted edits)\n"
+            "and every method's effective parameters (defaults with --params applied); methods,\n"
+            "budgets, ctx and depths only select which results to add. A bad --params value or\n"
+            "params file stops the run before its first case (exit 2, nothing stored).\n"
             "Score: the fraction of (retrieval head, asked needle) probes whose attention output\n"
             "is nearest the needle's value (see workloads/synthetic.h).\n"
             "\n"
@@ -187,11 +199,15 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--db")) o->db_path = val;
         else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--backend")) o->backend = val;
+        else if (!strcmp(flag, "--split")) {
+            if (wl_split_parse(val, &o->split)) return run_fail("--split '%s': expected dev or test", val);
+        } else if (!strcmp(flag, "--oracle-hints")) { if (run_parse_int(flag, val, 0, 1, &o->oracle_hints)) return -1; }
         else if (!strcmp(flag, "--seed")) {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
-            if (errno || end == val || *end || *val == '-') return run_fail("--seed '%s': expected a non-negative integer", val);
+            if (errno || end == val || *end || *val == '-' || v > WL_SPLIT_SEED_MAX)
+                return run_fail("--seed '%s': expected an integer in 0..%llu", val, (unsigned long long)WL_SPLIT_SEED_MAX);
             o->seed = v;
         } else if (!strcmp(flag, "--layers")) { if (run_parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
         else if (!strcmp(flag, "--steps")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->steps)) return -1; }
@@ -246,30 +262,38 @@ static void syn_config_of(const run_opts *o, syn_kind kind, int ctx, double dept
     c->depth = depth;
     c->kind = kind;
     c->n_needles = o->needles;
-    c->seed = o->seed;
+    c->seed = wl_split_seed(o->seed, o->split);
+    c->oracle_hints = o->oracle_hints;
 }
 
-/* The run's identity: everything that changes the numbers of a result, nothing that only
- * selects which results exist (methods, budgets, ctx, depths) or how fast (threads). */
-static void run_key(const run_opts *o, syn_kind kind, char *buf, size_t len) {
-    char mp[2048];
+/* The run's identity: everything that changes the numbers of a result (the code and every
+ * method's effective parameters included, see run_ident.h), nothing that only selects
+ * which results exist (methods, budgets, ctx, depths) or how fast (threads). 0, or -1
+ * when it does not fit. */
+static int run_key(const run_opts *o, syn_kind kind, const char *code, char *buf, size_t len) {
+    char dflt[4096], mp[2048];
+    if (run_ident_methods(NULL, dflt, sizeof dflt)) return -1;
     mparams_canon(&o->params, mp, sizeof mp);
-    snprintf(buf, len,
-             "synthetic/v1;workload=%s;seed=%llu;layers=%d;heads=%d;kv_heads=%d;head_dim=%d;steps=%d;"
-             "needles=%d;elem_bytes=%d;backend=%s;decode_rule=%s%s%s",
-             workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim,
-             o->steps, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, kv_decode_name(o->decode_rule),
-             *mp ? ";params=" : "", mp);
+    int n = snprintf(buf, len,
+             "synthetic/v2;workload=%s;seed=%llu;split=%s;oracle_hints=%d;layers=%d;heads=%d;kv_heads=%d;"
+             "head_dim=%d;steps=%d;needles=%d;elem_bytes=%d;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
+             workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split), o->oracle_hints, o->layers,
+             o->heads, o->kv_heads, o->head_dim, o->steps, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES,
+             o->backend, kv_decode_name(o->decode_rule), code, dflt, *mp ? ";params=" : "", mp);
+    return n >= 0 && (size_t)n < len ? 0 : -1;
 }
 
 static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len) {
     size_t n = 0;
 #define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
-    PUT("{\"workload\":\"%s\",\"generator\":\"synthetic/v1\",\"seed\":%llu,\"layers\":%d,\"heads\":%d,"
+    PUT("{\"workload\":\"%s\",\"generator\":\"synthetic/v2\",\"seed\":%llu,\"split\":\"%s\","
+        "\"generator_seed\":%llu,\"oracle_hints\":%d,\"layers\":%d,\"heads\":%d,"
         "\"kv_heads\":%d,\"head_dim\":%d,\"steps\":%d,\"needles\":%d,\"elem_bytes\":%d,\"backend\":\"%s\","
         "\"decode_rule\":\"%s\",\"threads\":%d,\"methods\":[",
-        workload_name(kind), (unsigned long long)o->seed, o->layers, o->heads, o->kv_heads, o->head_dim, o->steps,
-        kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend, kv_decode_name(o->decode_rule), kb_threads());
+        workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split),
+        (unsigned long long)wl_split_seed(o->seed, o->split), o->oracle_hints, o->layers, o->heads, o->kv_heads,
+        o->head_dim, o->steps, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend,
+        kv_decode_name(o->decode_rule), kb_threads());
     for (int i = 0; i < o->n_methods; i++) PUT("%s\"%s\"", i ? "," : "", o->methods[i]->name);
     PUT("],\"budgets\":[");
     for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
@@ -277,7 +301,9 @@ static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len)
     for (int i = 0; i < o->n_ctx; i++) PUT("%s%d", i ? "," : "", o->ctxs[i]);
     PUT("],\"depths\":[");
     for (int i = 0; i < o->n_depths; i++) PUT("%s%.10g", i ? "," : "", o->depths[i]);
-    PUT("]}");
+    char mp[4096];   /* names, parameter names and values: no characters JSON must escape */
+    run_ident_methods(&o->params, mp, sizeof mp);
+    PUT("],\"method_params\":\"%s\"}", mp);
 #undef PUT
 }
 
@@ -411,7 +437,7 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
     int rss_rc = rss_reset_peak();
     kv_state *st = m->init(&setup, err, sizeof err);
     if (!st) {
-        r->status = "infeasible";
+        r->status = kv_init_refused(err) ? "refused" : "infeasible";
         snprintf(mr->output, sizeof mr->output, "%s", *err ? err : "init refused the setup");
         r->output = mr->output;
         return;
@@ -512,9 +538,11 @@ static void summary_add(summary_row *rows, int *n, int cap, syn_kind kind, const
     row->fast += (double)r->fast_decode_peak;
 }
 
-static void summary_print(const summary_row *rows, int n, int decode_rule) {
-    printf("\ndecode rule: %s; fast KV decode: the most fast-tier bytes from compression through decode\n",
-           kv_decode_name(decode_rule));
+static void summary_print(const run_opts *o, const summary_row *rows, int n) {
+    printf("\nsplit %s, oracle hints %s, seed %llu; decode rule: %s; fast KV decode: the most fast-tier bytes "
+           "from compression through decode\n",
+           wl_split_name(o->split), o->oracle_hints ? "on" : "off", (unsigned long long)o->seed,
+           kv_decode_name(o->decode_rule));
     printf("\n%-22s %-14s %-8s %6s %9s %14s\n", "workload", "method", "budget", "score", "rel_err", "fast KV decode");
     for (int i = 0; i < n; i++) {
         const summary_row *r = &rows[i];
@@ -580,6 +608,12 @@ int cmd_run(int argc, char **argv) {
     const char *why = NULL;
     if (kb_select(o.backend, &why))
         return run_fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;
+    /* Every method must accept its parameters before anything is stored: a setup of the
+     * run's shape at its largest context (at most 4096 tokens) and half of it kept. */
+    int check_ctx = 0;
+    for (int c = 0; c < o.n_ctx; c++) check_ctx = o.ctxs[c] > check_ctx ? o.ctxs[c] : check_ctx;
+    kv_setup shape = setup_of(&o, o.methods[0], check_ctx < 4096 ? check_ctx : 4096, 0.5);
+    if (run_check_methods(o.methods, o.n_methods, &o.params, &shape, err, sizeof err)) return run_fail("%s", err), 2;
     if (o.threads) kb_set_threads(o.threads);
     kv_db *db = kvdb_open(o.db_path, err, sizeof err);
     if (!db) return run_fail("%s", err), 1;
@@ -598,8 +632,11 @@ int cmd_run(int argc, char **argv) {
     mr.layer_err = xcalloc((size_t)o.layers, sizeof *mr.layer_err);
 
     for (int k = 0; k < o.n_kinds && !rc; k++) {
-        char key[3072], json[8192];
-        run_key(&o, o.kinds[k], key, sizeof key);
+        char key[8192], json[16384];
+        if (run_key(&o, o.kinds[k], prov.git_commit, key, sizeof key)) {
+            rc = run_fail("the run key is too long (too many --params)");
+            break;
+        }
         config_json(&o, o.kinds[k], json, sizeof json);
         kvdb_run run = {.run_key = key, .config_json = json, .workload = workload_name(o.kinds[k]),
                         .model = "synthetic", .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS,
@@ -657,7 +694,7 @@ int cmd_run(int argc, char **argv) {
                     break;
                 }
                 kvdb_case kc = {.case_key = case_key, .workload = workload_name(o.kinds[k]), .ctx = ctx,
-                                .depth = o.depths[di], .variant = syn_kind_name(o.kinds[k]), .seed = o.seed,
+                                .depth = o.depths[di], .variant = syn_kind_name(o.kinds[k]), .seed = cfg.seed,
                                 .prefill_s = cd.prefill_s};
                 if (case_id == 0) case_id = kvdb_case_get(db, run_id, &kc);
                 if (case_id < 0) {
@@ -675,6 +712,11 @@ int cmd_run(int argc, char **argv) {
                             continue;
                         }
                         run_method(&o, &cd, m, o.budgets[b], &mr);
+                        if (!strcmp(mr.r.status, "refused")) {   /* passed the check, refused now */
+                            rc = run_fail("case %s: %s refused its configuration (it passed before the first "
+                                          "case): %s; nothing stored", case_key, m->name, mr.output);
+                            break;
+                        }
                         if (kvdb_result_put(db, case_id, &mr.r)) {
                             rc = run_fail("%s", kvdb_errmsg(db));
                             break;
@@ -699,7 +741,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!rc) {
-        if (n_rows) summary_print(rows, n_rows, o.decode_rule);
+        if (n_rows) summary_print(&o, rows, n_rows);
         printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
                n_skipped, now_s() - start, o.db_path);
     }

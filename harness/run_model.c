@@ -16,6 +16,7 @@
 #include "model_workload.h"
 #include "provenance.h"
 #include "rss.h"
+#include "run_ident.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
 #include "../model/model.h"
@@ -105,6 +106,8 @@ void run_model_usage(FILE *f) {
             "                     hold: every method keeps its fast-tier rows within the budget at\n"
             "                     every step, by its own rule. Part of the run's identity\n"
             "  --seed S           ruler generation seed (default 42)\n"
+            "  --split S          ruler: test (default; reported numbers) or dev (for tuning), with\n"
+            "                     disjoint generator seeds, keys, values and haystack text (niah: test)\n"
             "  --db FILE          results file (created if missing; required)\n"
             "  --backend NAME     cpu or cuda (default cpu): where the forward pass runs; cuda needs a\n"
             "                     make CUDA=1 build and a device (without one: a note, then the CPU).\n"
@@ -116,8 +119,11 @@ void run_model_usage(FILE *f) {
             "\n"
             "Generation is greedy and stops at the tokenizer's stop tokens (end of turn and end of\n"
             "text), at a newline for tasks scored on one line (LongBench samsum), or at the limit.\n"
-            "The run is identified by the model file, workload inputs, generation settings and\n"
-            "backend; methods, budgets, ctx, depths and limits only select which results to add.\n"
+            "The run is identified by the model file, workload inputs and split, generation settings,\n"
+            "backend, the code (git commit, and a hash of uncommitted edits) and every method's\n"
+            "effective parameters (defaults with --params applied); methods, budgets, ctx, depths\n"
+            "and limits only select which results to add. A bad --params value or params file\n"
+            "stops the run before its first case (exit 2, nothing stored).\n"
             "Latency is split into prefill (shared; with --question-after plus the question\n"
             "tokens), compression (the method's ingest) and decode (tokens/s of the forward passes).\n",
             model_default_path());
@@ -194,6 +200,7 @@ int run_model_wanted(int argc, char **argv) {
 /* 0 ok, 1 help printed, -1 error printed. */
 static int parse_args(int argc, char **argv, rm_opts *o) {
     const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL, *params = NULL;
+    int split_given = 0;
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
     o->backend = "cpu";
@@ -225,7 +232,10 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
             if (kv_decode_parse(val, &o->decode_rule))
                 return run_fail("--decode '%s': expected append or hold", val);
         }
-        else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
+        else if (!strcmp(flag, "--split")) {
+            if (wl_split_parse(val, &o->wl.split)) return run_fail("--split '%s': expected dev or test", val);
+            split_given = 1;
+        } else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
         else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
         else if (!strcmp(flag, "--shots")) { if (run_parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
@@ -238,7 +248,8 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
-            if (errno || end == val || *end || *val == '-') return run_fail("--seed '%s': expected a non-negative integer", val);
+            if (errno || end == val || *end || *val == '-' || v > WL_SPLIT_SEED_MAX)
+                return run_fail("--seed '%s': expected an integer in 0..%llu", val, (unsigned long long)WL_SPLIT_SEED_MAX);
             o->wl.seed = v;
         } else return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
     }
@@ -271,6 +282,10 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     if ((o->wl.shots >= 0 || o->wl.shots_file) && o->wl.kind != MW_GSM8K) return run_fail("--shots applies to gsm8k only");
     if (o->wl.haystack && o->wl.kind != MW_NIAH && o->wl.kind != MW_RULER)
         return run_fail("--haystack applies to niah and ruler only");
+    if (split_given && o->wl.kind != MW_NIAH && o->wl.kind != MW_RULER)
+        return run_fail("--split applies to the generated workloads (niah, ruler, synthetic-*), not %s", o->wl.name);
+    if (o->wl.split == WL_SPLIT_DEV && o->wl.kind == MW_NIAH)   /* the NIAH side is issue 18's */
+        return run_fail("--split dev: niah has no dev split yet (ruler and synthetic-* have)");
     for (int i = 0; i < o->n_methods; i++) {
         int once = !strcmp(o->methods[i]->name, "fullkv");
         for (int b = 0; b < (once ? 1 : o->n_budgets); b++) {
@@ -405,18 +420,22 @@ static int stop_ids(const kv_tokenizer *tok, int *ids, int cap) {
     return n;
 }
 
-static void run_key(const rm_opts *o, const kv_model *model, const char *ident, const char *backend, char *buf,
-                    size_t n) {
+/* 0, or -1 when the key does not fit. */
+static int run_key(const rm_opts *o, const kv_model *model, const char *ident, const char *backend, const char *code,
+                   char *buf, size_t n) {
     char mid[512];
     model_ident(o->model_path, mid, sizeof mid);
-    char mp[2048];
+    char dflt[4096], mp[2048];
+    if (run_ident_methods(NULL, dflt, sizeof dflt)) return -1;
     mparams_canon(&o->params, mp, sizeof mp);
-    snprintf(buf, n,
-             "model/v1;workload=%s;model=%s;%s;seed=%llu;max_new=%d;question_after=%d;truncate=%d;"
-             "template=%s;elem_bytes=4;backend=%s;decode_rule=%s%s%s",
-             o->wl.name, mid, ident, (unsigned long long)o->wl.seed, o->wl.max_new, o->wl.question_after,
-             mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate, tc_template_name(model_tokenizer(model)), backend, kv_decode_name(o->decode_rule),
+    int k = snprintf(buf, n,
+             "model/v2;workload=%s;model=%s;%s;seed=%llu;split=%s;max_new=%d;question_after=%d;truncate=%d;"
+             "template=%s;elem_bytes=4;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
+             o->wl.name, mid, ident, (unsigned long long)o->wl.seed, wl_split_name(o->wl.split), o->wl.max_new,
+             o->wl.question_after, mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate,
+             tc_template_name(model_tokenizer(model)), backend, kv_decode_name(o->decode_rule), code, dflt,
              *mp ? ";params=" : "", mp);
+    return k >= 0 && (size_t)k < n ? 0 : -1;
 }
 
 static void config_json(const rm_opts *o, const kv_model *model, const case_set *cs, const char *ident,
@@ -455,9 +474,12 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     PUT(",\"decode_rule\":"), STR(kv_decode_name(o->decode_rule));
     PUT(",\"threads\":%d,\"jobs\":%d,\"fullkv_budget\":1,\"methods\":[", kb_threads(), o->jobs);
     for (int i = 0; i < o->n_methods; i++) PUT("%s", i ? "," : ""), STR(o->methods[i]->name);
-    char mp[2048];
+    char mp[4096];
     mparams_canon(&o->params, mp, sizeof mp);
     PUT("],\"params\":"), STR(mp);
+    run_ident_methods(&o->params, mp, sizeof mp);
+    PUT(",\"method_params\":"), STR(mp);
+    PUT(",\"split\":"), STR(wl_split_name(o->wl.split));
     PUT(",\"budgets\":[");
     for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
     PUT("],\"ctx\":[");
@@ -748,6 +770,12 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             if (gpu) kb_cuda_mem_reset_peak();   /* this method's peak: weights + its KV + decode */
 #endif
             mc_run_method(&mc, m, o->pair_b[p], &res);
+            if (!strcmp(res.r.status, MC_REFUSED)) {
+                rc = run_fail("case %s: %s refused its configuration (it passed before the first case): %s; "
+                              "nothing stored", cs->key[i], m->name, res.output ? res.output : "?");
+                mc_result_clear(&res);
+                break;
+            }
 #ifdef KB_CUDA
             size_t mpeak = 0;
             if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
@@ -857,6 +885,19 @@ int cmd_run_model(int argc, char **argv) {
     kv_model *model = model_load(o.model_path, err, sizeof err);
     if (!model) return run_fail("--model: %s", err), 1;
     const kv_model_config *cf = model_config(model);
+    {   /* every method accepts its parameters on this model, or nothing runs (and nothing is stored) */
+        int n_chk = cf->n_ctx_train < 1024 ? cf->n_ctx_train : 1024;
+        mc_case probe = {.model = model, .n = n_chk, .n_pf = n_chk, .max_new = 32, .params = &o.params};
+        kv_setup shape = mc_setup(&probe, o.methods[0], 0.5);
+        if (run_check_methods(o.methods, o.n_methods, &o.params, &shape, err, sizeof err)) {
+            run_fail("%s", err);
+#ifdef KB_CUDA
+            cuda_model_release(model);
+#endif
+            model_free(model);
+            return 2;
+        }
+    }
     int rc = 0;
     case_set cs;
     memset(&cs, 0, sizeof cs);
@@ -894,13 +935,14 @@ int cmd_run_model(int argc, char **argv) {
 
     provenance prov;
     provenance_get(&prov);
-    char key[3072], *json = NULL;
+    char key[8192], *json = NULL;
     int64_t run_id = -1;
     int n_new = 0;
     double start = now_s();
     int present = 0;
+    if (!rc && run_key(&o, model, ident, backend, prov.git_commit, key, sizeof key))
+        rc = run_fail("the run key is too long (too many --params)");
     if (!rc) {
-        run_key(&o, model, ident, backend, key, sizeof key);
         size_t jcap = 65536;
         json = malloc(jcap);
         if (!json) rc = run_fail("out of memory");

@@ -136,5 +136,10 @@ int kv_budget(const kv_setup *s);
 int kv_param_int(const kv_method *m, const char *params, const char *key, int *out, char *err, size_t errlen);
 int kv_param_double(const kv_method *m, const char *params, const char *key, double *out, char *err, size_t errlen);
 int kv_param_check(const kv_method *m, const char *params, char *err, size_t errlen);
+/* The value text of key as the method will read it: from params if given there, else the
+ * declared default (which the test hook KVBENCH_TEST_DEFAULTS may replace). 0, or -1 if
+ * key is not one of the method's parameters. */
+int kv_param_text(const kv_method *m, const char *params, const char *key, char *buf, size_t buflen,
+                  char *err, size_t errlen);
 
 #endif

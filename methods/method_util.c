@@ -37,17 +37,11 @@ int kv_param_check(const kv_method *m, const char *params, char *err, size_t err
     return 0;
 }
 
-/* The value text for key: from params if given there, else the declared default. */
-static int param_text(const kv_method *m, const char *params, const char *key, char *buf,
-                      size_t buflen, char *err, size_t errlen) {
-    const kv_param *p = find_param(m, key, strlen(key));
-    if (!p) {
-        snprintf(err, errlen, "%s: internal error: no parameter '%s'", m->name, key);
-        return -1;
-    }
-    snprintf(buf, buflen, "%s", p->deflt);
+/* The value of key in a "k=v,k=v" list (the last one given), copied to buf; 1 if found. */
+static int list_value(const char *list, const char *key, char *buf, size_t buflen) {
     size_t klen = strlen(key);
-    for (const char *s = params; s && *s;) {
+    int found = 0;
+    for (const char *s = list; s && *s;) {
         const char *end = strchr(s, ',');
         size_t len = end ? (size_t)(end - s) : strlen(s);
         if (len > klen && strncmp(s, key, klen) == 0 && s[klen] == '=') {
@@ -55,6 +49,26 @@ static int param_text(const kv_method *m, const char *params, const char *key, c
             if (vlen >= buflen) vlen = buflen - 1;
             memcpy(buf, s + klen + 1, vlen);
             buf[vlen] = 0;
+            found = 1;
+        }
+        s = end ? end + 1 : NULL;
+    }
+    return found;
+}
+
+/* Test hook (tests/test_run_ident.sh): KVBENCH_TEST_DEFAULTS="method:k=v,k=v;method2:k=v"
+ * replaces declared defaults, exactly as an edit of the method's source would, so a
+ * test can show that a changed default starts a new run. Unset in normal use. */
+static int default_override(const kv_method *m, const char *key, char *buf, size_t buflen) {
+    const char *env = getenv("KVBENCH_TEST_DEFAULTS");
+    size_t nl = strlen(m->name);
+    for (const char *s = env; s && *s;) {
+        const char *end = strchr(s, ';');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len > nl && strncmp(s, m->name, nl) == 0 && s[nl] == ':') {
+            char list[512];
+            snprintf(list, sizeof list, "%.*s", (int)(len - nl - 1), s + nl + 1);
+            if (list_value(list, key, buf, buflen)) return 1;
         }
         s = end ? end + 1 : NULL;
     }
@@ -84,10 +98,22 @@ static int in_range(const kv_method *m, const char *key, double v, char *err, si
     return 0;
 }
 
+int kv_param_text(const kv_method *m, const char *params, const char *key, char *buf, size_t buflen,
+                  char *err, size_t errlen) {
+    const kv_param *p = find_param(m, key, strlen(key));
+    if (!p) {
+        snprintf(err, errlen, "%s: internal error: no parameter '%s'", m->name, key);
+        return -1;
+    }
+    if (!default_override(m, key, buf, buflen)) snprintf(buf, buflen, "%s", p->deflt);
+    list_value(params, key, buf, buflen);
+    return 0;
+}
+
 int kv_param_int(const kv_method *m, const char *params, const char *key, int *out, char *err,
                  size_t errlen) {
     char buf[64];
-    if (param_text(m, params, key, buf, sizeof buf, err, errlen)) return -1;
+    if (kv_param_text(m, params, key, buf, sizeof buf, err, errlen)) return -1;
     char *end;
     errno = 0;
     long v = strtol(buf, &end, 10);
@@ -103,7 +129,7 @@ int kv_param_int(const kv_method *m, const char *params, const char *key, int *o
 int kv_param_double(const kv_method *m, const char *params, const char *key, double *out,
                     char *err, size_t errlen) {
     char buf[64];
-    if (param_text(m, params, key, buf, sizeof buf, err, errlen)) return -1;
+    if (kv_param_text(m, params, key, buf, sizeof buf, err, errlen)) return -1;
     char *end;
     errno = 0;
     double v = strtod(buf, &end);

@@ -149,6 +149,50 @@ oom:
     return -1;
 }
 
+/* The part of a run's identity that pooled runs of one model may differ in: the code,
+ * the split, the synthetic oracle hints and the methods' parameter defaults (a hash; the
+ * run key holds them in full; overrides are the rows' params). Fields a run key lacks
+ * (files from before they were recorded) are left out. */
+static void run_ident(const char *commit, const char *key, char *buf, size_t n) {
+    char c[32];
+    const char *dirty = strstr(commit, "+dirty.");
+    snprintf(c, sizeof c, "%.12s%s%.12s", commit, dirty ? "+" : "", dirty ? dirty + 7 : "");
+    size_t k = (size_t)snprintf(buf, n, "git %s", c);
+    static const char *const fields[] = {";split=", ";oracle_hints=", ";methods="};
+    for (int i = 0; i < 3 && k < n; i++) {
+        const char *f = strstr(key, fields[i]);
+        if (!f) continue;
+        f += strlen(fields[i]);
+        size_t len = strcspn(f, ";");
+        if (i == 0) k += (size_t)snprintf(buf + k, n - k, ", %.*s", (int)len, f);
+        else if (i == 1) k += (size_t)snprintf(buf + k, n - k, ", hints %.*s", (int)len, f);
+        else {
+            uint64_t hsh = 1469598103934665603ULL;
+            for (size_t j = 0; j < len; j++) hsh = (hsh ^ (unsigned char)f[j]) * 1099511628211ULL;
+            k += (size_t)snprintf(buf + k, n - k, ", defaults %06llx", (unsigned long long)(hsh & 0xffffff));
+        }
+    }
+}
+
+/* 1 if the runs with results in the selection differ in run_ident (then each model is
+ * shown per identity, side by side, instead of pooling different code or settings). */
+static int idents_differ(sqlite3 *h, int64_t run_id) {
+    sqlite3_stmt *st = NULL;
+    char first[256] = "", id[256];
+    int differ = 0, any = 0;
+    if (run_id > 0 || sqlite3_prepare_v2(h, "SELECT ifnull(git_commit, '?'), ifnull(run_key, '') FROM runs ru WHERE"
+                                            " EXISTS (SELECT 1 FROM cases c JOIN results r ON r.case_id = c.id"
+                                            " WHERE c.run_id = ru.id)", -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    while (!differ && sqlite3_step(st) == SQLITE_ROW) {
+        run_ident((const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1), id, sizeof id);
+        if (any) differ = strcmp(first, id) != 0;
+        else snprintf(first, sizeof first, "%s", id), any = 1;
+    }
+    sqlite3_finalize(st);
+    return differ;
+}
+
 /* 1 if table results has the column (newer schema versions), else 0. */
 static int has_column(sqlite3 *h, const char *name) {
     sqlite3_stmt *st = NULL;
@@ -171,10 +215,12 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
     snprintf(sql, sizeof sql,
              "SELECT ifnull(ru.model, '?'), ifnull(c.workload, ifnull(ru.workload, '?')), c.variant, ifnull(c.ctx, 0),"
              " c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak, r.fast_tokens,"
-             " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s, %s"
+             " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s, %s,"
+             " ifnull(ru.git_commit, '?'), ifnull(ru.run_key, '')"
              " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id"
              " WHERE ?1 <= 0 OR c.run_id = ?1 ORDER BY c.id, r.id",
              have_gpu ? "r.gpu_peak_bytes" : "NULL", have_v3 ? "r.fast_decode_peak, r.rss_peak" : "NULL, NULL");
+    int tag = idents_differ(h, run_id);
     memset(d, 0, sizeof *d);
     int cap_fam = 0, cap_row = 0, cap_wl = 0, cap_rec = 0, cap_ctx = 0, cap_depth = 0, last_row = -1;
     int *raw_ctx = NULL;
@@ -188,6 +234,12 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *model = text(st, 0, "?"), *workload = text(st, 1, "?"), *variant = text(st, 2, NULL);
+        char tagged[768], ident[256];
+        if (tag) {   /* the model as run by this code with these settings */
+            run_ident(text(st, 21, "?"), text(st, 22, ""), ident, sizeof ident);
+            snprintf(tagged, sizeof tagged, "%s [%s]", model, ident);
+            model = tagged;
+        }
         const char *method = text(st, 5, "?"), *status = text(st, 8, "");
         double budget = real(st, 7);
         char *params = params_norm(text(st, 6, ""));

@@ -119,9 +119,22 @@ void kv_runinfo_free_all(kv_runinfo *ri, int n) {
     free(ri);
 }
 
+/* The value of ";name=" in a run key ("" when absent: files from before it was recorded). */
+static void key_field(const char *key, const char *name, char *buf, size_t n) {
+    const char *f = key ? strstr(key, name) : NULL;
+    buf[0] = 0;
+    if (f) snprintf(buf, n, "%.*s", (int)strcspn(f + strlen(name), ";"), f + strlen(name));
+}
+
 void kv_runinfo_line(const kv_runinfo *ri, char *buf, size_t n) {
-    snprintf(buf, n, "run %lld: workload %s, model %s, git %s, seed %llu, backend %s, created %s, decode rule %s",
-             (long long)ri->id, ri->workload, ri->model, ri->git_commit, (unsigned long long)ri->seed,
+    char split[16], hints[8], extra[64] = "";
+    key_field(ri->run_key, ";split=", split, sizeof split);
+    key_field(ri->run_key, ";oracle_hints=", hints, sizeof hints);
+    if (*split) snprintf(extra, sizeof extra, ", split %s", split);
+    if (*hints) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", oracle hints %s",
+                         strcmp(hints, "0") ? "on" : "off");
+    snprintf(buf, n, "run %lld: workload %s%s, model %s, git %s, seed %llu, backend %s, created %s, decode rule %s",
+             (long long)ri->id, ri->workload, extra, ri->model, ri->git_commit, (unsigned long long)ri->seed,
              ri->backend, ri->created, ri->decode_rule);
 }
 

@@ -196,9 +196,10 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
     [ "$(q "$T/cuda.db" "SELECT count(*) FROM results WHERE status = 'ok' AND gpu_peak_bytes IS NULL")" = 2 ] ||
         fail "CPU results with device columns, or missing"
 fi
-# grep without -q reads the whole help: -q stops early and kvbench's next write gets SIGPIPE
-"$KVBENCH" run --workload niah --help | grep -- "--question-after" >/dev/null || fail "run --workload niah --help"
-"$KVBENCH" run --workload niah --help | grep -- "--decode RULE" >/dev/null || fail "run --help lacks --decode"
+# (captured first: grep -q closing the pipe early would kill a help longer than one buffer)
+h=$("$KVBENCH" run --workload niah --help) || fail "run --workload niah --help exited non-zero"
+grep -q -- "--question-after" <<<"$h" || fail "run --workload niah --help"
+grep -q -- "--decode RULE" <<<"$h" || fail "run --help lacks --decode"
 
 if [ "$fails" -gt 0 ]; then echo "test_run_model: $fails failure(s)"; exit 1; fi
 echo "test_run_model: all checks passed"

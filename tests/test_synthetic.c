@@ -353,6 +353,50 @@ static void test_fullkv_retrieves(uint64_t seed) {
         }
 }
 
+/* Without oracle hints (the default) the text statistics do not depend on where the
+ * needles are: moving the needle leaves surprisal and sentence ends bit-identical. With
+ * them (the ablation), each needle span is a sentence of its own with surprising start
+ * and needle, as before. */
+static void test_oracle_hints(uint64_t seed) {
+    for (int kind = SYN_SINGLE; kind <= SYN_MULTIVALUE; kind++) {
+        syn_config a, b;
+        syn_defaults(&a);
+        a.ctx = test_int(256, 3000);
+        a.kind = (syn_kind)kind;
+        a.seed = seed + (uint64_t)kind;
+        a.depth = 0.1 * test_unif();
+        b = a;
+        b.depth = 0.9 + 0.1 * test_unif();
+        syn_workload *wa = make(&a), *wb = make(&b);
+        CHECK(wa && wb, "create");
+        if (!wa || !wb) return;
+        CHECK(wa->needle_pos[0] != wb->needle_pos[0], "the needle did not move");
+        CHECK(!memcmp(wa->surprisal, wb->surprisal, (size_t)a.ctx * sizeof(float)),
+              "%s: surprisal depends on the needle's place without oracle hints", syn_kind_name(a.kind));
+        CHECK(!memcmp(wa->sent_end, wb->sent_end, (size_t)a.ctx), "%s: sentence ends depend on the needle's place",
+              syn_kind_name(a.kind));
+        syn_free(wb);
+
+        syn_config h = a;
+        h.oracle_hints = 1;
+        syn_workload *wh = make(&h);
+        CHECK(wh != NULL, "create with hints");
+        if (!wh) { syn_free(wa); return; }
+        for (int i = 0; i < wh->n_needles; i++) {
+            int s = wh->span_start[i], e = s + wh->span_len - 1;
+            CHECK(wh->surprisal[wh->needle_pos[i]] > 5.0f, "hints: needle %d surprisal %g", i,
+                  wh->surprisal[wh->needle_pos[i]]);
+            CHECK((s == 0 || wh->sent_end[s - 1]) && wh->sent_end[e], "hints: needle %d span is not a sentence", i);
+            for (int t = s; t < e; t++) CHECK(!wh->sent_end[t], "hints: a sentence ends inside needle span %d", i);
+        }
+        /* the roles and the tensors' layout are the same with and without hints */
+        CHECK(!memcmp(wa->role, wh->role, (size_t)wa->n_total) && wa->needle_pos[0] == wh->needle_pos[0],
+              "hints changed the roles or the needle's place");
+        syn_free(wa);
+        syn_free(wh);
+    }
+}
+
 static void test_scoring_by_hand(void) {
     /* syn_nearest in 2-D. */
     float o[2] = {0, 0}, target[2] = {1, 0};
@@ -459,6 +503,7 @@ int main(void) {
     test_determinism(seed);
     test_structure(seed ^ 0x5eed);
     test_fullkv_retrieves(seed * 3 + 1);
+    test_oracle_hints(seed * 5 + 2);
     test_scoring_by_hand();
     test_check();
     return check_done("test_synthetic");

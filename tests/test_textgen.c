@@ -236,6 +236,38 @@ static void check_task(const ruler_opts *o, int task, int L, tc_list *l) {
     (void)o;
 }
 
+/* The dev split of the same seed shares nothing with the test split l: every answer is
+ * of its own split (and so none is the other's), and essay tasks read other text. */
+static void check_split(const ruler_opts *o, int task, int L, const tc_list *l) {
+    ruler_opts od = *o;
+    od.split = WL_SPLIT_DEV;
+    tc_list dev = {0};
+    char err[512];
+    const char *name = ruler_task_name(task);
+    CHECK(ruler_generate(&od, task, L, 3, &dev, err, sizeof err) == 0 && dev.n == 3, "%s dev: %s", name, err);
+    if (dev.n != 3) { tc_list_free(&dev); return; }
+    for (int i = 0; i < 3; i++) {
+        CHECK(strcmp(dev.v[i].prompt, l->v[i].prompt), "%s: dev and test sample %d are equal", name, i);
+        for (int a = 0; a < dev.v[i].n_answers; a++)
+            CHECK(ruler_in_split(dev.v[i].answers[a], WL_SPLIT_DEV), "%s: dev answer '%s' is not dev's", name,
+                  dev.v[i].answers[a]);
+        for (int a = 0; a < l->v[i].n_answers; a++)
+            CHECK(ruler_in_split(l->v[i].answers[a], WL_SPLIT_TEST), "%s: test answer '%s' is not test's", name,
+                  l->v[i].answers[a]);
+        for (int j = 0; j < 3; j++)
+            for (int a = 0; a < dev.v[i].n_answers; a++)
+                for (int b = 0; b < l->v[j].n_answers; b++)
+                    CHECK(strcmp(dev.v[i].answers[a], l->v[j].answers[b]), "%s: answer '%s' in both splits", name,
+                          dev.v[i].answers[a]);
+    }
+    if (ruler_task_needs_essays(task) && l->v[0].context && strlen(l->v[0].context) > 400) {
+        char probe[81];   /* a stretch of the test haystack, away from any needle at its start */
+        snprintf(probe, sizeof probe, "%s", l->v[0].context + 200);
+        for (int i = 0; i < 3; i++) CHECK(!strstr(dev.v[i].prompt, probe), "%s: dev reads test's essay text", name);
+    }
+    tc_list_free(&dev);
+}
+
 static void test_ruler(const char *essays, size_t essays_len) {
     ruler_opts o;
     ruler_defaults(&o);
@@ -263,6 +295,7 @@ static void test_ruler(const char *essays, size_t essays_len) {
                 CHECK(ruler_generate(&o2, task, lengths[li], 1, &again, err, sizeof err) == 0 && strcmp(again.v[0].prompt, l.v[0].prompt),
                       "%s: seed ignored", ruler_task_name(task));
                 tc_list_free(&again);
+                check_split(&o, task, lengths[li], &l);
             }
             tc_list_free(&l);
         }

@@ -84,7 +84,13 @@ void strset_free(strset *s) {
     memset(s, 0, sizeof *s);
 }
 
-void ruler_random_item(wl_rng *r, int kind, char *buf) {
+int ruler_in_split(const char *item, wl_split split) {
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = item; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return (int)(h & 1) == (int)split;
+}
+
+static void random_item(wl_rng *r, int kind, char *buf) {
     if (kind == KEY_NUMBERS) {
         snprintf(buf, 40, "%d", 1000000 + (int)wl_below(r, 9000000));
     } else if (kind == KEY_UUIDS) {                 /* version 4, RFC 4122 variant */
@@ -99,6 +105,11 @@ void ruler_random_item(wl_rng *r, int kind, char *buf) {
         int a = (int)wl_below(r, (uint64_t)na), b = (int)wl_below(r, (uint64_t)nn);
         snprintf(buf, 40, "%s-%s", adj[a], noun[b]);
     }
+}
+
+void ruler_random_item(wl_rng *r, int kind, wl_split split, char *buf) {
+    do random_item(r, kind, buf);
+    while (!ruler_in_split(buf, split));
 }
 
 int ruler_count(const char *hay, const char *needle) {
@@ -135,6 +146,16 @@ static int split_words(ruler_ctx *x) {
         i = j;
     }
     x->n_words = k;
+    /* the splits read disjoint halves of the essays (a haystack longer than a half wraps
+     * around within it) */
+    int half = k / 2;
+    if (half > 0 && x->o->split == WL_SPLIT_DEV) {
+        memmove(x->words, x->words + half, (size_t)(k - half) * sizeof *x->words);
+        memmove(x->word_len, x->word_len + half, (size_t)(k - half) * sizeof *x->word_len);
+        x->n_words = k - half;
+    } else if (half > 0) {
+        x->n_words = half;
+    }
     return 0;
 }
 
@@ -176,7 +197,8 @@ int ruler_generate(const ruler_opts *o, int task, int length, int n_samples, tc_
     }
     /* Largest size that fits, on sample 0's stream: grow until it does not fit, bisect. */
     int lo = min_size(d), hi = lo;
-    wl_rng r0 = wl_stream(o->seed, d->name, (uint64_t)length, 0);
+    uint64_t seed = wl_split_seed(o->seed, o->split);
+    wl_rng r0 = wl_stream(seed, d->name, (uint64_t)length, 0);
     if (try_size(&x, lo, r0, &c, &fits)) goto oom;
     if (!fits) {
         snprintf(err, errlen, "ruler:%s: length %d is too short (the smallest prompt takes %d tokens + %d generated)",
@@ -203,7 +225,7 @@ int ruler_generate(const ruler_opts *o, int task, int length, int n_samples, tc_
         else hi = mid;
     }
     for (int i = 0; i < n_samples; i++) {
-        wl_rng r = wl_stream(o->seed, d->name, (uint64_t)length, (uint64_t)i);
+        wl_rng r = wl_stream(seed, d->name, (uint64_t)length, (uint64_t)i);
         int h = lo, step = lo / 100 > 0 ? lo / 100 : 1;
         for (;;) {
             if (try_size(&x, h, r, &c, &fits)) goto oom;

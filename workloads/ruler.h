@@ -28,6 +28,7 @@
 #define KV_RULER_H
 #include <stddef.h>
 #include <stdint.h>
+#include "split.h"
 #include "textcase.h"
 
 enum { RULER_N_TASKS = 11, RULER_DEFAULT_SEED = 42, RULER_N_DEPTHS = 40 };
@@ -39,6 +40,9 @@ typedef struct {
     uint64_t seed;             /* RULER_DEFAULT_SEED */
     int use_chat;              /* 1 */
     int question_after;        /* recorded in each case's settings */
+    wl_split split;            /* test (default) or dev: generator seed 2*seed + split; keys, values,
+                                  variables and words only those whose hash has the split's parity;
+                                  the essay haystack's first half (test) or second half (dev) */
 } ruler_opts;
 
 void ruler_defaults(ruler_opts *o);
@@ -52,9 +56,13 @@ int ruler_task_max_new(int task);
 int ruler_task_needs_essays(int task);
 
 /* Appends n_samples cases of the task at length (tokens). Case ids "TASK-L<length>-<i>",
- * task "ruler:TASK". Sample i depends only on (seed, task, length, i). 0, or -1 with err. */
+ * task "ruler:TASK". Sample i depends only on (seed, split, task, length, i). 0, or -1 with err. */
 int ruler_generate(const ruler_opts *o, int task, int length, int n_samples, tc_list *out, char *err,
                    size_t errlen);
+
+/* 1 if a generated item (key, value, variable, word) belongs to the split: the low bit of
+ * its FNV-1a hash, so the two splits never share one. */
+int ruler_in_split(const char *item, wl_split split);
 
 /* The word lists (ruler_words.c). */
 const char *const *ruler_adjectives(int *n);

@@ -11,17 +11,30 @@
 
 enum { VT_VARS = 5, VT_ICL_NOISE = 20 };
 
-static void random_upper(wl_rng *r, int k, char *out) {
-    for (int i = 0; i < k; i++) out[i] = (char)('A' + wl_below(r, 26));
-    out[k] = 0;
+static void random_upper(wl_rng *r, int k, wl_split split, char *out) {
+    do {
+        for (int i = 0; i < k; i++) out[i] = (char)('A' + wl_below(r, 26));
+        out[k] = 0;
+    } while (!ruler_in_split(out, split));
+}
+
+/* A 5-digit value of the split. */
+static int vt_value(wl_rng *r, wl_split split) {
+    char buf[16];
+    int v;
+    do {
+        v = 10000 + (int)wl_below(r, 90000);
+        snprintf(buf, sizeof buf, "%d", v);
+    } while (!ruler_in_split(buf, split));
+    return v;
 }
 
 /* One chain of VT_VARS distinct variables (k letters) in h noise lines, written to b. */
-static void vt_context(wl_rng *r, int h, int k, char vars[VT_VARS][8], int value, strbuf *b) {
+static void vt_context(wl_rng *r, int h, int k, wl_split split, char vars[VT_VARS][8], int value, strbuf *b) {
     for (int i = 0; i < VT_VARS; i++) {
         int dup;
         do {
-            random_upper(r, k, vars[i]);
+            random_upper(r, k, split, vars[i]);
             dup = 0;
             for (int j = 0; j < i; j++) dup |= !strcmp(vars[i], vars[j]);
         } while (dup);
@@ -52,11 +65,12 @@ int ruler_build_vt(const ruler_ctx *x, int h, wl_rng r, tc_case *c) {
     char ivars[VT_VARS][8], vars[VT_VARS][8];
     strbuf icl = {0}, ictx = {0}, ctx = {0}, body = {0}, q = {0}, pre = {0};
     int rc = -1;
-    int ivalue = 10000 + (int)wl_below(&r, 90000), value;
-    do value = 10000 + (int)wl_below(&r, 90000);
+    wl_split sp = x->o->split;
+    int ivalue = vt_value(&r, sp), value;
+    do value = vt_value(&r, sp);
     while (value == ivalue);
-    vt_context(&r, VT_ICL_NOISE, 3, ivars, ivalue, &ictx);   /* the worked example */
-    vt_context(&r, h, 5, vars, value, &ctx);
+    vt_context(&r, VT_ICL_NOISE, 3, sp, ivars, ivalue, &ictx);   /* the worked example */
+    vt_context(&r, h, 5, sp, vars, value, &ctx);
     if (ictx.oom || ctx.oom) goto out;
     sb_printf(&icl, "%s%s\nQuestion: Find all variables that are assigned the value %d in the text above. Answer: "
               "According to the chain(s) of variable assignment in the text above, %d variables are assigned the "
@@ -92,14 +106,14 @@ static const char CWE_PREFIX[] = "Answer: The top 10 words that appear most ofte
 
 /* n distinct words: the word lists while they last, then "adjective-noun" compounds
  * (RULER falls back to a larger English list). Pointers into store (n * 40 bytes). */
-static int draw_words(wl_rng *r, int n, char *store, char **out) {
+static int draw_words(wl_rng *r, wl_split split, int n, char *store, char **out) {
     int na, nn, nv;
     const char *const *adj = ruler_adjectives(&na), *const *noun = ruler_nouns(&nn), *const *verb = ruler_verbs(&nv);
-    int pool = na + nn + nv;
+    int *idx = malloc((size_t)(na + nn + nv) * sizeof *idx), pool = 0;
+    if (!idx) return -1;
+    for (int k = 0; k < na + nn + nv; k++)   /* the split's words of the lists */
+        if (ruler_in_split(k < na ? adj[k] : k < na + nn ? noun[k - na] : verb[k - na - nn], split)) idx[pool++] = k;
     if (n <= pool) {
-        int *idx = malloc((size_t)pool * sizeof *idx);
-        if (!idx) return -1;
-        for (int i = 0; i < pool; i++) idx[i] = i;
         for (int i = 0; i < n; i++) {
             int j = i + (int)wl_below(r, (uint64_t)(pool - i));
             int t = idx[i]; idx[i] = idx[j]; idx[j] = t;
@@ -111,12 +125,13 @@ static int draw_words(wl_rng *r, int n, char *store, char **out) {
         free(idx);
         return 0;
     }
+    free(idx);
     strset seen = {0};
     for (int i = 0; i < n; i++) {
         out[i] = store + (size_t)i * 40;
         int added;
         do {
-            ruler_random_item(r, KEY_WORDS, out[i]);
+            ruler_random_item(r, KEY_WORDS, split, out[i]);
             added = strset_add(&seen, out[i]);
         } while (added == 0);
         if (added < 0) { strset_free(&seen); return -1; }
@@ -148,7 +163,7 @@ int ruler_build_cwe(const ruler_ctx *x, int h, wl_rng r, tc_case *c) {
     char **w = malloc((size_t)(h + ex_n) * sizeof *w);
     strbuf ex = {0}, ctx = {0}, body = {0};
     int rc = -1;
-    if (!store || !w || draw_words(&r, h + ex_n, store, w)) goto out;
+    if (!store || !w || draw_words(&r, x->o->split, h + ex_n, store, w)) goto out;
     numbered_list(&r, w + h, ex_n, ex_common, ex_rare, &ex);     /* the worked example */
     numbered_list(&r, w, h, common, rare, &ctx);
     if (ex.oom || ctx.oom) goto out;
@@ -195,8 +210,10 @@ int ruler_build_fwe(const ruler_ctx *x, int h, wl_rng r, tc_case *c) {
     for (int i = 0; i < V; i++) {
         int added;
         do {
-            for (int j = 0; j < 6; j++) vocab[i][j] = (char)('a' + wl_below(&r, 26));
-            vocab[i][6] = 0;
+            do {
+                for (int j = 0; j < 6; j++) vocab[i][j] = (char)('a' + wl_below(&r, 26));
+                vocab[i][6] = 0;
+            } while (!ruler_in_split(vocab[i], x->o->split));
             added = strset_add(&seen, vocab[i]);
         } while (added == 0);
         if (added < 0) goto out;

@@ -26,7 +26,7 @@ typedef struct {
     int length;
     const char **words;      /* essay words (pointers into o->essays), whitespace-split */
     int *word_len;
-    int n_words;
+    int n_words;              /* the split's half of them */
 } ruler_ctx;
 
 /* Builds one sample with haystack size h (units per family: noise lines, essay words,
@@ -45,8 +45,8 @@ int strset_add(strset *s, const char *v);
 int strset_has(const strset *s, const char *v);
 void strset_free(strset *s);
 
-/* Random key/value of a kind into buf (>= 40 bytes). */
-void ruler_random_item(wl_rng *r, int kind, char *buf);
+/* Random key/value of a kind into buf (>= 40 bytes), one of the split's (ruler_in_split). */
+void ruler_random_item(wl_rng *r, int kind, wl_split split, char *buf);
 /* Occurrences of needle in hay (overlapping allowed). */
 int ruler_count(const char *hay, const char *needle);
 #endif

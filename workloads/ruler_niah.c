@@ -46,11 +46,11 @@ static int build_once(const ruler_ctx *x, int h, wl_rng *r, tc_case *c, int *ok)
     strbuf ctx = {0}, intro = {0}, q = {0}, pre = {0}, query = {0};
     int *starts = NULL, rc = -1;
     for (int i = 0; i < nk; i++) {                 /* distinct keys, none inside another */
-        do ruler_random_item(r, d->key_kind, keys[i]);
+        do ruler_random_item(r, d->key_kind, x->o->split, keys[i]);
         while (key_clash(keys[i], keys, i) || strset_add(&used, keys[i]) != 1);
     }
     for (int i = 0; i < nn; i++) {
-        do ruler_random_item(r, d->value_kind, values[i]);
+        do ruler_random_item(r, d->value_kind, x->o->split, values[i]);
         while (strset_add(&used, values[i]) != 1);
         snprintf(needle[i], sizeof needle[i], "One of the special magic %ss for %s is: %s.", V, keys[i / nv], values[i]);
         order[i] = i;
@@ -112,9 +112,9 @@ static int build_once(const ruler_ctx *x, int h, wl_rng *r, tc_case *c, int *ok)
                 sb_puts(&ctx, RULER_NOISE);
             } else {                                /* a needle-shaped distractor */
                 char k[ITEM];
-                do ruler_random_item(r, d->key_kind, k);
+                do ruler_random_item(r, d->key_kind, x->o->split, k);
                 while (key_clash(k, keys, nk));
-                do ruler_random_item(r, d->value_kind, buf);
+                do ruler_random_item(r, d->value_kind, x->o->split, buf);
                 while (strset_has(&used, buf));
                 sb_printf(&ctx, "One of the special magic %ss for %s is: %s.", V, k, buf);
             }

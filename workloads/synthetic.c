@@ -265,17 +265,18 @@ syn_workload *syn_create(const syn_config *c, char *err, size_t errlen) {
     int pre = c->ctx + c->n_decode - w->n_phase - 1;          /* the answer is its own sentence */
     if (pre >= c->ctx) w->sent_end[pre] = 1;
 
-    /* Needles: each a sentence of span_len tokens, surprising at its start and needle. */
+    /* Needles. With oracle hints (an ablation), each span is a sentence of its own,
+     * surprising at its start and at the needle; without, the text statistics above
+     * know nothing of where the needles are. */
     place_needles(w, &r);
     for (int i = 0; i < w->n_needles; i++) {
         int a = w->span_start[i];
-        if (a - 1 >= 0) w->sent_end[a - 1] = 1;
-        for (int t = a; t < a + w->span_len; t++) {
-            w->role[t] = SYN_ROLE_NEEDLE_SPAN;
-            w->sent_end[t] = 0;
-        }
-        w->sent_end[a + w->span_len - 1] = 1;
+        for (int t = a; t < a + w->span_len; t++) w->role[t] = SYN_ROLE_NEEDLE_SPAN;
         w->role[w->needle_pos[i]] = SYN_ROLE_NEEDLE;
+        if (!c->oracle_hints) continue;
+        if (a - 1 >= 0) w->sent_end[a - 1] = 1;
+        for (int t = a; t < a + w->span_len; t++) w->sent_end[t] = 0;
+        w->sent_end[a + w->span_len - 1] = 1;
         w->surprisal[a] = (float)(6.5 + 0.5 * rng_normal(&r));
         w->surprisal[w->needle_pos[i]] = (float)(7.5 + 0.5 * rng_normal(&r));
     }

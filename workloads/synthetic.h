@@ -9,8 +9,10 @@
  *   - a haystack token of segment S has key Bk_S (mu_S + c_t) + A_pos*pos(t) + noise and
  *     value Bv_S (mu_S + c_t) + noise: rank-4 topic bases, a per-segment mean mu_S, a
  *     per-token coefficient c_t, and a slowly rotating positional component pos(t);
- *   - a needle span is a short sentence; its middle token is the needle: key N_KEY*dir_i,
+ *   - a needle span is a short run of tokens; its middle token is the needle: key N_KEY*dir_i,
  *     value a distinctive vector of norm N_VAL (larger than any haystack value);
+ *   - surprisal (log-normal, high at topic-segment starts) and sentence ends (every 15..30
+ *     tokens and at segment ends) ignore the needles, unless oracle_hints plants them;
  *   - local heads query along their segment's mean key direction plus pos(t) plus the
  *     sink direction, so they attend to the sinks and the recent segment;
  *   - retrieval heads (one per kv group, layers >= 1) behave like local heads, except
@@ -54,9 +56,13 @@ typedef struct {
     syn_kind kind;
     int n_needles;         /* multikey / multivalue (single uses 1) */
     uint64_t seed;
+    int oracle_hints;      /* 0 (default): surprisal and sentence ends are drawn without regard to
+                              the needles. 1 (an ablation): needle spans are sentences of their
+                              own, surprising at their start (~6.5) and at the needle (~7.5) */
 } syn_config;
 
-/* n_layers 4, H 8, Hkv 2, d 64, ctx 4096, n_decode 8, depth 0.5, single, 4 needles, seed 1. */
+/* n_layers 4, H 8, Hkv 2, d 64, ctx 4096, n_decode 8, depth 0.5, single, 4 needles, seed 1,
+ * no oracle hints. */
 void syn_defaults(syn_config *c);
 /* 0, or -1 with a one-line reason (shape, ctx too small for the layout, decode too short). */
 int syn_check(const syn_config *c, char *err, size_t errlen);
