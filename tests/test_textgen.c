@@ -14,6 +14,7 @@
 #include "../workloads/niah.h"
 #include "../workloads/ruler.h"
 #include "../workloads/tokspan.h"
+#include "../harness/model_case.h"
 
 static const kv_tokenizer *tok;
 
@@ -273,6 +274,33 @@ static void test_ruler(const char *essays, size_t essays_len) {
     tc_list_free(&l);
 }
 
+/* LongBench samsum's first token: the best token that neither is a stop token nor holds a
+ * newline, checked against a scan in double precision on fresh random logits whose top
+ * entries are a stop token and a newline token. */
+static void test_min_new_token(void) {
+    int n = tok_vocab(tok), nl = -1, stop = -1;
+    for (int i = 0; i < n && (nl < 0 || stop < 0); i++) {
+        if (stop < 0 && tok_is_stop(tok, i)) stop = i;
+        else if (nl < 0 && mc_piece_has_newline(tok, i)) nl = i;
+    }
+    CHECK(nl >= 0 && stop >= 0, "the vocabulary has a stop token (%d) and a newline token (%d)", stop, nl);
+    if (nl < 0 || stop < 0) return;
+    float *lg = malloc((size_t)n * sizeof *lg);
+    for (int t = 0; t < 20; t++) {
+        for (int i = 0; i < n; i++) lg[i] = (float)(10 * test_unif() - 5);
+        lg[stop] = 9; lg[nl] = 8;
+        int want = -1;
+        double best = -1e300;
+        for (int i = 0; i < n; i++)
+            if (!tok_is_stop(tok, i) && !mc_piece_has_newline(tok, i) && (double)lg[i] > best) { best = lg[i]; want = i; }
+        int got = mc_argmax_no_stop(tok, lg, n, 1);
+        CHECK(got == want, "first token %d, want %d", got, want);
+        int got_nl = mc_argmax_no_stop(tok, lg, n, 0);        /* newline allowed: the newline token wins */
+        CHECK(got_nl == nl, "newline allowed: %d, want %d", got_nl, nl);
+    }
+    free(lg);
+}
+
 int main(int argc, char **argv) {
     (void)argv;
     if (argc > 1) {
@@ -299,6 +327,7 @@ int main(int argc, char **argv) {
         printf("SKIP: essays (%s); NIAH uses generated text\n", err);
         hay = fake_haystack(&len);
     }
+    test_min_new_token();
     test_niah(hay, len);
     test_ruler(essays, essays ? len : 0);
     free(hay);

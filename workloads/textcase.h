@@ -64,6 +64,7 @@ typedef struct {
     tc_scorer scorer;
     int first_line_only;      /* score only the output's first line (after leading \n) */
     int stop_newline;         /* generation should also stop at a newline (LongBench samsum) */
+    int min_new_tokens;       /* stop tokens are masked until this many are generated (samsum: 1) */
     /* Metadata (-1 where it does not apply). */
     int length;               /* requested length in tokens (NIAH/RULER), or the data's length field */
     double depth;             /* requested needle depth, % of the context */
