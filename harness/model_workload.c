@@ -93,21 +93,78 @@ static uint64_t fnv64(const char *s, size_t n) {
     return h;
 }
 
+void mw_niah_ident(const mw_spec *s, char *buf, size_t n) {
+    char needle[32] = "classic", prefix[32] = "none";
+    if (s->needle || s->question || s->answers) {
+        uint64_t h = 1469598103934665603ull;       /* FNV-1a over the three texts, NUL-separated */
+        const char *t[3] = {s->needle ? s->needle : NIAH_NEEDLE, s->question ? s->question : NIAH_QUESTION,
+                            s->answers ? s->answers : NIAH_ANSWERS};
+        for (int k = 0; k < 3; k++)
+            for (const char *p = t[k];; p++) {
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+                if (!*p) break;
+            }
+        snprintf(needle, sizeof needle, "%016llx", (unsigned long long)h);
+    }
+    if (s->answer_prefix && *s->answer_prefix)
+        snprintf(prefix, sizeof prefix, "%s", !strcmp(s->answer_prefix, NIAH_ANSWER_PREFIX) ? "kvcache-factory" :
+                 "custom");
+    snprintf(buf, n, "split:%s/needles:%d/samples:%d/needle:%s/prefix:%s", s->split ? "dev" : "test",
+             s->needles > 0 ? s->needles : 1, s->samples > 0 ? s->samples : 1, needle, prefix);
+    if (!strcmp(prefix, "custom")) {             /* the prefix text itself, hashed */
+        uint64_t h = 1469598103934665603ull;
+        for (const char *p = s->answer_prefix; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        size_t k = strlen(buf);
+        snprintf(buf + k, n > k ? n - k : 0, ":%016llx", (unsigned long long)h);
+    }
+}
+
+/* The niah_opts of the spec (tokenizer and haystack aside). */
+static void niah_opts_of(const mw_spec *s, niah_opts *o) {
+    niah_defaults(o);
+    o->question_after = s->question_after;
+    if (s->max_new > 0) o->max_new_tokens = s->max_new;
+    o->needle = s->needle;
+    o->question = s->question;
+    o->answers = s->answers;
+    o->answer_prefix = s->answer_prefix;
+    o->needles = s->needles > 0 ? s->needles : 1;
+    o->split = s->split ? NIAH_DEV : NIAH_TEST;
+}
+
+int mw_niah_check(const mw_spec *s, char *err, size_t errlen) {
+    niah_opts o;
+    niah_opts_of(s, &o);
+    if (s->samples < 0 || s->samples > NIAH_MAX_SAMPLES) {
+        snprintf(err, errlen, "--samples %d: expected 1..%d", s->samples, NIAH_MAX_SAMPLES);
+        return -1;
+    }
+    return niah_check(&o, err, errlen);
+}
+
+/* Lengths outer, then depths, then samples (each sample's haystack start is its own builder). */
 static int load_niah(const mw_spec *s, const kv_tokenizer *tok, const char *hay, size_t hay_len, tc_list *out,
                      char *err, size_t errlen) {
     niah_opts o;
-    niah_defaults(&o);
+    niah_opts_of(s, &o);
     o.tok = tok;
     o.haystack = hay;
     o.haystack_len = hay_len;
-    o.question_after = s->question_after;
-    if (s->max_new > 0) o.max_new_tokens = s->max_new;
-    int longest = 0;
+    int longest = 0, ns = s->samples > 0 ? s->samples : 1, rc = 0;
     for (int i = 0; i < s->n_ctx; i++) longest = s->ctxs[i] > longest ? s->ctxs[i] : longest;
-    niah_builder *b = niah_open(&o, longest, err, errlen);
-    if (!b) return -1;
-    int rc = niah_grid(b, s->ctxs, s->n_ctx, s->depths, s->n_depths, out, err, errlen);
-    niah_close(b);
+    niah_builder *b[NIAH_MAX_SAMPLES] = {0};
+    for (int k = 0; k < ns && !rc; k++) {
+        o.sample = k;
+        if (!(b[k] = niah_open(&o, longest, err, errlen))) rc = -1;
+    }
+    for (int i = 0; i < s->n_ctx && !rc; i++)
+        for (int j = 0; j < s->n_depths && !rc; j++)
+            for (int k = 0; k < ns && !rc; k++) {
+                tc_case c;
+                if (niah_build(b[k], s->ctxs[i], s->depths[j], &c, err, errlen)) rc = -1;
+                else if (tc_list_push(out, &c)) { snprintf(err, errlen, "niah: out of memory"); rc = -1; }
+            }
+    for (int k = 0; k < ns; k++) niah_close(b[k]);
     while (rc == 0 && s->limit > 0 && out->n > s->limit) tc_case_free(&out->v[--out->n]);
     return rc;
 }

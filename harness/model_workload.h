@@ -25,6 +25,12 @@ typedef struct {
                                    longbench/infinitebench: cases per task; gsm8k: test cases; 0 = all */
     int question_after, max_new, shots;
     uint64_t seed;
+    int split;                  /* --split: 0 test (default), 1 dev; niah here */
+    /* niah: the needle, its question and answer keywords (NULL: the classic needle), the
+     * answer prefix after the template (NULL: none, the original prompt), needles per
+     * prompt (1 + distractors) and haystack starts per (length, depth) cell */
+    const char *needle, *question, *answers, *answer_prefix;
+    int needles, samples;
 } mw_spec;
 
 /* "niah", "ruler", "ruler:TASK,..", "longbench:DIR", "infinitebench:DIR", "gsm8k:FILE".
@@ -34,6 +40,14 @@ int mw_parse(const char *spec, mw_spec *out, char *err, size_t errlen);
 int mw_ctx_is_length(mw_kind k);
 /* The largest generation length of the workload's tasks (for the truncation budget). */
 int mw_max_new(const mw_spec *s);
+
+/* The NIAH settings in the run key, e.g. "split:test/needles:1/samples:1/needle:classic/
+ * prefix:none" (texts other than the defaults as a hash; the texts are in the configuration). */
+void mw_niah_ident(const mw_spec *s, char *buf, size_t n);
+
+/* The NIAH settings checked before anything loads (keywords in the needle, ranges); 0, or
+ * -1 with a reason naming the flag. */
+int mw_niah_check(const mw_spec *s, char *err, size_t errlen);
 
 /* Builds every case. ident receives what identifies the inputs beyond the options
  * (haystack checksum, data path) for the run key. 0, or -1 with err. */

@@ -85,3 +85,10 @@ int run_add_budget(const char *flag, const char *s, double *list, int *n, int ca
     list[(*n)++] = v;
     return 0;
 }
+
+int run_parse_split(const char *flag, const char *s, int *out) {
+    if (!strcmp(s, "test")) *out = 0;
+    else if (!strcmp(s, "dev")) *out = 1;
+    else return run_fail("%s '%s': expected dev or test", flag, s);
+    return 0;
+}

@@ -16,6 +16,7 @@
 #include "model_workload.h"
 #include "provenance.h"
 #include "../kernels/core.h"
+#include "../workloads/niah.h"
 #include "../methods/method.h"
 #include "../model/model.h"
 #include "../results/db.h"
@@ -97,6 +98,18 @@ void run_model_usage(FILE *f) {
             "                     tokens through decode steps into the compressed cache (default:\n"
             "                     question-aware, the whole prompt is prefilled and compressed)\n"
             "  --max-new N        generate at most N tokens (default: the task's own length)\n"
+            "  --split dev|test   niah: which haystack starts (default test; test sample 1 is the classic\n"
+            "                     prompt from the essays' start, dev starts in their second half). Tune on\n"
+            "                     dev, report test\n"
+            "  --samples N        niah: haystack starts per (length, depth) cell, 1..16 (default 1)\n"
+            "  --needles N        niah: the needle plus N-1 distractor needles about other cities\n"
+            "                     (multi-key retrieval), 1..8 (default 1)\n"
+            "  --needle TEXT      niah: another needle; needs --question and --answer\n"
+            "  --question TEXT    niah: the question about it\n"
+            "  --answer LIST      niah: comma-separated keywords; the answer scores when it holds all\n"
+            "                     (case-insensitive); each must occur in the needle\n"
+            "  --answer-prefix T  niah: text the answer starts with, after the chat template (default\n"
+            "                     none, as the original test; KVCache-Factory uses \"%s\")\n"
             "  --seed S           ruler generation seed (default 42)\n"
             "  --db FILE          results file (created if missing; required)\n"
             "  --backend NAME     cpu or cuda (default cpu): where the forward pass runs; cuda needs a\n"
@@ -113,7 +126,7 @@ void run_model_usage(FILE *f) {
             "backend; methods, budgets, ctx, depths and limits only select which results to add.\n"
             "Latency is split into prefill (shared; with --question-after plus the question\n"
             "tokens), compression (the method's ingest) and decode (tokens/s of the forward passes).\n",
-            model_default_path());
+            model_default_path(), NIAH_ANSWER_PREFIX);
 }
 
 /* ---------------------------------------------------------------- parsing */
@@ -186,7 +199,7 @@ int run_model_wanted(int argc, char **argv) {
 
 /* 0 ok, 1 help printed, -1 error printed. */
 static int parse_args(int argc, char **argv, rm_opts *o) {
-    const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL, *params = NULL;
+    const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL, *params = NULL, *niah_only = NULL;
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
     o->backend = "cpu";
@@ -223,6 +236,13 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
         else if (!strcmp(flag, "--jobs")) { if (run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
         else if (!strcmp(flag, "--job-index")) { if (run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
+        else if (!strcmp(flag, "--split")) { if (run_parse_split(flag, val, &o->wl.split)) return -1; niah_only = "--split"; }
+        else if (!strcmp(flag, "--samples")) { if (run_parse_int(flag, val, 1, NIAH_MAX_SAMPLES, &o->wl.samples)) return -1; niah_only = "--samples"; }
+        else if (!strcmp(flag, "--needles")) { if (run_parse_int(flag, val, 1, NIAH_MAX_NEEDLES, &o->wl.needles)) return -1; niah_only = "--needles"; }
+        else if (!strcmp(flag, "--needle")) o->wl.needle = val, niah_only = "--needle";
+        else if (!strcmp(flag, "--question")) o->wl.question = val, niah_only = "--question";
+        else if (!strcmp(flag, "--answer")) o->wl.answers = val, niah_only = "--answer";
+        else if (!strcmp(flag, "--answer-prefix")) o->wl.answer_prefix = val, niah_only = "--answer-prefix";
         else if (!strcmp(flag, "--seed")) {
             char *end;
             errno = 0;
@@ -260,6 +280,16 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     if ((o->wl.shots >= 0 || o->wl.shots_file) && o->wl.kind != MW_GSM8K) return run_fail("--shots applies to gsm8k only");
     if (o->wl.haystack && o->wl.kind != MW_NIAH && o->wl.kind != MW_RULER)
         return run_fail("--haystack applies to niah and ruler only");
+    if (niah_only && o->wl.kind != MW_NIAH) return run_fail("%s applies to niah only", niah_only);
+    if (o->wl.kind == MW_NIAH) {
+        if (o->wl.needle && (!o->wl.question || !o->wl.answers))
+            return run_fail("--needle needs --question (what to ask) and --answer (the keywords that score)");
+        if (!o->wl.needle && (o->wl.question || o->wl.answers))
+            return run_fail("--question and --answer go with --needle (the classic needle has its own)");
+        if (o->wl.needle && !*o->wl.needle) return run_fail("--needle: empty text");
+        if (o->wl.question && !*o->wl.question) return run_fail("--question: empty text");
+        if (mw_niah_check(&o->wl, err, sizeof err)) return run_fail("%s", err);
+    }
     for (int i = 0; i < o->n_methods; i++) {
         int once = !strcmp(o->methods[i]->name, "fullkv");
         for (int b = 0; b < (once ? 1 : o->n_budgets); b++) {
@@ -405,6 +435,12 @@ static void run_key(const rm_opts *o, const kv_model *model, const char *ident, 
              "template=%s;elem_bytes=4;backend=%s%s%s",
              o->wl.name, mid, ident, (unsigned long long)o->wl.seed, o->wl.max_new, o->wl.question_after,
              mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate, tc_template_name(model_tokenizer(model)), backend, *mp ? ";params=" : "", mp);
+    if (o->wl.kind == MW_NIAH) {
+        char ni[256];
+        mw_niah_ident(&o->wl, ni, sizeof ni);
+        size_t k = strlen(buf);
+        snprintf(buf + k, n > k ? n - k : 0, ";niah=%s", ni);
+    }
 }
 
 static void config_json(const rm_opts *o, const kv_model *model, const case_set *cs, const char *ident,
@@ -451,7 +487,16 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     for (int i = 0; i < o->n_ctx; i++) PUT("%s%d", i ? "," : "", o->ctxs[i]);
     PUT("],\"depths_pct\":[");
     for (int i = 0; o->wl.kind == MW_NIAH && i < o->n_depths; i++) PUT("%s%.10g", i ? "," : "", o->depths[i]);
-    PUT("]}");
+    PUT("]");
+    if (o->wl.kind == MW_NIAH) {
+        PUT(",\"split\":"), STR(o->wl.split ? "dev" : "test");
+        PUT(",\"niah\":{\"needle\":"), STR(o->wl.needle ? o->wl.needle : NIAH_NEEDLE);
+        PUT(",\"question\":"), STR(o->wl.question ? o->wl.question : NIAH_QUESTION);
+        PUT(",\"answer_keywords\":"), STR(o->wl.answers ? o->wl.answers : NIAH_ANSWERS);
+        PUT(",\"answer_prefix\":"), STR(o->wl.answer_prefix ? o->wl.answer_prefix : "");
+        PUT(",\"needles\":%d,\"samples\":%d}", o->wl.needles > 0 ? o->wl.needles : 1, o->wl.samples > 0 ? o->wl.samples : 1);
+    }
+    PUT("}");
 #undef PUT
 #undef STR
 }

@@ -109,6 +109,95 @@ static void test_niah(const char *hay, size_t hay_len) {
     niah_close(b);
 }
 
+/* The NIAH variations: answer prefix only when asked, dev/test and samples start the text
+ * elsewhere, distractor needles once each, a custom needle scored by its keywords, and the
+ * settings that cannot work refused with the flag named. */
+static void test_niah_variants(const char *hay, size_t hay_len) {
+    niah_opts o;
+    niah_defaults(&o);
+    o.tok = tok;
+    o.haystack = hay;
+    o.haystack_len = hay_len;
+    char err[512];
+    int L = test_int(900, 1400);
+    double d = test_int(0, 100);
+    tc_case base, c;
+    niah_builder *b = niah_open(&o, L, err, sizeof err);
+    CHECK(b && niah_build(b, L, d, &base, err, sizeof err) == 0, "classic: %s", err);
+    niah_close(b);
+    if (!b) return;
+    size_t pl = strlen(base.prompt), al = strlen(NIAH_ANSWER_PREFIX);
+    CHECK(strcmp(base.prompt + pl - al, NIAH_ANSWER_PREFIX), "the default prompt ends without the answer prefix");
+    char head[41];
+    snprintf(head, sizeof head, "%s", hay);
+    const char *at = strstr(base.context, head);
+    CHECK(at && at - base.context <= (long)strlen(NIAH_NEEDLE) + 1, "test sample 0 starts at the haystack's start");
+    o.answer_prefix = NIAH_ANSWER_PREFIX;
+    b = niah_open(&o, L, err, sizeof err);
+    CHECK(b && niah_build(b, L, d, &c, err, sizeof err) == 0, "prefix: %s", err);
+    pl = strlen(c.prompt);
+    CHECK(pl > al && !strcmp(c.prompt + pl - al, NIAH_ANSWER_PREFIX), "the answer prefix ends the prompt");
+    tc_case_free(&c);
+    niah_close(b);
+    o.answer_prefix = NULL;
+    /* dev and test, samples: different starts, none of them the start of another */
+    char *starts[4] = {0};
+    int k = 0;
+    for (int split = 0; split < 2; split++)
+        for (int smp = 0; smp < 2; smp++, k++) {
+            o.split = split, o.sample = smp;
+            b = niah_open(&o, L, err, sizeof err);
+            CHECK(b && niah_build(b, L, 50, &c, err, sizeof err) == 0, "split %d sample %d: %s", split, smp, err);
+            if (!b) continue;
+            CHECK((smp > 0) == (strstr(c.id, "-s1") != NULL), "id %s", c.id);
+            CHECK(count(c.prompt, NIAH_NEEDLE) == 1 && c.prompt_tokens + c.max_new_tokens <= L, "%s: needle once, fits", c.id);
+            starts[k] = strndup(c.context, 300);
+            tc_case_free(&c);
+            niah_close(b);
+        }
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++) CHECK(starts[i] && starts[j] && strcmp(starts[i], starts[j]), "starts %d and %d differ", i, j);
+    for (int i = 0; i < 4; i++) free(starts[i]);
+    o.split = 0, o.sample = 0;
+    /* multi-key: the needle and its distractors once each; scored on the needle's keywords */
+    o.needles = test_int(2, NIAH_MAX_NEEDLES);
+    b = niah_open(&o, 2048, err, sizeof err);
+    CHECK(b && niah_build(b, 2048, d, &c, err, sizeof err) == 0, "needles %d: %s", o.needles, err);
+    if (b) {
+        CHECK(count(c.context, NIAH_NEEDLE) == 1, "needle once among %d", o.needles);
+        CHECK(count(c.context, "The best thing to do in ") == o.needles, "%d needles in the context", count(c.context, "The best thing to do in "));
+        CHECK(c.prompt_tokens + c.max_new_tokens <= 2048, "fits");
+        CHECK(tc_score(&c, "Eat a sandwich in Dolores Park") == 100.0 && tc_score(&c, "Ride the ferry to Bainbridge Island") == 0.0,
+              "multi-key scoring");
+        tc_case_free(&c);
+        niah_close(b);
+    }
+    o.needles = 1;
+    /* a custom needle, question and keywords */
+    o.needle = "The secret ingredient of the soup is a spoonful of smoked paprika.";
+    o.question = "What is the secret ingredient of the soup?";
+    o.answers = "smoked paprika, spoonful";
+    b = niah_open(&o, L, err, sizeof err);
+    CHECK(b && niah_build(b, L, d, &c, err, sizeof err) == 0, "custom: %s", err);
+    if (b) {
+        CHECK(count(c.prompt, o.needle) == 1 && strstr(c.prompt, o.question) && !strstr(c.prompt, NIAH_NEEDLE), "custom prompt");
+        CHECK(c.n_answers == 2 && !strcmp(c.answers[0], "smoked paprika") && !strcmp(c.answers[1], "spoonful"), "keywords");
+        CHECK(tc_score(&c, "A SPOONFUL of Smoked Paprika.") == 100.0 && tc_score(&c, "smoked paprika") == 0.0, "keyword scoring");
+        tc_case_free(&c);
+        niah_close(b);
+    }
+    o.answers = "saffron";
+    CHECK(!niah_open(&o, L, err, sizeof err) && strstr(err, "--answer keyword 'saffron' is not in the needle"), "%s", err);
+    o.answers = "smoked paprika,,x";
+    CHECK(!niah_open(&o, L, err, sizeof err) && strstr(err, "--answer"), "%s", err);
+    o.needle = NULL, o.question = NULL, o.answers = "the best";
+    o.needles = 2;
+    CHECK(!niah_open(&o, L, err, sizeof err) && strstr(err, "distractor"), "%s", err);
+    o.answers = NULL, o.needles = NIAH_MAX_NEEDLES + 1;
+    CHECK(!niah_open(&o, L, err, sizeof err) && strstr(err, "--needles"), "%s", err);
+    tc_case_free(&base);
+}
+
 /* Occurrences of "N. word" entries per word in a cwe list: counts of `word`. */
 static int entry_count(const char *ctx, const char *word) {
     int k = 0;
@@ -329,6 +418,7 @@ int main(int argc, char **argv) {
     }
     test_min_new_token();
     test_niah(hay, len);
+    test_niah_variants(hay, len);
     test_ruler(essays, essays ? len : 0);
     free(hay);
     tok_free(t);
