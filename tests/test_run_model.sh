@@ -37,7 +37,8 @@ for i in $(seq 0 399); do
 done >"$T/hay.txt"
 
 RUN=(run --model "$MODEL" --workload niah --ctx 512 --depths 50 --methods fullkv,snapkv,streamingllm
-     --budget 0.2 --max-new 16 --haystack "$T/hay.txt" --threads 2)
+     --budget 0.2 --max-new 16 --haystack "$T/hay.txt" --threads 2
+     --answer-prefix "The best thing to do in San Francisco is")   # KVCache-Factory's: short answers
 
 # ---------------------------------------------------------------- a run, and its rows
 "$KVBENCH" "${RUN[@]}" --db "$T/a.db" >"$T/out1" 2>"$T/err1" || { cat "$T/err1"; fail "run exited non-zero"; }
@@ -149,7 +150,34 @@ expect_fail "nohay" run --model "$MODEL" --workload niah --ctx 512 --haystack "$
 expect_fail "unknown RULER task" run --model "$MODEL" --workload ruler:nope --db "$T/x.db"
 expect_fail "percentage" run --model "$MODEL" --workload niah --depths 0.5,150 --db "$T/x.db"
 expect_fail "expected cpu or cuda" run --model "$MODEL" --workload niah --backend gpu --db "$T/x.db"
+expect_fail "not in the needle" run --model "$MODEL" --workload niah --needle "The code is 12345." --question "Code?" \
+    --answer 54321 --db "$T/x.db"
+expect_fail "needs --question" run --model "$MODEL" --workload niah --needle "The code is 12345." --db "$T/x.db"
+expect_fail "applies to niah only" run --model "$MODEL" --workload ruler:vt --samples 2 --db "$T/x.db"
+expect_fail "expected dev or test" run --model "$MODEL" --workload niah --split train --db "$T/x.db"
+expect_fail "distractor" run --model "$MODEL" --workload niah --needles 3 --needle "The best thing to do is X." \
+    --question "What?" --answer "the best" --db "$T/x.db"
 [ ! -e "$T/x.db" ] || fail "a refused run created its results file"
+
+# ---------------------------------------------------------------- NIAH off the defaults
+# dev split, two haystack starts, a distractor, a custom needle and an answer prefix: the
+# cases, the run key, the configuration and the report header all carry them.
+NI=(run --model random:tiny-llama --workload niah --ctx 450 --depths 50 --methods fullkv --max-new 2
+    --haystack "$T/hay.txt" --quiet --split dev --samples 2 --needles 2 --needle "The secret code is 4242."
+    --question "What is the secret code?" --answer 4242 --answer-prefix "The code is")
+"$KVBENCH" "${NI[@]}" --db "$T/ni.db" >"$T/nio" 2>"$T/nie" || fail "off-default niah run failed: $(cat "$T/nie")"
+[ "$(q "$T/ni.db" "SELECT group_concat(case_key, ' ') FROM (SELECT case_key FROM cases ORDER BY case_key)")" = \
+  "niah/niah-L450-d50 niah/niah-L450-d50-s1" ] || fail "samples: $(q "$T/ni.db" 'SELECT case_key FROM cases')"
+q "$T/ni.db" "SELECT run_key FROM runs" | grep -q ";niah=split:dev/needles:2/samples:2/needle:[0-9a-f]\{16\}/prefix:custom" ||
+    fail "run key: $(q "$T/ni.db" 'SELECT run_key FROM runs')"
+q "$T/ni.db" "SELECT config_json FROM runs" | grep -q '"split":"test"' && fail "config says test"
+for want in '"split":"dev"' '"needle":"The secret code is 4242."' '"answer_keywords":"4242"' '"answer_prefix":"The code is"' \
+            '"needles":2' '"samples":2'; do
+    q "$T/ni.db" "SELECT config_json FROM runs" | grep -qF "$want" || fail "config lacks $want"
+done
+"$KVBENCH" report --db "$T/ni.db" | head -1 | grep -q "niah split:dev/needles:2/samples:2" || fail "report header: $("$KVBENCH" report --db "$T/ni.db" | head -1)"
+"$KVBENCH" "${NI[@]/--split/--split}" --split test --db "$T/ni.db" >/dev/null 2>"$T/nie" || fail "test split run: $(cat "$T/nie")"
+[ "$(q "$T/ni.db" "SELECT count(*) FROM runs")" = 2 ] || fail "dev and test are not separate runs"
 
 # ---------------------------------------------------------------- --backend cuda where none is usable
 # (this machine has no GPU; in a CPU-only build there is no CUDA backend at all): one line
@@ -163,7 +191,10 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
     [ "$(q "$T/cuda.db" "SELECT count(*) FROM results WHERE status = 'ok' AND gpu_peak_bytes IS NULL")" = 2 ] ||
         fail "CPU results with device columns, or missing"
 fi
-"$KVBENCH" run --workload niah --help | grep -q -- "--question-after" || fail "run --workload niah --help"
+"$KVBENCH" run --workload niah --help >"$T/help" || fail "run --workload niah --help exited non-zero"
+for f in --question-after --split --samples --needles --needle --answer-prefix; do
+    grep -q -- "$f" "$T/help" || fail "run --workload niah --help lacks $f"
+done
 
 if [ "$fails" -gt 0 ]; then echo "test_run_model: $fails failure(s)"; exit 1; fi
 echo "test_run_model: all checks passed"
