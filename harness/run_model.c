@@ -17,6 +17,7 @@
 #include "provenance.h"
 #include "../kernels/core.h"
 #include "../workloads/niah.h"
+#include "../workloads/sha256.h"
 #include "../methods/method.h"
 #include "../model/model.h"
 #include "../results/db.h"
@@ -55,6 +56,7 @@ typedef struct {
     double depths[MAX_LIST];   /* % */
     int n_depths, depths_given;
     int threads, jobs, job_index, quiet;
+    int print_prompts;         /* --print-prompts N: write the first N prompts, run nothing */
     method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
@@ -111,7 +113,10 @@ void run_model_usage(FILE *f) {
             "  --answer-prefix T  niah: text the answer starts with, after the chat template (default\n"
             "                     none, as the original test; KVCache-Factory uses \"%s\")\n"
             "  --seed S           ruler generation seed (default 42)\n"
-            "  --db FILE          results file (created if missing; required)\n"
+            "  --db FILE          results file (created if missing; required unless --print-prompts)\n"
+            "  --print-prompts N  write the exact text, token count and SHA-256 of the first N cases'\n"
+            "                     prompts to stdout and stop (no run; the results file keeps each\n"
+            "                     case's prompt SHA-256 and token count)\n"
             "  --backend NAME     cpu or cuda (default cpu): where the forward pass runs; cuda needs a\n"
             "                     make CUDA=1 build and a device (without one: a note, then the CPU).\n"
             "                     Per case the device's peak memory and prefill time are recorded\n"
@@ -231,6 +236,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
         else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
         else if (!strcmp(flag, "--shots")) { if (run_parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
+        else if (!strcmp(flag, "--print-prompts")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->print_prompts)) return -1; }
         else if (!strcmp(flag, "--limit")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
         else if (!strcmp(flag, "--max-new")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
@@ -256,7 +262,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         return run_fail("--backend '%s': expected cpu or cuda", o->backend);
     char err[1024];
     if (mw_parse(o->workload, &o->wl, err, sizeof err)) return run_fail("%s", err);
-    if (!o->db_path || !*o->db_path) return run_fail("--db FILE is required (the results file to write)");
+    if ((!o->db_path || !*o->db_path) && !o->print_prompts) return run_fail("--db FILE is required (the results file to write)");
     if (!*o->model_path) return run_fail("--model: empty path");
     if (o->job_index >= o->jobs) return run_fail("--job-index %d: must be below --jobs %d", o->job_index, o->jobs);
     if (run_each_item("--methods", methods, add_method, o) || run_each_item("--budget", budgets, add_budget, o)) return -1;
@@ -351,6 +357,7 @@ typedef struct {
     int32_t **ids;             /* [n] */
     int *n_tok, *n_ctx_part, *max_new;
     char **key;                /* case_key: "task/id" */
+    char (*sha)[65];           /* SHA-256 hex of each prompt's text */
     double *cost;              /* relative prefill cost, for the ETA */
 } case_set;
 
@@ -359,7 +366,7 @@ static void cases_free(case_set *cs) {
         if (cs->ids) free(cs->ids[i]);
         if (cs->key) free(cs->key[i]);
     }
-    free(cs->ids), free(cs->n_tok), free(cs->n_ctx_part), free(cs->max_new), free(cs->key), free(cs->cost);
+    free(cs->ids), free(cs->n_tok), free(cs->n_ctx_part), free(cs->max_new), free(cs->key), free(cs->cost), free(cs->sha);
     tc_list_free(&cs->list);
     memset(cs, 0, sizeof *cs);
 }
@@ -376,7 +383,8 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
     cs->max_new = calloc((size_t)n, sizeof *cs->max_new);
     cs->key = calloc((size_t)n, sizeof *cs->key);
     cs->cost = calloc((size_t)n, sizeof *cs->cost);
-    if (!cs->ids || !cs->n_tok || !cs->n_ctx_part || !cs->max_new || !cs->key || !cs->cost)
+    cs->sha = calloc((size_t)n, sizeof *cs->sha);
+    if (!cs->ids || !cs->n_tok || !cs->n_ctx_part || !cs->max_new || !cs->key || !cs->cost || !cs->sha)
         return run_fail("out of memory for %d cases", n);
     for (int i = 0; i < n; i++) {
         tc_case *c = &cs->list.v[i];
@@ -392,6 +400,7 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
         if (o->wl.question_after && cs->n_ctx_part[i] < 1)
             return run_fail("case %s/%s: --question-after needs a context before the question", c->task, c->id);
         cs->max_new[i] = want;
+        sha256_hex(c->prompt, strlen(c->prompt), cs->sha[i]);
         size_t klen = strlen(c->task) + strlen(c->id) + 2;
         cs->key[i] = malloc(klen);
         if (!cs->key[i]) return run_fail("out of memory");
@@ -400,6 +409,20 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
         cs->cost[i] = pf * (1 + pf / 4096.0);   /* GEMMs linear, attention quadratic */
     }
     return 0;
+}
+
+/* --print-prompts: each prompt between a header line and an end line; the header gives
+ * the byte count, so the text in between is exact (and `sha256sum` of it is the hash). */
+static void print_prompts(const case_set *cs, int n) {
+    if (n > cs->list.n) n = cs->list.n;
+    for (int i = 0; i < n; i++) {
+        const char *p = cs->list.v[i].prompt;
+        size_t len = strlen(p);
+        printf("=== prompt %d/%d: %s, %d tokens, %zu bytes, sha256 %s ===\n", i + 1, n, cs->key[i], cs->n_tok[i], len,
+               cs->sha[i]);
+        fwrite(p, 1, len, stdout);
+        printf("\n=== end of prompt %d ===\n", i + 1);
+    }
 }
 
 /* ---------------------------------------------------------------- run identity */
@@ -743,7 +766,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         pg.left_pf_cost -= cs->cost[i];
         kvdb_case kc = {.case_key = cs->key[i], .workload = o->wl.name, .variant = tc->task, .seed = o->wl.seed,
                         .ctx = tc->length > 0 ? tc->length : mc.n,
-                        .depth = tc->depth >= 0 ? tc->depth / 100.0 : NAN, .prefill_s = mc.pf.seconds};
+                        .depth = tc->depth >= 0 ? tc->depth / 100.0 : NAN, .prefill_s = mc.pf.seconds,
+                        .prompt_sha256 = cs->sha[i], .prompt_tokens = cs->n_tok[i]};
         if (!case_ids[i]) case_ids[i] = kvdb_case_get(db, run_id, &kc);
         if (case_ids[i] < 0) {
             rc = run_fail("%s", kvdb_errmsg(db));
@@ -901,6 +925,12 @@ int cmd_run_model(int argc, char **argv) {
     if (!rc && mw_load(&o.wl, model_tokenizer(model), &cs.list, ident, sizeof ident, err, sizeof err))
         rc = run_fail("%s", err);
     if (!rc) rc = cases_prepare(&cs, &o, model);
+    if (!rc && o.print_prompts) {             /* show, then stop: nothing is run or written */
+        print_prompts(&cs, o.print_prompts);
+        cases_free(&cs);
+        model_free(model);
+        return 0;
+    }
 
     provenance prov;
     provenance_get(&prov);

@@ -12,7 +12,7 @@ typedef struct kv_db kv_db;
 /* 2: cases gained gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms and results gained
  * gpu_peak_bytes (NULL on the CPU).
  * kvdb_open migrates a version-1 file in place; kvdb_open_readonly reads either. */
-#define KVDB_SCHEMA_VERSION 2
+#define KVDB_SCHEMA_VERSION 3
 
 /* Opens or creates the file and its schema. NULL with a one-line reason naming the file. */
 kv_db *kvdb_open(const char *path, char *err, size_t errlen);
@@ -42,6 +42,8 @@ typedef struct {
     const char *variant;       /* needle kind or task name */
     uint64_t seed;
     double prefill_s;          /* the shared prefill, timed once */
+    const char *prompt_sha256; /* SHA-256 hex of the exact prompt text, or NULL (text workloads) */
+    int prompt_tokens;         /* its token count, or 0 */
 } kvdb_case;
 /* Insert or find the case; returns its id or -1. */
 int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c);

@@ -1,9 +1,11 @@
-/* Results schema version 2 (the device columns of cases) and the migration from version 1:
- * a version-1 file written here with raw SQL (the old schema, a run, a case, a result) is
- * read as it is by kvdb_open_readonly; kvdb_open migrates it in place (rows kept, the new
- * columns NULL, version 2), a second open migrates nothing; kvdb_case_gpu stores values
- * and NULLs and refuses an unknown case; a fresh file starts at version 2 with NULLs for a
- * case that was never measured (a CPU run); a file from a newer kvbench is refused. */
+/* Results schema version 3 (2: the device columns of cases; 3: the prompt hash and token
+ * count of cases) and the migrations: a version-1 file written here with raw SQL (the old
+ * schema, a run, a case, a result) is read as it is by kvdb_open_readonly; kvdb_open
+ * migrates it in place through 2 to 3 (rows kept, the new columns NULL), a second open
+ * migrates nothing; a version-2 file migrates to 3 alone; kvdb_case_gpu stores values and
+ * NULLs and refuses an unknown case; a fresh file starts at version 3 with NULLs for a case
+ * that was never measured (a CPU run) and the prompt columns as given; a file from a newer
+ * kvbench is refused. */
 #include <sqlite3.h>
 #include <unistd.h>
 #include "../results/db.h"
@@ -67,8 +69,9 @@ int main(void) {
     test_seed();
     char dir[] = "/tmp/kvbench-migrate-XXXXXX";
     if (!mkdtemp(dir)) return 2;
-    char v1[256], fresh[256], future[256], err[512];
+    char v1[256], v2[256], fresh[256], future[256], err[512];
     snprintf(v1, sizeof v1, "%s/v1.db", dir);
+    snprintf(v2, sizeof v2, "%s/v2.db", dir);
     snprintf(fresh, sizeof fresh, "%s/fresh.db", dir);
     snprintf(future, sizeof future, "%s/future.db", dir);
     long long prefill_bits = test_int(1, 1 << 30);
@@ -96,12 +99,14 @@ int main(void) {
         db = kvdb_open(v1, err, sizeof err);
         CHECK(db != NULL, "open (round %d) of the version-1 file: %s", round, err);
         if (!db) break;
-        CHECK(kvdb_schema_version(db) == 2 && q_int(db, "SELECT schema FROM version") == 2 &&
+        CHECK(kvdb_schema_version(db) == 3 && q_int(db, "SELECT schema FROM version") == 3 &&
                   q_int(db, "SELECT count(*) FROM version") == 1,
               "round %d: version %d", round, kvdb_schema_version(db));
         CHECK(q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name IN "
                         "('gpu_peak_bytes','gpu_used_bytes','gpu_prefill_ms')") == 3,
               "round %d: the device columns", round);
+        CHECK(q_int(db, "SELECT count(*) FROM cases WHERE id = 1 AND prompt_sha256 IS NULL AND prompt_tokens IS NULL") == 1,
+              "round %d: an old case's prompt columns must be NULL", round);
         CHECK(q_int(db, "SELECT prefill_s FROM cases WHERE id = 1") == prefill_bits &&
                   q_real(db, "SELECT score FROM results") == 0.5 && q_int(db, "SELECT count(*) FROM runs") == 1,
               "round %d: the old rows changed", round);
@@ -130,33 +135,50 @@ int main(void) {
         kvdb_close(db);
     }
 
-    /* a fresh file: version 2, a case never measured has NULLs */
+    /* a version-2 file (version 1 plus the device columns, by raw SQL) migrates to 3 alone */
+    CHECK(raw_exec(v2, v1_sql) == 0 && raw_exec(v2, rows) == 0 &&
+              raw_exec(v2, "ALTER TABLE cases ADD COLUMN gpu_peak_bytes INTEGER; ALTER TABLE cases ADD COLUMN gpu_used_bytes"
+                           " INTEGER; ALTER TABLE cases ADD COLUMN gpu_prefill_ms REAL; ALTER TABLE results ADD COLUMN"
+                           " gpu_peak_bytes INTEGER; UPDATE version SET schema = 2;") == 0,
+          "writing a version-2 file");
+    db = kvdb_open(v2, err, sizeof err);
+    CHECK(db && kvdb_schema_version(db) == 3 &&
+              q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name IN ('prompt_sha256','prompt_tokens')") == 2 &&
+              q_int(db, "SELECT count(*) FROM cases") == 1,
+          "version 2 -> 3: %s", db ? kvdb_errmsg(db) : err);
+    kvdb_close(db);
+
+    /* a fresh file: version 3, a case never measured has NULLs */
     db = kvdb_open(fresh, err, sizeof err);
     CHECK(db != NULL, "fresh file: %s", err);
     if (db) {
         kvdb_run run = {.run_key = "fresh", .backend = "cpu"};
         int64_t rid = kvdb_run_begin(db, &run, NULL);
-        kvdb_case kc = {.case_key = "c", .workload = "niah", .ctx = 512, .depth = 0.5, .prefill_s = 1.25};
+        kvdb_case kc = {.case_key = "c", .workload = "niah", .ctx = 512, .depth = 0.5, .prefill_s = 1.25,
+                        .prompt_sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", .prompt_tokens = 77};
         int64_t cid = rid > 0 ? kvdb_case_get(db, rid, &kc) : -1;
-        CHECK(kvdb_schema_version(db) == 2 && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
+        CHECK(kvdb_schema_version(db) == 3 && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
               (long long)cid, kvdb_errmsg(db));
         CHECK(q_int(db, "SELECT count(*) FROM cases WHERE gpu_peak_bytes IS NULL AND gpu_used_bytes IS NULL AND "
                         "gpu_prefill_ms IS NULL") == 1,
               "a CPU case must have NULL device columns");
+        CHECK(q_int(db, "SELECT count(*) FROM cases WHERE prompt_sha256 = "
+                        "'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' AND prompt_tokens = 77") == 1,
+              "the prompt columns as given");
         kvdb_close(db);
     }
 
     /* a newer file is refused, naming the version */
-    CHECK(raw_exec(future, v1_sql) == 0 && raw_exec(future, "UPDATE version SET schema = 3") == 0, "future file");
+    CHECK(raw_exec(future, v1_sql) == 0 && raw_exec(future, "UPDATE version SET schema = 4") == 0, "future file");
     db = kvdb_open_readonly(future, err, sizeof err);
-    CHECK(!db && strstr(err, "schema version 3") && strstr(err, future), "version 3 read-only: got '%s'", db ? "" : err);
+    CHECK(!db && strstr(err, "schema version 4") && strstr(err, future), "version 4 read-only: got '%s'", db ? "" : err);
     kvdb_close(db);
     db = kvdb_open(future, err, sizeof err);
-    CHECK(!db && strstr(err, "schema version 3"), "version 3 read-write: got '%s'", db ? "" : err);
+    CHECK(!db && strstr(err, "schema version 4"), "version 4 read-write: got '%s'", db ? "" : err);
     kvdb_close(db);
 
-    const char *names[] = {v1, fresh, future};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {v1, v2, fresh, future};
+    for (int i = 0; i < 4; i++) {
         char side[300];
         unlink(names[i]);
         snprintf(side, sizeof side, "%s-wal", names[i]);

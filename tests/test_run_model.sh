@@ -4,6 +4,9 @@
 #  - a run writes one row per (case, method, budget) with text, score, timings, memory
 #    and head statistics; the score is recomputed here from the stored text; FullKV
 #    finds the needle; the run config records the template and stop tokens;
+#  - --print-prompts writes the exact prompt (sha256sum agrees) and the hash the run stores;
+#  - NIAH off the defaults (dev split, samples, distractors, own needle, answer prefix) is
+#    in the cases, the run key, the configuration and the report header;
 #  - rerunning the same command adds nothing; kill -9 mid-run then a rerun ends with the
 #    complete set and no duplicates; --jobs 2 splits the cases over two processes;
 #  - SeKV that cannot fit its budget (8 tokens: the sinks and window alone) is recorded
@@ -143,6 +146,17 @@ expect_fail() {   # expect_fail "message part" args...
     [ "$(wc -l <"$T/e")" = 1 ] || fail "'$*': not one line on stderr: $(cat "$T/e")"
     grep -q -- "$want" "$T/e" || fail "'$*': '$(cat "$T/e")' lacks '$want'"
 }
+# ---------------------------------------------------------------- --print-prompts
+# The printed text is exactly the prompt: its sha256sum is the header's and the one the run
+# stored for the case, with the same token count; nothing is run or written.
+"$KVBENCH" "${RUN[@]}" --print-prompts 5 --db "$T/pp.db" >"$T/pp" 2>"$T/ppe" || fail "--print-prompts: $(cat "$T/ppe")"
+[ ! -e "$T/pp.db" ] || fail "--print-prompts wrote a results file"
+read -r _ _ _ key ntok _ nbytes _ _ sha _ < <(head -1 "$T/pp" | tr -d ',')
+[ "$(grep -c '^=== prompt ' "$T/pp")" = 1 ] || fail "--print-prompts 5 of 1 case: $(grep -c '^=== prompt ' "$T/pp") prompts"
+[ "$(tail -n +2 "$T/pp" | head -c "$nbytes" | sha256sum | cut -d' ' -f1)" = "$sha" ] || fail "printed prompt vs its sha256"
+[ "$(q "$T/a.db" "SELECT prompt_sha256 || ' ' || prompt_tokens || ' ' || case_key FROM cases WHERE run_id = 1")" = "$sha $ntok $key" ] ||
+    fail "stored prompt hash: $(q "$T/a.db" 'SELECT prompt_sha256, prompt_tokens, case_key FROM cases') vs $sha $ntok $key"
+
 expect_fail "unknown workload" run --workload needles --db "$T/x.db"
 expect_fail "beyond the context" run --model "$MODEL" --workload niah --ctx 512,9000 --db "$T/x.db"
 expect_fail "no-such.gguf" run --model "$T/no-such.gguf" --workload niah --db "$T/x.db"
