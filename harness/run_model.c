@@ -74,7 +74,8 @@ void run_model_usage(FILE *f) {
             "Every result is committed to FILE at once; rerunning the same command resumes.\n"
             "\n"
             "  --workload W       niah                 needle in a haystack (Paul Graham essays)\n"
-            "                     ruler[:TASK,..]      RULER synthetic tasks (default: all 11)\n"
+            "                     ruler[:TASK,..]      RULER tasks: the 11 synthetic ones by default, all 13\n"
+            "                                          with --qa-data (qa_1, qa_2 need it)\n"
             "                     longbench:DIR        LongBench v1 JSONL files in DIR\n"
             "                     infinitebench:DIR    InfiniteBench JSONL files in DIR\n"
             "                     gsm8k:FILE           GSM8K test JSONL (few-shot)\n"
@@ -113,6 +114,9 @@ void run_model_usage(FILE *f) {
             "  --answer-prefix T  niah: text the answer starts with, after the chat template (default\n"
             "                     none, as the original test; KVCache-Factory uses \"%s\")\n"
             "  --seed S           ruler generation seed (default 42)\n"
+            "  --qa-data DIR      ruler qa_1, qa_2: DIR/squad.json (SQuAD 2.0 dev, dev-v2.0.json) and\n"
+            "                     DIR/hotpotqa.json (HotpotQA dev distractor, hotpot_dev_distractor_v1.json),\n"
+            "                     which you download; sample i asks question i\n"
             "  --db FILE          results file (created if missing; required unless --print-prompts)\n"
             "  --print-prompts N  write the exact text, token count and SHA-256 of the first N cases'\n"
             "                     prompts to stdout and stop (no run; the results file keeps each\n"
@@ -234,6 +238,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
+        else if (!strcmp(flag, "--qa-data")) o->wl.qa_data = val;
         else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
         else if (!strcmp(flag, "--shots")) { if (run_parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
         else if (!strcmp(flag, "--print-prompts")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->print_prompts)) return -1; }
@@ -287,6 +292,9 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     if (o->wl.haystack && o->wl.kind != MW_NIAH && o->wl.kind != MW_RULER)
         return run_fail("--haystack applies to niah and ruler only");
     if (niah_only && o->wl.kind != MW_NIAH) return run_fail("%s applies to niah only", niah_only);
+    if (o->wl.qa_data && o->wl.kind != MW_RULER) return run_fail("--qa-data applies to ruler only (its qa_1 and qa_2)");
+    if (o->wl.kind == MW_RULER && mw_qa_check(&o->wl, err, sizeof err)) return run_fail("%s", err);
+    o->wl.log_notes = o->job_index < 0 && !o->quiet;
     if (o->wl.kind == MW_NIAH) {
         if (o->wl.needle && (!o->wl.question || !o->wl.answers))
             return run_fail("--needle needs --question (what to ask) and --answer (the keywords that score)");
@@ -511,6 +519,7 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     PUT("],\"depths_pct\":[");
     for (int i = 0; o->wl.kind == MW_NIAH && i < o->n_depths; i++) PUT("%s%.10g", i ? "," : "", o->depths[i]);
     PUT("]");
+    if (o->wl.kind == MW_RULER) PUT(",\"qa_data\":"), STR(o->wl.qa_data ? o->wl.qa_data : "");
     if (o->wl.kind == MW_NIAH) {
         PUT(",\"split\":"), STR(o->wl.split ? "dev" : "test");
         PUT(",\"niah\":{\"needle\":"), STR(o->wl.needle ? o->wl.needle : NIAH_NEEDLE);

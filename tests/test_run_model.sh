@@ -4,6 +4,8 @@
 #  - a run writes one row per (case, method, budget) with text, score, timings, memory
 #    and head statistics; the score is recomputed here from the stored text; FullKV
 #    finds the needle; the run config records the template and stop tokens;
+#  - ruler with --qa-data lists all 13 tasks (fixture SQuAD/HotpotQA files), without it the
+#    11 synthetic ones and a note; qa_1/qa_2 run and score by string_match_part;
 #  - --print-prompts writes the exact prompt (sha256sum agrees) and the hash the run stores;
 #  - NIAH off the defaults (dev split, samples, distractors, own needle, answer prefix) is
 #    in the cases, the run key, the configuration and the report header;
@@ -156,6 +158,33 @@ read -r _ _ _ key ntok _ nbytes _ _ sha _ < <(head -1 "$T/pp" | tr -d ',')
 [ "$(tail -n +2 "$T/pp" | head -c "$nbytes" | sha256sum | cut -d' ' -f1)" = "$sha" ] || fail "printed prompt vs its sha256"
 [ "$(q "$T/a.db" "SELECT prompt_sha256 || ' ' || prompt_tokens || ' ' || case_key FROM cases WHERE run_id = 1")" = "$sha $ntok $key" ] ||
     fail "stored prompt hash: $(q "$T/a.db" 'SELECT prompt_sha256, prompt_tokens, case_key FROM cases') vs $sha $ntok $key"
+
+# ---------------------------------------------------------------- RULER qa_1, qa_2 (--qa-data)
+# All 13 tasks with the fixture files, 11 and a note without; the two qa tasks through the
+# model, scored by string_match_part against the fixture's answers.
+"$KVBENCH" run --model "$MODEL" --workload ruler --qa-data tests/fixtures/ruler_qa --haystack "$T/hay.txt" --ctx 1024 \
+    --print-prompts 100 >"$T/r13" 2>"$T/r13e" || fail "ruler with --qa-data: $(cat "$T/r13e")"
+[ "$(grep -o '^=== prompt [0-9]*/[0-9]*: ruler:[a-z_0-9]*' "$T/r13" | sed 's/.*ruler://' | tr '\n' ' ')" = \
+  "niah_single_1 niah_single_2 niah_single_3 niah_multikey_1 niah_multikey_2 niah_multikey_3 niah_multivalue niah_multiquery vt cwe fwe qa_1 qa_2 " ] ||
+    fail "ruler --qa-data tasks: $(grep '^=== prompt' "$T/r13")"
+"$KVBENCH" run --model "$MODEL" --workload ruler --haystack "$T/hay.txt" --ctx 1024 --print-prompts 100 >"$T/r11" 2>"$T/r11e" ||
+    fail "ruler without --qa-data: $(cat "$T/r11e")"
+[ "$(grep -c '^=== prompt' "$T/r11")" = 11 ] && ! grep -q 'ruler:qa_' "$T/r11" || fail "ruler without --qa-data: not the 11 synthetic tasks"
+grep -q "qa_1 and qa_2 need --qa-data DIR .*running the 11 synthetic tasks" "$T/r11e" || fail "no note on the left-out qa tasks: $(cat "$T/r11e")"
+"$KVBENCH" run --model "$MODEL" --workload ruler:qa_1,qa_2 --qa-data tests/fixtures/ruler_qa --ctx 400 --methods fullkv \
+    --max-new 8 --threads 2 --quiet --db "$T/qa.db" >/dev/null 2>"$T/qae" || fail "qa run: $(cat "$T/qae")"
+[ "$(q "$T/qa.db" "SELECT group_concat(variant, ' ') FROM (SELECT variant FROM cases ORDER BY variant)")" = "ruler:qa_1 ruler:qa_2" ] ||
+    fail "qa cases: $(q "$T/qa.db" 'SELECT variant FROM cases')"
+while IFS='|' read -r v score out; do     # string_match_part, recomputed: 1 if an answer occurs (case-insensitive)
+    want=0
+    case $v in ruler:qa_1) ans="1874" ;; *) ans="the alder river" ;; esac
+    case "$(printf '%s' "$out" | tr 'A-Z' 'a-z')" in *"$ans"*) want=1 ;; esac
+    [ "$(printf '%.0f' "$score")" = "$want" ] || fail "$v: score $score for '$out' (answer '$ans')"
+done < <(q "$T/qa.db" "SELECT c.variant, r.score, replace(r.output, char(10), ' ') FROM results r JOIN cases c ON c.id = r.case_id")
+q "$T/qa.db" "SELECT run_key FROM runs" | grep -q "squad=[0-9a-f]\{16\};hotpotqa=[0-9a-f]\{16\}" || fail "qa data not in the run key"
+expect_fail "needs --qa-data DIR holding squad.json" run --model "$MODEL" --workload ruler:qa_1 --db "$T/x.db"
+expect_fail "hotpotqa.json" run --model "$MODEL" --workload ruler:qa_2 --qa-data "$T" --db "$T/x.db"
+expect_fail "applies to ruler only" run --model "$MODEL" --workload niah --qa-data "$T" --db "$T/x.db"
 
 expect_fail "unknown workload" run --workload needles --db "$T/x.db"
 expect_fail "beyond the context" run --model "$MODEL" --workload niah --ctx 512,9000 --db "$T/x.db"

@@ -15,6 +15,7 @@
 #include "../workloads/ruler.h"
 #include "../workloads/tokspan.h"
 #include "../harness/model_case.h"
+#include "../workloads/ruler_qa.h"
 
 static const kv_tokenizer *tok;
 
@@ -198,6 +199,104 @@ static void test_niah_variants(const char *hay, size_t hay_len) {
     tc_case_free(&base);
 }
 
+/* The "Document i:" blocks of a qa context, numbered 1..k; their texts into doc[] (copies). */
+static int qa_documents(const char *ctx, char **doc, int cap) {
+    int k = 0;
+    for (const char *p = ctx; p && k < cap;) {
+        char head[32];
+        snprintf(head, sizeof head, "Document %d:\n", k + 1);
+        if (strncmp(p, head, strlen(head))) return -1;
+        p += strlen(head);
+        snprintf(head, sizeof head, "\n\nDocument %d:\n", k + 2);
+        const char *end = strstr(p, head);
+        doc[k++] = end ? strndup(p, (size_t)(end - p)) : strdup(p);
+        p = end ? end + 2 : NULL;
+    }
+    return k;
+}
+
+/* RULER qa_1/qa_2 from the fixture files: sample i asks question i (impossible ones left
+ * out), the gold documents are there once, distractors come from the question's article
+ * first (SQuAD), every block is a whole document of the file, all distinct; the prompt fits;
+ * a long enough length holds every document; deterministic; refusals name the files. */
+static void test_ruler_qa(void) {
+    char err[512];
+    ruler_qa_data *sq = ruler_qa_load("tests/fixtures/ruler_qa", 1, err, sizeof err);
+    ruler_qa_data *hp = ruler_qa_load("tests/fixtures/ruler_qa", 0, err, sizeof err);
+    CHECK(sq && hp, "fixtures: %s", err);
+    if (!sq || !hp) { ruler_qa_free(sq); ruler_qa_free(hp); return; }
+    CHECK(sq->n_qa == 6 && sq->n_docs == 6 && !strcmp(sq->qa[2].query, "Who was the last keeper?") &&
+              sq->qa[2].n_answers == 2 && sq->qa[0].n_more == 2,
+          "squad: %d questions, %d documents", sq->n_qa, sq->n_docs);
+    CHECK(hp->n_qa == 3 && hp->n_docs == 7 && hp->qa[0].n_gold == 4 && !strcmp(hp->qa[1].answers[0], "1820"),
+          "hotpot: %d questions, %d documents", hp->n_qa, hp->n_docs);
+    for (int i = 1; i < sq->n_docs; i++) CHECK(strcmp(sq->docs[i - 1], sq->docs[i]) < 0, "documents sorted, distinct");
+    ruler_opts o;
+    ruler_defaults(&o);
+    o.tok = tok;
+    o.squad = sq;
+    o.hotpot = hp;
+    int tasks[2] = {ruler_task_index("qa_1"), ruler_task_index("qa_2")};
+    CHECK(tasks[0] == RULER_N_SYNTHETIC && tasks[1] == RULER_N_SYNTHETIC + 1 && ruler_task_qa(tasks[0]) == 1 &&
+              ruler_task_qa(tasks[1]) == 2 && ruler_task_max_new(tasks[0]) == 32, "qa task table");
+    for (int q = 0; q < 2; q++) {
+        const ruler_qa_data *d = q ? hp : sq;
+        int L = q ? test_int(290, 325) : test_int(285, 335), n = d->n_qa;   /* some documents left out */
+        tc_list l = {0};
+        CHECK(ruler_generate(&o, tasks[q], L, n, &l, err, sizeof err) == 0 && l.n == n, "qa_%d: %s", q + 1, err);
+        for (int i = 0; i < l.n; i++) {
+            tc_case *c = &l.v[i];
+            const ruler_qa_item *it = &d->qa[i];
+            CHECK(c->prompt_tokens + 32 <= L && c->scorer == TC_SCORE_MATCH_PART && c->max_new_tokens == 32, "%s fits", c->id);
+            CHECK(!strcmp(c->question, it->query) && c->n_answers == it->n_answers && !strcmp(c->answers[0], it->answers[0]),
+                  "%s asks question %d", c->id, i);
+            CHECK(tc_score(c, it->answers[0]) == 100.0 && tc_score(c, "no idea") == 0.0, "%s scoring", c->id);
+            char *doc[64];
+            int k = qa_documents(c->context, doc, 64);
+            CHECK(k >= it->n_gold, "%s: %d documents", c->id, k);
+            int outside = 0, more_left = 0;
+            for (int a = 0; a < k; a++) {
+                int idx = -1;
+                for (int b = 0; b < d->n_docs; b++) if (!strcmp(doc[a], d->docs[b])) idx = b;
+                CHECK(idx >= 0, "%s: document %d is not one of the file's", c->id, a + 1);
+                for (int b = 0; b < a; b++) CHECK(strcmp(doc[a], doc[b]), "%s: document repeated", c->id);
+                int rel = 0;
+                for (int g = 0; g < it->n_gold; g++) rel |= idx == it->gold[g];
+                for (int m = 0; m < it->n_more; m++) rel |= idx == it->more[m];
+                outside += !rel;
+            }
+            for (int m = 0; m < it->n_more; m++) {
+                int in = 0;
+                for (int a = 0; a < k; a++) in |= !strcmp(doc[a], d->docs[it->more[m]]);
+                more_left += !in;
+            }
+            for (int g = 0; g < it->n_gold; g++) CHECK(count(c->context, d->docs[it->gold[g]]) >= 1, "%s: gold document %d", c->id, g);
+            CHECK(!(outside && more_left), "%s: a document from outside while the article has %d left", c->id, more_left);
+            for (int a = 0; a < k; a++) free(doc[a]);
+        }
+        tc_list l2 = {0}, big = {0};
+        CHECK(ruler_generate(&o, tasks[q], L, n, &l2, err, sizeof err) == 0 && !strcmp(l2.v[n - 1].prompt, l.v[n - 1].prompt),
+              "qa_%d not deterministic", q + 1);
+        CHECK(ruler_generate(&o, tasks[q], 4096, 1, &big, err, sizeof err) == 0 && big.n == 1, "qa_%d at 4096: %s", q + 1, err);
+        if (big.n) {
+            char *doc[64];
+            int k = qa_documents(big.v[0].context, doc, 64);
+            CHECK(k == d->n_docs, "qa_%d at 4096: all %d documents (got %d)", q + 1, d->n_docs, k);
+            for (int a = 0; a < k; a++) free(doc[a]);
+        }
+        CHECK(ruler_generate(&o, tasks[q], L, n + 1, &big, err, sizeof err) == -1 && strstr(err, "questions"), "%s", err);
+        tc_list_free(&l); tc_list_free(&l2); tc_list_free(&big);
+    }
+    o.squad = NULL;
+    tc_list l = {0};
+    CHECK(ruler_generate(&o, tasks[0], 2048, 1, &l, err, sizeof err) == -1 && strstr(err, "--qa-data") && strstr(err, "squad.json"), "%s", err);
+    CHECK(!ruler_qa_load("tests/fixtures", 0, err, sizeof err) && strstr(err, "tests/fixtures/hotpotqa.json") &&
+              strstr(err, "hotpot_dev_distractor_v1.json"), "missing file: %s", err);
+    tc_list_free(&l);
+    ruler_qa_free(sq);
+    ruler_qa_free(hp);
+}
+
 /* Occurrences of "N. word" entries per word in a cwe list: counts of `word`. */
 static int entry_count(const char *ctx, const char *word) {
     int k = 0;
@@ -335,7 +434,7 @@ static void test_ruler(const char *essays, size_t essays_len) {
     o.seed = (uint64_t)test_int(1, 1 << 30);
     char err[512];
     int lengths[2] = {test_int(1500, 2500), 4096};
-    for (int task = 0; task < RULER_N_TASKS; task++) {
+    for (int task = 0; task < RULER_N_SYNTHETIC; task++) {
         if (ruler_task_needs_essays(task) && !essays) { printf("SKIP: ruler %s (no essays)\n", ruler_task_name(task)); continue; }
         for (int li = 0; li < 2; li++) {
             tc_list l = {0}, again = {0};
@@ -359,7 +458,7 @@ static void test_ruler(const char *essays, size_t essays_len) {
     }
     tc_list l = {0};
     CHECK(ruler_generate(&o, ruler_task_index("vt"), 100, 1, &l, err, sizeof err) == -1 && strstr(err, "too short"), "%s", err);
-    CHECK(ruler_task_index("nope") == -1 && ruler_task_index("fwe") == RULER_N_TASKS - 1, "task names");
+    CHECK(ruler_task_index("nope") == -1 && ruler_task_index("fwe") == RULER_N_SYNTHETIC - 1, "task names");
     tc_list_free(&l);
 }
 
@@ -420,6 +519,7 @@ int main(int argc, char **argv) {
     test_niah(hay, len);
     test_niah_variants(hay, len);
     test_ruler(essays, essays ? len : 0);
+    test_ruler_qa();
     free(hay);
     tok_free(t);
     gguf_close(&f);
