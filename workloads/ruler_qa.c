@@ -272,7 +272,7 @@ int ruler_build_qa(const ruler_ctx *x, int h, wl_rng r, tc_case *c) {
                 if (!used[i]) pool[np++] = i;
             pick(&r, pool, np, n - k, all + k);
         } else {
-            memcpy(pool, q->more, (size_t)q->n_more * sizeof *pool);
+            if (q->n_more) memcpy(pool, q->more, (size_t)q->n_more * sizeof *pool);
             pick(&r, pool, q->n_more, n - k, all + k);
         }
         k = n;
