@@ -219,7 +219,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "-", 1)) return run_fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
         char flag[64];
-        const char *val;
+        const char *val = NULL;
         if (split_flag(argc, argv, &i, flag, sizeof flag, &val)) return -1;
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
             run_model_usage(stdout);
