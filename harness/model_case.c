@@ -105,10 +105,22 @@ static char *ids_text(const kv_tokenizer *t, const int32_t *ids, int n) {
 }
 
 /* 1 if the token's text holds a newline (LongBench samsum stops there). */
-static int piece_has_newline(const kv_tokenizer *t, int id) {
+int mc_piece_has_newline(const kv_tokenizer *t, int id) {
     char buf[256];
     int len = tok_piece(t, id, 0, buf, sizeof buf);
     return len > 0 && len < (int)sizeof buf && memchr(buf, '\n', (size_t)len) != NULL;
+}
+
+/* Greedy choice among the tokens that do not end generation: LongBench's samsum passes
+ * min_length = prompt + 1, so HF masks the stop tokens until one token is out. */
+int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int newline) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (best >= 0 && !(logits[i] > logits[best])) continue;
+        if (tok_is_stop(t, i) || (newline && mc_piece_has_newline(t, i))) continue;
+        best = i;
+    }
+    return best >= 0 ? best : model_argmax(logits, n);
 }
 
 static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
@@ -198,12 +210,14 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
     res->question_s = now_s() - t0;
     r->prefill_s += res->question_s;
 
-    /* Greedy generation until a stop token, a newline where the task stops there, or max_new. */
+    /* Greedy generation until a stop token, a newline where the task stops there, or max_new;
+     * no stop before min_new_tokens tokens. */
     int count = 0, steps = 0;
     t0 = now_s();
     while (count < c->max_new) {
-        int id = model_argmax(logits, cf->n_vocab);
-        if (tok_is_stop(tok, id) || (c->tc->stop_newline && piece_has_newline(tok, id))) break;
+        int id = count < c->tc->min_new_tokens ? mc_argmax_no_stop(tok, logits, cf->n_vocab, c->tc->stop_newline)
+                                               : model_argmax(logits, cf->n_vocab);
+        if (tok_is_stop(tok, id) || (c->tc->stop_newline && mc_piece_has_newline(tok, id))) break;
         gen[count++] = id;
         if (count == c->max_new) break;
         int pos = c->n + count - 1;

@@ -49,6 +49,14 @@ typedef struct {
 /* res->r.status MC_REFUSED: init refused the configuration (not an outcome of this case);
  * the caller stops the run and stores nothing. */
 #define MC_REFUSED "refused"
+
+/* 1 if token id's text holds a newline. */
+int mc_piece_has_newline(const kv_tokenizer *t, int id);
+/* Greedy pick among the tokens that would not stop generation (stop tokens, and newline
+ * tokens when newline is set): the first tokens of a case with min_new_tokens. Lowest id
+ * on ties, as model_argmax. */
+int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int newline);
+
 void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res);
 void mc_result_clear(mc_result *res);
 

@@ -27,6 +27,13 @@ typedef struct {
     int question_after, max_new, shots;
     uint64_t seed;
     wl_split split;             /* --split (niah, ruler): test (default) or dev, disjoint seeds and content */
+    /* niah: the needle, its question and answer keywords (NULL: the classic needle), the
+     * answer prefix after the template (NULL: none, the original prompt), needles per
+     * prompt (1 + distractors) and haystack starts per (length, depth) cell */
+    const char *needle, *question, *answers, *answer_prefix;
+    int needles, samples;
+    const char *qa_data;        /* ruler: --qa-data DIR with squad.json and hotpotqa.json (qa_1, qa_2) */
+    int log_notes;              /* print notes (tasks left out) on stderr */
 } mw_spec;
 
 /* "niah", "ruler", "ruler:TASK,..", "longbench:DIR", "infinitebench:DIR", "gsm8k:FILE".
@@ -36,6 +43,21 @@ int mw_parse(const char *spec, mw_spec *out, char *err, size_t errlen);
 int mw_ctx_is_length(mw_kind k);
 /* The largest generation length of the workload's tasks (for the truncation budget). */
 int mw_max_new(const mw_spec *s);
+
+/* The NIAH settings in the run key, e.g. "split:test/needles:1/samples:1/needle:classic/
+ * prefix:none" (texts other than the defaults as a hash; the texts are in the configuration). */
+void mw_niah_ident(const mw_spec *s, char *buf, size_t n);
+
+/* The RULER tasks this spec runs (ruler, or ruler:TASK,..), in task-table order: run[t] = 1.
+ * Without --qa-data, "ruler" (all) leaves out qa_1 and qa_2 (*qa_skipped = 1). */
+void mw_ruler_tasks(const mw_spec *s, int run[], int *qa_skipped);
+/* --qa-data checked before anything loads: the files the listed qa tasks read exist; a qa
+ * task listed without --qa-data is refused. 0, or -1 with a reason naming the files. */
+int mw_qa_check(const mw_spec *s, char *err, size_t errlen);
+
+/* The NIAH settings checked before anything loads (keywords in the needle, ranges); 0, or
+ * -1 with a reason naming the flag. */
+int mw_niah_check(const mw_spec *s, char *err, size_t errlen);
 
 /* Builds every case. ident receives what identifies the inputs beyond the options
  * (haystack checksum, data path) for the run key. 0, or -1 with err. */

@@ -85,3 +85,4 @@ int run_add_budget(const char *flag, const char *s, double *list, int *n, int ca
     list[(*n)++] = v;
     return 0;
 }
+

@@ -20,4 +20,6 @@ int run_add_method(const char *flag, const char *s, const kv_method **list, int 
 /* One --budget item: a fraction in (0,1] or an integer token count > 1, no duplicates. */
 int run_add_budget(const char *flag, const char *s, double *list, int *n, int cap);
 
+/* --split dev|test: *out 1 for dev, 0 for test. 0 or -1. */
+
 #endif

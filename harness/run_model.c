@@ -18,6 +18,8 @@
 #include "rss.h"
 #include "run_ident.h"
 #include "../kernels/core.h"
+#include "../workloads/niah.h"
+#include "../workloads/sha256.h"
 #include "../methods/method.h"
 #include "../model/model.h"
 #include "../results/db.h"
@@ -57,6 +59,7 @@ typedef struct {
     int n_depths, depths_given;
     int threads, jobs, job_index, quiet;
     int decode_rule;           /* kv_decode_rule, the same for every method */
+    int print_prompts;         /* --print-prompts N: write the first N prompts, run nothing */
     method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
@@ -74,7 +77,8 @@ void run_model_usage(FILE *f) {
             "Every result is committed to FILE at once; rerunning the same command resumes.\n"
             "\n"
             "  --workload W       niah                 needle in a haystack (Paul Graham essays)\n"
-            "                     ruler[:TASK,..]      RULER synthetic tasks (default: all 11)\n"
+            "                     ruler[:TASK,..]      RULER tasks: the 11 synthetic ones by default, all 13\n"
+            "                                          with --qa-data (qa_1, qa_2 need it)\n"
             "                     longbench:DIR        LongBench v1 JSONL files in DIR\n"
             "                     infinitebench:DIR    InfiniteBench JSONL files in DIR\n"
             "                     gsm8k:FILE           GSM8K test JSONL (few-shot)\n"
@@ -105,10 +109,26 @@ void run_model_usage(FILE *f) {
             "                     streamingllm and h2o still evict while decoding (their papers).\n"
             "                     hold: every method keeps its fast-tier rows within the budget at\n"
             "                     every step, by its own rule. Part of the run's identity\n"
+            "  --split dev|test   niah, ruler: test (default; reported numbers) or dev (for tuning), with\n"
+            "                     disjoint generator seeds and haystack text (niah: test sample 1 is the\n"
+            "                     classic prompt from the essays' start, dev starts in their second half)\n"
+            "  --samples N        niah: haystack starts per (length, depth) cell, 1..16 (default 1)\n"
+            "  --needles N        niah: the needle plus N-1 distractor needles about other cities\n"
+            "                     (multi-key retrieval), 1..8 (default 1)\n"
+            "  --needle TEXT      niah: another needle; needs --question and --answer\n"
+            "  --question TEXT    niah: the question about it\n"
+            "  --answer LIST      niah: comma-separated keywords; the answer scores when it holds all\n"
+            "                     (case-insensitive); each must occur in the needle\n"
+            "  --answer-prefix T  niah: text the answer starts with, after the chat template (default\n"
+            "                     none, as the original test; KVCache-Factory uses \"%s\")\n"
             "  --seed S           ruler generation seed (default 42)\n"
-            "  --split S          ruler: test (default; reported numbers) or dev (for tuning), with\n"
-            "                     disjoint generator seeds, keys, values and haystack text (niah: test)\n"
-            "  --db FILE          results file (created if missing; required)\n"
+            "  --qa-data DIR      ruler qa_1, qa_2: DIR/squad.json (SQuAD 2.0 dev, dev-v2.0.json) and\n"
+            "                     DIR/hotpotqa.json (HotpotQA dev distractor, hotpot_dev_distractor_v1.json),\n"
+            "                     which you download; sample i asks question i\n"
+            "  --db FILE          results file (created if missing; required unless --print-prompts)\n"
+            "  --print-prompts N  write the exact text, token count and SHA-256 of the first N cases'\n"
+            "                     prompts to stdout and stop (no run; the results file keeps each\n"
+            "                     case's prompt SHA-256 and token count)\n"
             "  --backend NAME     cpu or cuda (default cpu): where the forward pass runs; cuda needs a\n"
             "                     make CUDA=1 build and a device (without one: a note, then the CPU).\n"
             "                     Per case the device's peak memory and prefill time are recorded\n"
@@ -126,7 +146,7 @@ void run_model_usage(FILE *f) {
             "stops the run before its first case (exit 2, nothing stored).\n"
             "Latency is split into prefill (shared; with --question-after plus the question\n"
             "tokens), compression (the method's ingest) and decode (tokens/s of the forward passes).\n",
-            model_default_path());
+            model_default_path(), NIAH_ANSWER_PREFIX);
 }
 
 /* ---------------------------------------------------------------- parsing */
@@ -199,7 +219,7 @@ int run_model_wanted(int argc, char **argv) {
 
 /* 0 ok, 1 help printed, -1 error printed. */
 static int parse_args(int argc, char **argv, rm_opts *o) {
-    const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL, *params = NULL;
+    const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL, *params = NULL, *niah_only = NULL;
     int split_given = 0;
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
@@ -211,7 +231,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "-", 1)) return run_fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
         char flag[64];
-        const char *val;
+        const char *val = NULL;
         if (split_flag(argc, argv, &i, flag, sizeof flag, &val)) return -1;
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
             run_model_usage(stdout);
@@ -237,13 +257,21 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
             split_given = 1;
         } else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
+        else if (!strcmp(flag, "--qa-data")) o->wl.qa_data = val;
         else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
         else if (!strcmp(flag, "--shots")) { if (run_parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
+        else if (!strcmp(flag, "--print-prompts")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->print_prompts)) return -1; }
         else if (!strcmp(flag, "--limit")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
         else if (!strcmp(flag, "--max-new")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
         else if (!strcmp(flag, "--jobs")) { if (run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
         else if (!strcmp(flag, "--job-index")) { if (run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
+        else if (!strcmp(flag, "--samples")) { if (run_parse_int(flag, val, 1, NIAH_MAX_SAMPLES, &o->wl.samples)) return -1; niah_only = "--samples"; }
+        else if (!strcmp(flag, "--needles")) { if (run_parse_int(flag, val, 1, NIAH_MAX_NEEDLES, &o->wl.needles)) return -1; niah_only = "--needles"; }
+        else if (!strcmp(flag, "--needle")) o->wl.needle = val, niah_only = "--needle";
+        else if (!strcmp(flag, "--question")) o->wl.question = val, niah_only = "--question";
+        else if (!strcmp(flag, "--answer")) o->wl.answers = val, niah_only = "--answer";
+        else if (!strcmp(flag, "--answer-prefix")) o->wl.answer_prefix = val, niah_only = "--answer-prefix";
         else if (!strcmp(flag, "--seed")) {
             char *end;
             errno = 0;
@@ -258,7 +286,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         return run_fail("--backend '%s': expected cpu or cuda", o->backend);
     char err[1024];
     if (mw_parse(o->workload, &o->wl, err, sizeof err)) return run_fail("%s", err);
-    if (!o->db_path || !*o->db_path) return run_fail("--db FILE is required (the results file to write)");
+    if ((!o->db_path || !*o->db_path) && !o->print_prompts) return run_fail("--db FILE is required (the results file to write)");
     if (!*o->model_path) return run_fail("--model: empty path");
     if (o->job_index >= o->jobs) return run_fail("--job-index %d: must be below --jobs %d", o->job_index, o->jobs);
     if (run_each_item("--methods", methods, add_method, o) || run_each_item("--budget", budgets, add_budget, o)) return -1;
@@ -284,8 +312,19 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         return run_fail("--haystack applies to niah and ruler only");
     if (split_given && o->wl.kind != MW_NIAH && o->wl.kind != MW_RULER)
         return run_fail("--split applies to the generated workloads (niah, ruler, synthetic-*), not %s", o->wl.name);
-    if (o->wl.split == WL_SPLIT_DEV && o->wl.kind == MW_NIAH)   /* the NIAH side is issue 18's */
-        return run_fail("--split dev: niah has no dev split yet (ruler and synthetic-* have)");
+    if (niah_only && o->wl.kind != MW_NIAH) return run_fail("%s applies to niah only", niah_only);
+    if (o->wl.qa_data && o->wl.kind != MW_RULER) return run_fail("--qa-data applies to ruler only (its qa_1 and qa_2)");
+    if (o->wl.kind == MW_RULER && mw_qa_check(&o->wl, err, sizeof err)) return run_fail("%s", err);
+    o->wl.log_notes = o->job_index < 0 && !o->quiet;
+    if (o->wl.kind == MW_NIAH) {
+        if (o->wl.needle && (!o->wl.question || !o->wl.answers))
+            return run_fail("--needle needs --question (what to ask) and --answer (the keywords that score)");
+        if (!o->wl.needle && (o->wl.question || o->wl.answers))
+            return run_fail("--question and --answer go with --needle (the classic needle has its own)");
+        if (o->wl.needle && !*o->wl.needle) return run_fail("--needle: empty text");
+        if (o->wl.question && !*o->wl.question) return run_fail("--question: empty text");
+        if (mw_niah_check(&o->wl, err, sizeof err)) return run_fail("%s", err);
+    }
     for (int i = 0; i < o->n_methods; i++) {
         int once = !strcmp(o->methods[i]->name, "fullkv");
         for (int b = 0; b < (once ? 1 : o->n_budgets); b++) {
@@ -347,6 +386,7 @@ typedef struct {
     int32_t **ids;             /* [n] */
     int *n_tok, *n_ctx_part, *max_new;
     char **key;                /* case_key: "task/id" */
+    char (*sha)[65];           /* SHA-256 hex of each prompt's text */
     double *cost;              /* relative prefill cost, for the ETA */
 } case_set;
 
@@ -355,7 +395,7 @@ static void cases_free(case_set *cs) {
         if (cs->ids) free(cs->ids[i]);
         if (cs->key) free(cs->key[i]);
     }
-    free(cs->ids), free(cs->n_tok), free(cs->n_ctx_part), free(cs->max_new), free(cs->key), free(cs->cost);
+    free(cs->ids), free(cs->n_tok), free(cs->n_ctx_part), free(cs->max_new), free(cs->key), free(cs->cost), free(cs->sha);
     tc_list_free(&cs->list);
     memset(cs, 0, sizeof *cs);
 }
@@ -372,7 +412,8 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
     cs->max_new = calloc((size_t)n, sizeof *cs->max_new);
     cs->key = calloc((size_t)n, sizeof *cs->key);
     cs->cost = calloc((size_t)n, sizeof *cs->cost);
-    if (!cs->ids || !cs->n_tok || !cs->n_ctx_part || !cs->max_new || !cs->key || !cs->cost)
+    cs->sha = calloc((size_t)n, sizeof *cs->sha);
+    if (!cs->ids || !cs->n_tok || !cs->n_ctx_part || !cs->max_new || !cs->key || !cs->cost || !cs->sha)
         return run_fail("out of memory for %d cases", n);
     for (int i = 0; i < n; i++) {
         tc_case *c = &cs->list.v[i];
@@ -388,6 +429,7 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
         if (o->wl.question_after && cs->n_ctx_part[i] < 1)
             return run_fail("case %s/%s: --question-after needs a context before the question", c->task, c->id);
         cs->max_new[i] = want;
+        sha256_hex(c->prompt, strlen(c->prompt), cs->sha[i]);
         size_t klen = strlen(c->task) + strlen(c->id) + 2;
         cs->key[i] = malloc(klen);
         if (!cs->key[i]) return run_fail("out of memory");
@@ -396,6 +438,20 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
         cs->cost[i] = pf * (1 + pf / 4096.0);   /* GEMMs linear, attention quadratic */
     }
     return 0;
+}
+
+/* --print-prompts: each prompt between a header line and an end line; the header gives
+ * the byte count, so the text in between is exact (and `sha256sum` of it is the hash). */
+static void print_prompts(const case_set *cs, int n) {
+    if (n > cs->list.n) n = cs->list.n;
+    for (int i = 0; i < n; i++) {
+        const char *p = cs->list.v[i].prompt;
+        size_t len = strlen(p);
+        printf("=== prompt %d/%d: %s, %d tokens, %zu bytes, sha256 %s ===\n", i + 1, n, cs->key[i], cs->n_tok[i], len,
+               cs->sha[i]);
+        fwrite(p, 1, len, stdout);
+        printf("\n=== end of prompt %d ===\n", i + 1);
+    }
 }
 
 /* ---------------------------------------------------------------- run identity */
@@ -435,6 +491,12 @@ static int run_key(const rm_opts *o, const kv_model *model, const char *ident, c
              o->wl.question_after, mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate,
              tc_template_name(model_tokenizer(model)), backend, kv_decode_name(o->decode_rule), code, dflt,
              *mp ? ";params=" : "", mp);
+    if (k < 0 || (size_t)k >= n) return -1;
+    if (o->wl.kind == MW_NIAH) {
+        char ni[256];
+        mw_niah_ident(&o->wl, ni, sizeof ni);
+        k += snprintf(buf + k, n - (size_t)k, ";niah=%s", ni);
+    }
     return k >= 0 && (size_t)k < n ? 0 : -1;
 }
 
@@ -486,7 +548,16 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     for (int i = 0; i < o->n_ctx; i++) PUT("%s%d", i ? "," : "", o->ctxs[i]);
     PUT("],\"depths_pct\":[");
     for (int i = 0; o->wl.kind == MW_NIAH && i < o->n_depths; i++) PUT("%s%.10g", i ? "," : "", o->depths[i]);
-    PUT("]}");
+    PUT("]");
+    if (o->wl.kind == MW_RULER) PUT(",\"qa_data\":"), STR(o->wl.qa_data ? o->wl.qa_data : "");
+    if (o->wl.kind == MW_NIAH) {
+        PUT(",\"niah\":{\"needle\":"), STR(o->wl.needle ? o->wl.needle : NIAH_NEEDLE);
+        PUT(",\"question\":"), STR(o->wl.question ? o->wl.question : NIAH_QUESTION);
+        PUT(",\"answer_keywords\":"), STR(o->wl.answers ? o->wl.answers : NIAH_ANSWERS);
+        PUT(",\"answer_prefix\":"), STR(o->wl.answer_prefix ? o->wl.answer_prefix : "");
+        PUT(",\"needles\":%d,\"samples\":%d}", o->wl.needles > 0 ? o->wl.needles : 1, o->wl.samples > 0 ? o->wl.samples : 1);
+    }
+    PUT("}");
 #undef PUT
 #undef STR
 }
@@ -753,7 +824,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         pg.left_pf_cost -= cs->cost[i];
         kvdb_case kc = {.case_key = cs->key[i], .workload = o->wl.name, .variant = tc->task, .seed = o->wl.seed,
                         .ctx = tc->length > 0 ? tc->length : mc.n,
-                        .depth = tc->depth >= 0 ? tc->depth / 100.0 : NAN, .prefill_s = mc.pf.seconds};
+                        .depth = tc->depth >= 0 ? tc->depth / 100.0 : NAN, .prefill_s = mc.pf.seconds,
+                        .prompt_sha256 = cs->sha[i], .prompt_tokens = cs->n_tok[i]};
         if (!case_ids[i]) case_ids[i] = kvdb_case_get(db, run_id, &kc);
         if (case_ids[i] < 0) {
             rc = run_fail("%s", kvdb_errmsg(db));
@@ -932,6 +1004,12 @@ int cmd_run_model(int argc, char **argv) {
     if (!rc && mw_load(&o.wl, model_tokenizer(model), &cs.list, ident, sizeof ident, err, sizeof err))
         rc = run_fail("%s", err);
     if (!rc) rc = cases_prepare(&cs, &o, model);
+    if (!rc && o.print_prompts) {             /* show, then stop: nothing is run or written */
+        print_prompts(&cs, o.print_prompts);
+        cases_free(&cs);
+        model_free(model);
+        return 0;
+    }
 
     provenance prov;
     provenance_get(&prov);

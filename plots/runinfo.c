@@ -136,6 +136,12 @@ void kv_runinfo_line(const kv_runinfo *ri, char *buf, size_t n) {
     snprintf(buf, n, "run %lld: workload %s%s, model %s, git %s, seed %llu, backend %s, created %s, decode rule %s",
              (long long)ri->id, ri->workload, extra, ri->model, ri->git_commit, (unsigned long long)ri->seed,
              ri->backend, ri->created, ri->decode_rule);
+    /* NIAH runs name their prompt settings (split, needles, samples, needle, answer prefix) */
+    const char *ni = ri->run_key ? strstr(ri->run_key, ";niah=") : NULL;
+    if (ni) {
+        size_t k = strlen(buf), len = strcspn(ni + 6, ";");
+        snprintf(buf + k, n > k ? n - k : 0, ", niah %.*s", (int)len, ni + 6);
+    }
 }
 
 static int registry_rank(const char *name) {

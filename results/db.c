@@ -35,6 +35,7 @@ static const char *schema_sql =
     " case_key TEXT NOT NULL, workload TEXT, ctx INTEGER, depth REAL, variant TEXT,"
     " seed INTEGER, prefill_s REAL,"
     " gpu_peak_bytes INTEGER, gpu_used_bytes INTEGER, gpu_prefill_ms REAL, rss_peak INTEGER,"
+    " prompt_sha256 TEXT, prompt_tokens INTEGER,"
     " UNIQUE(run_id, case_key));"
     "CREATE TABLE IF NOT EXISTS results("
     " id INTEGER PRIMARY KEY,"
@@ -66,11 +67,15 @@ static const char *migrate_v2_sql =
     "ALTER TABLE results ADD COLUMN gpu_peak_bytes INTEGER;"
     "UPDATE version SET schema = 2;";
 
-/* Version 2 -> 3: steady (decode-time) fast-tier bytes and the measured peak RSS. */
+/* Version 2 -> 3: steady (decode-time) fast-tier bytes and the measured peak RSS; each
+ * case's prompt, as SHA-256 of its exact text and its token count (NULL for the rows
+ * already there). */
 static const char *migrate_v3_sql =
     "ALTER TABLE results ADD COLUMN fast_decode_peak INTEGER;"
     "ALTER TABLE results ADD COLUMN rss_peak INTEGER;"
     "ALTER TABLE cases ADD COLUMN rss_peak INTEGER;"
+    "ALTER TABLE cases ADD COLUMN prompt_sha256 TEXT;"
+    "ALTER TABLE cases ADD COLUMN prompt_tokens INTEGER;"
     "UPDATE version SET schema = 3;";
 
 /* "results db 'F': what: sqlite message" into db->err (after a failed SQLite call). */
@@ -247,8 +252,8 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
                 " backend, seed) VALUES (?,?,?,?,?,?,?,?,?,?)") ||
         prepare(db, &db->case_find, "SELECT id FROM cases WHERE run_id = ? AND case_key = ?") ||
         prepare(db, &db->case_add,
-                "INSERT INTO cases(run_id, case_key, workload, ctx, depth, variant, seed, prefill_s)"
-                " VALUES (?,?,?,?,?,?,?,?)") ||
+                "INSERT INTO cases(run_id, case_key, workload, ctx, depth, variant, seed, prefill_s,"
+                " prompt_sha256, prompt_tokens) VALUES (?,?,?,?,?,?,?,?,?,?)") ||
         prepare(db, &db->res_exists, "SELECT 1 FROM results WHERE case_id = ? AND method = ? AND budget = ?") ||
         prepare(db, &db->res_add,
                 "INSERT INTO results(case_id, method, params, status, budget, budget_tokens, score, rel_err,"
@@ -360,6 +365,9 @@ int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c) {
         bind_text(st, 6, c->variant);
         bind_u64(st, 7, c->seed);
         bind_real(st, 8, c->prefill_s);
+        bind_text(st, 9, c->prompt_sha256);
+        if (c->prompt_tokens > 0) sqlite3_bind_int(st, 10, c->prompt_tokens);
+        else sqlite3_bind_null(st, 10);
         id = step_done(db, st, "recording the case") ? -1 : sqlite3_last_insert_rowid(db->h);
     }
     if (id < 0 || exec(db, "COMMIT")) {

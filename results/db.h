@@ -13,7 +13,8 @@ typedef struct kv_db kv_db;
  * gpu_peak_bytes (NULL on the CPU).
  * 3: results gained fast_decode_peak (fast-tier bytes from the end of compression through
  * decode: the steady state, without the prefill transient) and rss_peak, cases gained
- * rss_peak (the process's measured peak resident set; NULL where it cannot be measured).
+ * rss_peak (the process's measured peak resident set; NULL where it cannot be measured),
+ * prompt_sha256 and prompt_tokens (the exact prompt's SHA-256 and token count).
  * kvdb_open migrates older files in place; kvdb_open_readonly reads any of them. */
 #define KVDB_SCHEMA_VERSION 3
 
@@ -45,6 +46,8 @@ typedef struct {
     const char *variant;       /* needle kind or task name */
     uint64_t seed;
     double prefill_s;          /* the shared prefill, timed once */
+    const char *prompt_sha256; /* SHA-256 hex of the exact prompt text, or NULL (text workloads) */
+    int prompt_tokens;         /* its token count, or 0 */
 } kvdb_case;
 /* Insert or find the case; returns its id or -1. */
 int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c);

@@ -164,7 +164,7 @@ static void test_roundtrip(const char *dir) {
     int64_t cid[NC];
     for (int c = 0; c < NC; c++) {
         snprintf(keys[c], sizeof keys[c], "ctx=%d,depth=%.2f,needle=single", 1024 << c, 0.25 * c);
-        cs[c] = (kvdb_case){keys[c], "niah", 1024 << c, test_unif(), "single", test_next(), rand_double()};
+        cs[c] = (kvdb_case){keys[c], "niah", 1024 << c, test_unif(), "single", test_next(), rand_double(), NULL, 0};
         cid[c] = kvdb_case_get(db, rid, &cs[c]);
         CHECK(cid[c] > 0, "case_get: %s", kvdb_errmsg(db));
     }
@@ -185,7 +185,7 @@ static void test_roundtrip(const char *dir) {
             CHECK(kvdb_result_put(db, cid[c], &res[c][m].r) == 0, "put: %s", kvdb_errmsg(db));
         }
     /* WAL and foreign keys are on: a case of an unknown run is refused. */
-    kvdb_case orphan = {"orphan", "niah", 1, 0, "x", 1, 0};
+    kvdb_case orphan = {"orphan", "niah", 1, 0, "x", 1, 0, NULL, 0};
     CHECK(kvdb_case_get(db, rid + 1000, &orphan) < 0, "case of a missing run accepted");
     CHECK(strstr(kvdb_errmsg(db), path) && strstr(kvdb_errmsg(db), "FOREIGN KEY"), "fk message: %s", kvdb_errmsg(db));
     kvdb_close(db);
@@ -318,7 +318,7 @@ static void test_crash(const char *dir) {
     snprintf(path, sizeof path, "%s/crash.db", dir);
     int k = test_int(3, 12);
     kvdb_run run = {"crash", "{}", "niah", "m", "g", "f", "h", "c", "cpu", 7};
-    kvdb_case cs = {"ctx=1", "niah", 1, 0.5, "single", 1, 0.1};
+    kvdb_case cs = {"ctx=1", "niah", 1, 0.5, "single", 1, 0.1, NULL, 0};
     pid_t pid = fork();
     if (pid == 0) {
         kv_db *db = kvdb_open(path, err, sizeof err);
@@ -385,7 +385,7 @@ static int fixture_run(kv_db *db, const char *key, int n_methods, const char *co
                 double depth = ndepth > 1 ? (double)y / (ndepth - 1) : 0.5;
                 char ck[96];
                 snprintf(ck, sizeof ck, "ctx=%d,depth=%.2f,needle=%s", ctx, depth, variants[v]);
-                kvdb_case c = {ck, "niah", ctx, depth, variants[v], test_next(), 0.01 * ctx * (1 + test_unif())};
+                kvdb_case c = {ck, "niah", ctx, depth, variants[v], test_next(), 0.01 * ctx * (1 + test_unif()), NULL, 0};
                 int64_t cid = kvdb_case_get(db, rid, &c);
                 if (cid < 0) return -1;
                 for (int m = 0; m < n_methods; m++)
@@ -507,7 +507,7 @@ static int tables_one(kv_db *db, const tables_run *tr) {
                     double depth = nd ? tr->depths[y] : NAN;
                     char ck[128];
                     snprintf(ck, sizeof ck, "%s/ctx=%d,depth=%.2f,k=%d", tr->variants[v], tr->ctx[x], depth, k);
-                    kvdb_case c = {ck, tr->workload, tr->ctx[x], depth, tr->variants[v], test_next(), 1e-4 * tr->ctx[x]};
+                    kvdb_case c = {ck, tr->workload, tr->ctx[x], depth, tr->variants[v], test_next(), 1e-4 * tr->ctx[x], NULL, 0};
                     int64_t cid = kvdb_case_get(db, rid, &c);
                     if (cid < 0) return -1;
                     for (int m = 0; tr->methods[m]; m++) {

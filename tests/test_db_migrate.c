@@ -1,5 +1,5 @@
-/* Results schema versions 2 (the device columns of cases) and 3 (steady fast-tier bytes and
- * measured peak RSS) and the migrations: a version-1 file written here with raw SQL (the old
+/* Results schema versions 2 (the device columns of cases) and 3 (steady fast-tier bytes,
+ * measured peak RSS, the prompt hash and token count of cases) and the migrations: a version-1 file written here with raw SQL (the old
  * schema, a run, a case, a result) is read as it is by kvdb_open_readonly; kvdb_open
  * migrates it in place through both steps (rows kept, the new columns NULL, version 3), a
  * second open migrates nothing; a version-2 file migrates to 3 the same way; kvdb_case_gpu
@@ -109,6 +109,8 @@ int main(void) {
         CHECK(q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name IN "
                         "('gpu_peak_bytes','gpu_used_bytes','gpu_prefill_ms')") == 3,
               "round %d: the device columns", round);
+        CHECK(q_int(db, "SELECT count(*) FROM cases WHERE id = 1 AND prompt_sha256 IS NULL AND prompt_tokens IS NULL") == 1,
+              "round %d: an old case's prompt columns must be NULL", round);
         CHECK(q_int(db, "SELECT prefill_s FROM cases WHERE id = 1") == prefill_bits &&
                   q_real(db, "SELECT score FROM results") == 0.5 && q_int(db, "SELECT count(*) FROM runs") == 1,
               "round %d: the old rows changed", round);
@@ -163,17 +165,19 @@ int main(void) {
     db = kvdb_open(v2, err, sizeof err);
     CHECK(db && kvdb_schema_version(db) == 3 && q_int(db, "SELECT schema FROM version") == 3 &&
               q_int(db, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'rss_peak'") == 1 &&
+              q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name IN ('prompt_sha256','prompt_tokens')") == 2 &&
               q_int(db, "SELECT prefill_s FROM cases WHERE id = 1") == prefill_bits,
           "version 2 -> 3: %s", db ? kvdb_errmsg(db) : err);
     kvdb_close(db);
 
-    /* a fresh file: version 2, a case never measured has NULLs */
+    /* a fresh file: version 3, a case never measured has NULLs */
     db = kvdb_open(fresh, err, sizeof err);
     CHECK(db != NULL, "fresh file: %s", err);
     if (db) {
         kvdb_run run = {.run_key = "fresh", .backend = "cpu"};
         int64_t rid = kvdb_run_begin(db, &run, NULL);
-        kvdb_case kc = {.case_key = "c", .workload = "niah", .ctx = 512, .depth = 0.5, .prefill_s = 1.25};
+        kvdb_case kc = {.case_key = "c", .workload = "niah", .ctx = 512, .depth = 0.5, .prefill_s = 1.25,
+                        .prompt_sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", .prompt_tokens = 77};
         int64_t cid = rid > 0 ? kvdb_case_get(db, rid, &kc) : -1;
         CHECK(kvdb_schema_version(db) == 3 && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
               (long long)cid, kvdb_errmsg(db));
@@ -191,6 +195,9 @@ int main(void) {
                   q_int(db, "SELECT fast_decode_peak FROM results WHERE method = 'h2o'") == -1 &&
                   q_int(db, "SELECT rss_peak FROM results WHERE method = 'h2o'") == -1,
               "fast_decode_peak / rss_peak read back (or NULL for <= 0)");
+        CHECK(q_int(db, "SELECT count(*) FROM cases WHERE prompt_sha256 = "
+                        "'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' AND prompt_tokens = 77") == 1,
+              "the prompt columns as given");
         kvdb_close(db);
     }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The C text metrics (qa_f1, ROUGE-L, difflib ratio incl. autojunk, code_sim, count,
-# retrieval, classification) against tests/metrics_ref.py, an independent Python
-# statement of the official LongBench metrics using only the standard library, on
+# The C text metrics (qa_f1, ROUGE-L, rougeLsum, difflib ratio incl. autojunk, code_sim, count,
+# retrieval, classification, Code.Debug) against tests/metrics_ref.py: the official packages
+# (rouge, rouge-score, fuzzywuzzy, pinned in tools/setup_venv.sh) and standard-library restatements, on fixed and
 # fresh random cases.
 set -euo pipefail
 if [ "${1:-}" = --help ]; then sed -n 2,5p "$0"; exit 0; fi

@@ -4,6 +4,11 @@
 #  - a run writes one row per (case, method, budget) with text, score, timings, memory
 #    and head statistics; the score is recomputed here from the stored text; FullKV
 #    finds the needle; the run config records the template and stop tokens;
+#  - ruler with --qa-data lists all 13 tasks (fixture SQuAD/HotpotQA files), without it the
+#    11 synthetic ones and a note; qa_1/qa_2 run and score by string_match_part;
+#  - --print-prompts writes the exact prompt (sha256sum agrees) and the hash the run stores;
+#  - NIAH off the defaults (dev split, samples, distractors, own needle, answer prefix) is
+#    in the cases, the run key, the configuration and the report header;
 #  - rerunning the same command adds nothing; kill -9 mid-run then a rerun ends with the
 #    complete set and no duplicates; --jobs 2 splits the cases over two processes;
 #  - SeKV that cannot fit its budget (8 tokens: the sinks and window alone) is recorded
@@ -37,7 +42,8 @@ for i in $(seq 0 399); do
 done >"$T/hay.txt"
 
 RUN=(run --model "$MODEL" --workload niah --ctx 512 --depths 50 --methods fullkv,snapkv,streamingllm
-     --budget 0.2 --max-new 16 --haystack "$T/hay.txt" --threads 2)
+     --budget 0.2 --max-new 16 --haystack "$T/hay.txt" --threads 2
+     --answer-prefix "The best thing to do in San Francisco is")   # KVCache-Factory's: short answers
 
 # ---------------------------------------------------------------- a run, and its rows
 "$KVBENCH" "${RUN[@]}" --db "$T/a.db" >"$T/out1" 2>"$T/err1" || { cat "$T/err1"; fail "run exited non-zero"; }
@@ -175,6 +181,44 @@ expect_fail() {   # expect_fail "message part" args...
     [ "$(wc -l <"$T/e")" = 1 ] || fail "'$*': not one line on stderr: $(cat "$T/e")"
     grep -q -- "$want" "$T/e" || fail "'$*': '$(cat "$T/e")' lacks '$want'"
 }
+# ---------------------------------------------------------------- --print-prompts
+# The printed text is exactly the prompt: its sha256sum is the header's and the one the run
+# stored for the case, with the same token count; nothing is run or written.
+"$KVBENCH" "${RUN[@]}" --print-prompts 5 --db "$T/pp.db" >"$T/pp" 2>"$T/ppe" || fail "--print-prompts: $(cat "$T/ppe")"
+[ ! -e "$T/pp.db" ] || fail "--print-prompts wrote a results file"
+read -r _ _ _ key ntok _ nbytes _ _ sha _ < <(head -1 "$T/pp" | tr -d ',')
+[ "$(grep -c '^=== prompt ' "$T/pp")" = 1 ] || fail "--print-prompts 5 of 1 case: $(grep -c '^=== prompt ' "$T/pp") prompts"
+[ "$(tail -n +2 "$T/pp" | head -c "$nbytes" | sha256sum | cut -d' ' -f1)" = "$sha" ] || fail "printed prompt vs its sha256"
+[ "$(q "$T/a.db" "SELECT prompt_sha256 || ' ' || prompt_tokens || ' ' || case_key FROM cases WHERE run_id = 1")" = "$sha $ntok $key" ] ||
+    fail "stored prompt hash: $(q "$T/a.db" 'SELECT prompt_sha256, prompt_tokens, case_key FROM cases') vs $sha $ntok $key"
+
+# ---------------------------------------------------------------- RULER qa_1, qa_2 (--qa-data)
+# All 13 tasks with the fixture files, 11 and a note without; the two qa tasks through the
+# model, scored by string_match_part against the fixture's answers.
+"$KVBENCH" run --model "$MODEL" --workload ruler --qa-data tests/fixtures/ruler_qa --haystack "$T/hay.txt" --ctx 1024 \
+    --print-prompts 100 >"$T/r13" 2>"$T/r13e" || fail "ruler with --qa-data: $(cat "$T/r13e")"
+[ "$(grep -o '^=== prompt [0-9]*/[0-9]*: ruler:[a-z_0-9]*' "$T/r13" | sed 's/.*ruler://' | tr '\n' ' ')" = \
+  "niah_single_1 niah_single_2 niah_single_3 niah_multikey_1 niah_multikey_2 niah_multikey_3 niah_multivalue niah_multiquery vt cwe fwe qa_1 qa_2 " ] ||
+    fail "ruler --qa-data tasks: $(grep '^=== prompt' "$T/r13")"
+"$KVBENCH" run --model "$MODEL" --workload ruler --haystack "$T/hay.txt" --ctx 1024 --print-prompts 100 >"$T/r11" 2>"$T/r11e" ||
+    fail "ruler without --qa-data: $(cat "$T/r11e")"
+[ "$(grep -c '^=== prompt' "$T/r11")" = 11 ] && ! grep -q 'ruler:qa_' "$T/r11" || fail "ruler without --qa-data: not the 11 synthetic tasks"
+grep -q "qa_1 and qa_2 need --qa-data DIR .*running the 11 synthetic tasks" "$T/r11e" || fail "no note on the left-out qa tasks: $(cat "$T/r11e")"
+"$KVBENCH" run --model "$MODEL" --workload ruler:qa_1,qa_2 --qa-data tests/fixtures/ruler_qa --ctx 400 --methods fullkv \
+    --max-new 8 --threads 2 --quiet --db "$T/qa.db" >/dev/null 2>"$T/qae" || fail "qa run: $(cat "$T/qae")"
+[ "$(q "$T/qa.db" "SELECT group_concat(variant, ' ') FROM (SELECT variant FROM cases ORDER BY variant)")" = "ruler:qa_1 ruler:qa_2" ] ||
+    fail "qa cases: $(q "$T/qa.db" 'SELECT variant FROM cases')"
+while IFS='|' read -r v score out; do     # string_match_part, recomputed: 1 if an answer occurs (case-insensitive)
+    want=0
+    case $v in ruler:qa_1) ans="1874" ;; *) ans="the alder river" ;; esac
+    case "$(printf '%s' "$out" | tr 'A-Z' 'a-z')" in *"$ans"*) want=1 ;; esac
+    [ "$(printf '%.0f' "$score")" = "$want" ] || fail "$v: score $score for '$out' (answer '$ans')"
+done < <(q "$T/qa.db" "SELECT c.variant, r.score, replace(r.output, char(10), ' ') FROM results r JOIN cases c ON c.id = r.case_id")
+q "$T/qa.db" "SELECT run_key FROM runs" | grep -q "squad=[0-9a-f]\{16\};hotpotqa=[0-9a-f]\{16\}" || fail "qa data not in the run key"
+expect_fail "needs --qa-data DIR holding squad.json" run --model "$MODEL" --workload ruler:qa_1 --db "$T/x.db"
+expect_fail "hotpotqa.json" run --model "$MODEL" --workload ruler:qa_2 --qa-data "$T" --db "$T/x.db"
+expect_fail "applies to ruler only" run --model "$MODEL" --workload niah --qa-data "$T" --db "$T/x.db"
+
 expect_fail "unknown workload" run --workload needles --db "$T/x.db"
 expect_fail "beyond the context" run --model "$MODEL" --workload niah --ctx 512,9000 --db "$T/x.db"
 expect_fail "no-such.gguf" run --model "$T/no-such.gguf" --workload niah --db "$T/x.db"
@@ -182,7 +226,34 @@ expect_fail "nohay" run --model "$MODEL" --workload niah --ctx 512 --haystack "$
 expect_fail "unknown RULER task" run --model "$MODEL" --workload ruler:nope --db "$T/x.db"
 expect_fail "percentage" run --model "$MODEL" --workload niah --depths 0.5,150 --db "$T/x.db"
 expect_fail "expected cpu or cuda" run --model "$MODEL" --workload niah --backend gpu --db "$T/x.db"
+expect_fail "not in the needle" run --model "$MODEL" --workload niah --needle "The code is 12345." --question "Code?" \
+    --answer 54321 --db "$T/x.db"
+expect_fail "needs --question" run --model "$MODEL" --workload niah --needle "The code is 12345." --db "$T/x.db"
+expect_fail "applies to niah only" run --model "$MODEL" --workload ruler:vt --samples 2 --db "$T/x.db"
+expect_fail "expected dev or test" run --model "$MODEL" --workload niah --split train --db "$T/x.db"
+expect_fail "distractor" run --model "$MODEL" --workload niah --needles 3 --needle "The best thing to do is X." \
+    --question "What?" --answer "the best" --db "$T/x.db"
 [ ! -e "$T/x.db" ] || fail "a refused run created its results file"
+
+# ---------------------------------------------------------------- NIAH off the defaults
+# dev split, two haystack starts, a distractor, a custom needle and an answer prefix: the
+# cases, the run key, the configuration and the report header all carry them.
+NI=(run --model random:tiny-llama --workload niah --ctx 450 --depths 50 --methods fullkv --max-new 2
+    --haystack "$T/hay.txt" --quiet --split dev --samples 2 --needles 2 --needle "The secret code is 4242."
+    --question "What is the secret code?" --answer 4242 --answer-prefix "The code is")
+"$KVBENCH" "${NI[@]}" --db "$T/ni.db" >"$T/nio" 2>"$T/nie" || fail "off-default niah run failed: $(cat "$T/nie")"
+[ "$(q "$T/ni.db" "SELECT group_concat(case_key, ' ') FROM (SELECT case_key FROM cases ORDER BY case_key)")" = \
+  "niah/niah-L450-d50 niah/niah-L450-d50-s1" ] || fail "samples: $(q "$T/ni.db" 'SELECT case_key FROM cases')"
+q "$T/ni.db" "SELECT run_key FROM runs" | grep -q ";niah=split:dev/needles:2/samples:2/needle:[0-9a-f]\{16\}/prefix:custom" ||
+    fail "run key: $(q "$T/ni.db" 'SELECT run_key FROM runs')"
+q "$T/ni.db" "SELECT config_json FROM runs" | grep -q '"split":"test"' && fail "config says test"
+for want in '"split":"dev"' '"needle":"The secret code is 4242."' '"answer_keywords":"4242"' '"answer_prefix":"The code is"' \
+            '"needles":2' '"samples":2'; do
+    q "$T/ni.db" "SELECT config_json FROM runs" | grep -qF "$want" || fail "config lacks $want"
+done
+"$KVBENCH" report --db "$T/ni.db" | head -1 | grep -q "niah split:dev/needles:2/samples:2" || fail "report header: $("$KVBENCH" report --db "$T/ni.db" | head -1)"
+"$KVBENCH" "${NI[@]/--split/--split}" --split test --db "$T/ni.db" >/dev/null 2>"$T/nie" || fail "test split run: $(cat "$T/nie")"
+[ "$(q "$T/ni.db" "SELECT count(*) FROM runs")" = 2 ] || fail "dev and test are not separate runs"
 
 # ---------------------------------------------------------------- --backend cuda where none is usable
 # (this machine has no GPU; in a CPU-only build there is no CUDA backend at all): one line
@@ -196,10 +267,11 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
     [ "$(q "$T/cuda.db" "SELECT count(*) FROM results WHERE status = 'ok' AND gpu_peak_bytes IS NULL")" = 2 ] ||
         fail "CPU results with device columns, or missing"
 fi
-# (captured first: grep -q closing the pipe early would kill a help longer than one buffer)
-h=$("$KVBENCH" run --workload niah --help) || fail "run --workload niah --help exited non-zero"
-grep -q -- "--question-after" <<<"$h" || fail "run --workload niah --help"
-grep -q -- "--decode RULE" <<<"$h" || fail "run --help lacks --decode"
+"$KVBENCH" run --workload niah --help >"$T/help" || fail "run --workload niah --help exited non-zero"
+for f in --question-after --split --samples --needles --needle --answer-prefix; do
+    grep -q -- "$f" "$T/help" || fail "run --workload niah --help lacks $f"
+done
+grep -q -- "--decode RULE" "$T/help" || fail "run --help lacks --decode"
 
 if [ "$fails" -gt 0 ]; then echo "test_run_model: $fails failure(s)"; exit 1; fi
 echo "test_run_model: all checks passed"

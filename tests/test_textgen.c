@@ -14,6 +14,8 @@
 #include "../workloads/niah.h"
 #include "../workloads/ruler.h"
 #include "../workloads/tokspan.h"
+#include "../harness/model_case.h"
+#include "../workloads/ruler_qa.h"
 
 static const kv_tokenizer *tok;
 
@@ -106,6 +108,193 @@ static void test_niah(const char *hay, size_t hay_len) {
     CHECK(niah_build(b, 150, 50, &again, err, sizeof err) == -1 && strstr(err, "leaves no room"), "too short: %s", err);
     tc_list_free(&l);
     niah_close(b);
+}
+
+/* The NIAH variations: answer prefix only when asked, dev/test and samples start the text
+ * elsewhere, distractor needles once each, a custom needle scored by its keywords, and the
+ * settings that cannot work refused with the flag named. */
+static void test_niah_variants(const char *hay, size_t hay_len) {
+    niah_opts o;
+    niah_defaults(&o);
+    o.tok = tok;
+    o.haystack = hay;
+    o.haystack_len = hay_len;
+    char err[512];
+    int L = test_int(900, 1400);
+    double d = test_int(0, 100);
+    tc_case base, c;
+    niah_builder *b = niah_open(&o, L, err, sizeof err);
+    CHECK(b && niah_build(b, L, d, &base, err, sizeof err) == 0, "classic: %s", err);
+    niah_close(b);
+    if (!b) return;
+    size_t pl = strlen(base.prompt), al = strlen(NIAH_ANSWER_PREFIX);
+    CHECK(strcmp(base.prompt + pl - al, NIAH_ANSWER_PREFIX), "the default prompt ends without the answer prefix");
+    char head[41];
+    snprintf(head, sizeof head, "%s", hay);
+    const char *at = strstr(base.context, head);
+    CHECK(at && at - base.context <= (long)strlen(NIAH_NEEDLE) + 1, "test sample 0 starts at the haystack's start");
+    o.answer_prefix = NIAH_ANSWER_PREFIX;
+    b = niah_open(&o, L, err, sizeof err);
+    CHECK(b && niah_build(b, L, d, &c, err, sizeof err) == 0, "prefix: %s", err);
+    pl = strlen(c.prompt);
+    CHECK(pl > al && !strcmp(c.prompt + pl - al, NIAH_ANSWER_PREFIX), "the answer prefix ends the prompt");
+    tc_case_free(&c);
+    niah_close(b);
+    o.answer_prefix = NULL;
+    /* dev and test, samples: different starts, none of them the start of another */
+    char *starts[4] = {0};
+    int k = 0;
+    for (int split = 0; split < 2; split++)
+        for (int smp = 0; smp < 2; smp++, k++) {
+            o.split = split, o.sample = smp;
+            b = niah_open(&o, L, err, sizeof err);
+            CHECK(b && niah_build(b, L, 50, &c, err, sizeof err) == 0, "split %d sample %d: %s", split, smp, err);
+            if (!b) continue;
+            CHECK((smp > 0) == (strstr(c.id, "-s1") != NULL), "id %s", c.id);
+            CHECK(count(c.prompt, NIAH_NEEDLE) == 1 && c.prompt_tokens + c.max_new_tokens <= L, "%s: needle once, fits", c.id);
+            starts[k] = strndup(c.context, 300);
+            tc_case_free(&c);
+            niah_close(b);
+        }
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++) CHECK(starts[i] && starts[j] && strcmp(starts[i], starts[j]), "starts %d and %d differ", i, j);
+    for (int i = 0; i < 4; i++) free(starts[i]);
+    o.split = 0, o.sample = 0;
+    /* multi-key: the needle and its distractors once each; scored on the needle's keywords */
+    o.needles = test_int(2, NIAH_MAX_NEEDLES);
+    b = niah_open(&o, 2048, err, sizeof err);
+    CHECK(b && niah_build(b, 2048, d, &c, err, sizeof err) == 0, "needles %d: %s", o.needles, err);
+    if (b) {
+        CHECK(count(c.context, NIAH_NEEDLE) == 1, "needle once among %d", o.needles);
+        CHECK(count(c.context, "The best thing to do in ") == o.needles, "%d needles in the context", count(c.context, "The best thing to do in "));
+        CHECK(c.prompt_tokens + c.max_new_tokens <= 2048, "fits");
+        CHECK(tc_score(&c, "Eat a sandwich in Dolores Park") == 100.0 && tc_score(&c, "Ride the ferry to Bainbridge Island") == 0.0,
+              "multi-key scoring");
+        tc_case_free(&c);
+        niah_close(b);
+    }
+    o.needles = 1;
+    /* a custom needle, question and keywords */
+    o.needle = "The secret ingredient of the soup is a spoonful of smoked paprika.";
+    o.question = "What is the secret ingredient of the soup?";
+    o.answers = "smoked paprika, spoonful";
+    b = niah_open(&o, L, err, sizeof err);
+    CHECK(b && niah_build(b, L, d, &c, err, sizeof err) == 0, "custom: %s", err);
+    if (b) {
+        CHECK(count(c.prompt, o.needle) == 1 && strstr(c.prompt, o.question) && !strstr(c.prompt, NIAH_NEEDLE), "custom prompt");
+        CHECK(c.n_answers == 2 && !strcmp(c.answers[0], "smoked paprika") && !strcmp(c.answers[1], "spoonful"), "keywords");
+        CHECK(tc_score(&c, "A SPOONFUL of Smoked Paprika.") == 100.0 && tc_score(&c, "smoked paprika") == 0.0, "keyword scoring");
+        tc_case_free(&c);
+        niah_close(b);
+    }
+    o.answers = "saffron";
+    CHECK(!niah_open(&o, L, err, sizeof err) && strstr(err, "--answer keyword 'saffron' is not in the needle"), "%s", err);
+    o.answers = "smoked paprika,,x";
+    CHECK(!niah_open(&o, L, err, sizeof err) && strstr(err, "--answer"), "%s", err);
+    o.needle = NULL, o.question = NULL, o.answers = "the best";
+    o.needles = 2;
+    CHECK(!niah_open(&o, L, err, sizeof err) && strstr(err, "distractor"), "%s", err);
+    o.answers = NULL, o.needles = NIAH_MAX_NEEDLES + 1;
+    CHECK(!niah_open(&o, L, err, sizeof err) && strstr(err, "--needles"), "%s", err);
+    tc_case_free(&base);
+}
+
+/* The "Document i:" blocks of a qa context, numbered 1..k; their texts into doc[] (copies). */
+static int qa_documents(const char *ctx, char **doc, int cap) {
+    int k = 0;
+    for (const char *p = ctx; p && k < cap;) {
+        char head[32];
+        snprintf(head, sizeof head, "Document %d:\n", k + 1);
+        if (strncmp(p, head, strlen(head))) return -1;
+        p += strlen(head);
+        snprintf(head, sizeof head, "\n\nDocument %d:\n", k + 2);
+        const char *end = strstr(p, head);
+        doc[k++] = end ? strndup(p, (size_t)(end - p)) : strdup(p);
+        p = end ? end + 2 : NULL;
+    }
+    return k;
+}
+
+/* RULER qa_1/qa_2 from the fixture files: sample i asks question i (impossible ones left
+ * out), the gold documents are there once, distractors come from the question's article
+ * first (SQuAD), every block is a whole document of the file, all distinct; the prompt fits;
+ * a long enough length holds every document; deterministic; refusals name the files. */
+static void test_ruler_qa(void) {
+    char err[512];
+    ruler_qa_data *sq = ruler_qa_load("tests/fixtures/ruler_qa", 1, err, sizeof err);
+    ruler_qa_data *hp = ruler_qa_load("tests/fixtures/ruler_qa", 0, err, sizeof err);
+    CHECK(sq && hp, "fixtures: %s", err);
+    if (!sq || !hp) { ruler_qa_free(sq); ruler_qa_free(hp); return; }
+    CHECK(sq->n_qa == 6 && sq->n_docs == 6 && !strcmp(sq->qa[2].query, "Who was the last keeper?") &&
+              sq->qa[2].n_answers == 2 && sq->qa[0].n_more == 2,
+          "squad: %d questions, %d documents", sq->n_qa, sq->n_docs);
+    CHECK(hp->n_qa == 3 && hp->n_docs == 7 && hp->qa[0].n_gold == 4 && !strcmp(hp->qa[1].answers[0], "1820"),
+          "hotpot: %d questions, %d documents", hp->n_qa, hp->n_docs);
+    for (int i = 1; i < sq->n_docs; i++) CHECK(strcmp(sq->docs[i - 1], sq->docs[i]) < 0, "documents sorted, distinct");
+    ruler_opts o;
+    ruler_defaults(&o);
+    o.tok = tok;
+    o.squad = sq;
+    o.hotpot = hp;
+    int tasks[2] = {ruler_task_index("qa_1"), ruler_task_index("qa_2")};
+    CHECK(tasks[0] == RULER_N_SYNTHETIC && tasks[1] == RULER_N_SYNTHETIC + 1 && ruler_task_qa(tasks[0]) == 1 &&
+              ruler_task_qa(tasks[1]) == 2 && ruler_task_max_new(tasks[0]) == 32, "qa task table");
+    for (int q = 0; q < 2; q++) {
+        const ruler_qa_data *d = q ? hp : sq;
+        int L = q ? test_int(290, 325) : test_int(285, 335), n = d->n_qa;   /* some documents left out */
+        tc_list l = {0};
+        CHECK(ruler_generate(&o, tasks[q], L, n, &l, err, sizeof err) == 0 && l.n == n, "qa_%d: %s", q + 1, err);
+        for (int i = 0; i < l.n; i++) {
+            tc_case *c = &l.v[i];
+            const ruler_qa_item *it = &d->qa[i];
+            CHECK(c->prompt_tokens + 32 <= L && c->scorer == TC_SCORE_MATCH_PART && c->max_new_tokens == 32, "%s fits", c->id);
+            CHECK(!strcmp(c->question, it->query) && c->n_answers == it->n_answers && !strcmp(c->answers[0], it->answers[0]),
+                  "%s asks question %d", c->id, i);
+            CHECK(tc_score(c, it->answers[0]) == 100.0 && tc_score(c, "no idea") == 0.0, "%s scoring", c->id);
+            char *doc[64];
+            int k = qa_documents(c->context, doc, 64);
+            CHECK(k >= it->n_gold, "%s: %d documents", c->id, k);
+            int outside = 0, more_left = 0;
+            for (int a = 0; a < k; a++) {
+                int idx = -1;
+                for (int b = 0; b < d->n_docs; b++) if (!strcmp(doc[a], d->docs[b])) idx = b;
+                CHECK(idx >= 0, "%s: document %d is not one of the file's", c->id, a + 1);
+                for (int b = 0; b < a; b++) CHECK(strcmp(doc[a], doc[b]), "%s: document repeated", c->id);
+                int rel = 0;
+                for (int g = 0; g < it->n_gold; g++) rel |= idx == it->gold[g];
+                for (int m = 0; m < it->n_more; m++) rel |= idx == it->more[m];
+                outside += !rel;
+            }
+            for (int m = 0; m < it->n_more; m++) {
+                int in = 0;
+                for (int a = 0; a < k; a++) in |= !strcmp(doc[a], d->docs[it->more[m]]);
+                more_left += !in;
+            }
+            for (int g = 0; g < it->n_gold; g++) CHECK(count(c->context, d->docs[it->gold[g]]) >= 1, "%s: gold document %d", c->id, g);
+            CHECK(!(outside && more_left), "%s: a document from outside while the article has %d left", c->id, more_left);
+            for (int a = 0; a < k; a++) free(doc[a]);
+        }
+        tc_list l2 = {0}, big = {0};
+        CHECK(ruler_generate(&o, tasks[q], L, n, &l2, err, sizeof err) == 0 && !strcmp(l2.v[n - 1].prompt, l.v[n - 1].prompt),
+              "qa_%d not deterministic", q + 1);
+        CHECK(ruler_generate(&o, tasks[q], 4096, 1, &big, err, sizeof err) == 0 && big.n == 1, "qa_%d at 4096: %s", q + 1, err);
+        if (big.n) {
+            char *doc[64];
+            int k = qa_documents(big.v[0].context, doc, 64);
+            CHECK(k == d->n_docs, "qa_%d at 4096: all %d documents (got %d)", q + 1, d->n_docs, k);
+            for (int a = 0; a < k; a++) free(doc[a]);
+        }
+        CHECK(ruler_generate(&o, tasks[q], L, n + 1, &big, err, sizeof err) == -1 && strstr(err, "questions"), "%s", err);
+        tc_list_free(&l); tc_list_free(&l2); tc_list_free(&big);
+    }
+    o.squad = NULL;
+    tc_list l = {0};
+    CHECK(ruler_generate(&o, tasks[0], 2048, 1, &l, err, sizeof err) == -1 && strstr(err, "--qa-data") && strstr(err, "squad.json"), "%s", err);
+    CHECK(!ruler_qa_load("tests/fixtures", 0, err, sizeof err) && strstr(err, "tests/fixtures/hotpotqa.json") &&
+              strstr(err, "hotpot_dev_distractor_v1.json"), "missing file: %s", err);
+    tc_list_free(&l);
+    ruler_qa_free(sq);
+    ruler_qa_free(hp);
 }
 
 /* Occurrences of "N. word" entries per word in a cwe list: counts of `word`. */
@@ -277,7 +466,7 @@ static void test_ruler(const char *essays, size_t essays_len) {
     o.seed = (uint64_t)test_int(1, 1 << 30);
     char err[512];
     int lengths[2] = {test_int(1500, 2500), 4096};
-    for (int task = 0; task < RULER_N_TASKS; task++) {
+    for (int task = 0; task < RULER_N_SYNTHETIC; task++) {
         if (ruler_task_needs_essays(task) && !essays) { printf("SKIP: ruler %s (no essays)\n", ruler_task_name(task)); continue; }
         for (int li = 0; li < 2; li++) {
             tc_list l = {0}, again = {0};
@@ -302,8 +491,35 @@ static void test_ruler(const char *essays, size_t essays_len) {
     }
     tc_list l = {0};
     CHECK(ruler_generate(&o, ruler_task_index("vt"), 100, 1, &l, err, sizeof err) == -1 && strstr(err, "too short"), "%s", err);
-    CHECK(ruler_task_index("nope") == -1 && ruler_task_index("fwe") == RULER_N_TASKS - 1, "task names");
+    CHECK(ruler_task_index("nope") == -1 && ruler_task_index("fwe") == RULER_N_SYNTHETIC - 1, "task names");
     tc_list_free(&l);
+}
+
+/* LongBench samsum's first token: the best token that neither is a stop token nor holds a
+ * newline, checked against a scan in double precision on fresh random logits whose top
+ * entries are a stop token and a newline token. */
+static void test_min_new_token(void) {
+    int n = tok_vocab(tok), nl = -1, stop = -1;
+    for (int i = 0; i < n && (nl < 0 || stop < 0); i++) {
+        if (stop < 0 && tok_is_stop(tok, i)) stop = i;
+        else if (nl < 0 && mc_piece_has_newline(tok, i)) nl = i;
+    }
+    CHECK(nl >= 0 && stop >= 0, "the vocabulary has a stop token (%d) and a newline token (%d)", stop, nl);
+    if (nl < 0 || stop < 0) return;
+    float *lg = malloc((size_t)n * sizeof *lg);
+    for (int t = 0; t < 20; t++) {
+        for (int i = 0; i < n; i++) lg[i] = (float)(10 * test_unif() - 5);
+        lg[stop] = 9; lg[nl] = 8;
+        int want = -1;
+        double best = -1e300;
+        for (int i = 0; i < n; i++)
+            if (!tok_is_stop(tok, i) && !mc_piece_has_newline(tok, i) && (double)lg[i] > best) { best = lg[i]; want = i; }
+        int got = mc_argmax_no_stop(tok, lg, n, 1);
+        CHECK(got == want, "first token %d, want %d", got, want);
+        int got_nl = mc_argmax_no_stop(tok, lg, n, 0);        /* newline allowed: the newline token wins */
+        CHECK(got_nl == nl, "newline allowed: %d, want %d", got_nl, nl);
+    }
+    free(lg);
 }
 
 int main(int argc, char **argv) {
@@ -332,8 +548,11 @@ int main(int argc, char **argv) {
         printf("SKIP: essays (%s); NIAH uses generated text\n", err);
         hay = fake_haystack(&len);
     }
+    test_min_new_token();
     test_niah(hay, len);
+    test_niah_variants(hay, len);
     test_ruler(essays, essays ? len : 0);
+    test_ruler_qa();
     free(hay);
     tok_free(t);
     gguf_close(&f);

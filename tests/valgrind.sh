@@ -5,7 +5,7 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 fail=0
-for t in test_kernels test_methods_a test_methods_b test_db test_db_migrate test_gguf test_tokenizer test_synthetic \
+for t in test_kernels test_methods_a test_methods_b test_db test_db_migrate test_gguf test_tokenizer test_synthetic test_metrics test_sha256 \
     test_cuda_kv test_cuda_sekv; do
     bin=$BUILD/tests/$t
     [ -x "$bin" ] || continue

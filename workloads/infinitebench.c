@@ -29,7 +29,7 @@ static const ib_task TASKS[IB_N_TASKS] = {
     {"longbook_choice_eng", "En.MC", "Read the book and answer the question.\n\n{context}\n\nQuestion: {input}\n\nOnly "
      "one of the following options is correct, tell me the answer using one single letter (A, B, C, or D). Don't say "
      "anything else." OPTS, 40, TC_SCORE_CHOICE, 1},
-    {"longbook_sum_eng", "En.Sum", "Summarize the following book.\n\n{context}", 1200, TC_SCORE_ROUGE_L, 0},
+    {"longbook_sum_eng", "En.Sum", "Summarize the following book.\n\n{context}", 1200, TC_SCORE_ROUGE_LSUM, 0},
     {"code_debug", "Code.Debug", "There is ONLY ONE function in the large project that is deliberately made to include "
      "an obvious error. Please find the function that contains the most obvious errors. I will give you four options to "
      "narrow your scope. You can inspect through the options and think. Eventually, tell me the answer using one single "

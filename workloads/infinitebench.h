@@ -1,6 +1,6 @@
 /* InfiniteBench (OpenBMB/InfiniteBench) English tasks from the user's JSONL files
  * (DIR/<task>.jsonl with context, input, answer, options): En.QA (longbook_qa_eng, qa_f1),
- * En.MC (longbook_choice_eng, choice accuracy), En.Sum (longbook_sum_eng, ROUGE-L),
+ * En.MC (longbook_choice_eng, choice accuracy), En.Sum (longbook_sum_eng, rouge-score rougeLsum),
  * Code.Debug (code_debug), Retrieve.PassKey (passkey), Retrieve.Number (number_string),
  * Retrieve.KV (kv_retrieval). Prompts are the official chat-model ("gpt4") templates of
  * src/prompt.py inside the model's chat template, max_new_tokens from eval_utils.py,

@@ -129,6 +129,7 @@ static int on_record(void *ctx, const json_value *v, int line, char *err, size_t
     c.scorer = T->scorer;
     c.first_line_only = T->first_line;
     c.stop_newline = !strcmp(T->name, "samsum");         /* pred.py adds "\n" as an end token */
+    c.min_new_tokens = c.stop_newline;                   /* ... and min_length = prompt + 1 */
     c.length = len ? (int)len->num : -1;
     c.settings.question_after = L->o->question_after;
     if (rc) { tc_case_free(&c); return -1; }

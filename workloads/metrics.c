@@ -108,20 +108,6 @@ int metric_lcs(const char *const *a, int n, const char *const *b, int m) {
     return best;
 }
 
-double metric_rouge_l(const char *pred, const char *ref) {
-    char *p = strdup(pred), *r = strdup(ref);
-    char **tp = NULL, **tr = NULL;
-    double f = 0;
-    int np = p ? split_ws(p, &tp) : -1, nr = r ? split_ws(r, &tr) : -1;
-    if (np > 0 && nr > 0) {
-        int l = metric_lcs((const char *const *)tp, np, (const char *const *)tr, nr);
-        double prec = (double)l / np, rec = (double)l / nr;
-        if (l) f = 2 * prec * rec / (prec + rec);
-    }
-    free(tp); free(tr); free(p); free(r);
-    return f;
-}
-
 double metric_classification(const char *pred, const char *ref, const char *const *classes, int n) {
     const char **m = malloc(((size_t)n + 1) * sizeof *m);
     if (!m) return 0;
@@ -287,17 +273,18 @@ done:
 }
 
 int metric_code_debug(const char *pred, const char *fn_name, const char *letter) {
+    char *p = strip_dup(pred);                          /* the official code strips first */
+    if (!p) return 0;
     size_t L = strlen(letter);                          /* pred[:2] in ["X.", "X:"] */
-    if (L == 1 && pred[0] == letter[0] && (pred[1] == '.' || pred[1] == ':')) return 1;
-    char *p = strip_dup(pred);
+    if (L == 1 && p[0] == letter[0] && (p[1] == '.' || p[1] == ':')) { free(p); return 1; }
     static const char *const chars[] = {"\n", "`", "'", "\"", "-", "*", "Option", "option"};
-    char *q = p ? replace_all_space(p, chars, 8) : NULL;
+    char *q = replace_all_space(p, chars, 8);
     free(p);
     if (!q) return 0;
     collapse_double_spaces(q);
-    static const char *const prefixes[] = {"answer is:", "is:", "answer:"};
+    static const char *const prefixes[] = {"answer is:", "is:", "answer:", "correct option is:"};
     int r = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         const char *at = strstr(q, prefixes[i]);
         if (!at) continue;
         size_t after = (size_t)(at - q) + strlen(prefixes[i]) + 1;

@@ -15,11 +15,20 @@ double metric_qa_f1(const char *pred, const char *ref);
 
 /* Longest common subsequence length of two token sequences (tokens compared as strings). */
 int metric_lcs(const char *const *a, int n, const char *const *b, int m);
-/* ROUGE-L F1 on whitespace tokens: P = LCS/|pred|, R = LCS/|ref|, F = 2PR/(P+R); 0 if
- * either is empty. The official LongBench/InfiniteBench scores use the `rouge` package's
- * summary-level variant (sentences split at '.', words counted as sets), so absolute
- * values can differ slightly from theirs. */
+/* LongBench's ROUGE-L (rouge.c): pltrdy `rouge` 1.0.1, get_scores(pred, ref)["rouge-l"]["f"].
+ * Sentences are split at '.', whitespace collapsed, words split at ' ' (a blank sentence is
+ * one empty word); summary-level union LCS with words counted as sets: LCS_u = |union of
+ * the words of one LCS per (ref sentence, pred sentence) pair|, R = LCS_u / |words of ref|,
+ * P = LCS_u / |words of pred|, F = 2PR/(P+R+1e-8). Case-sensitive, punctuation kept. 0 when
+ * either text has no sentence (the package raises; LongBench catches it as 0). One
+ * difference: the package's recursive backtrack raises RecursionError (LongBench: 0) on a
+ * sentence pair longer than about 1000 words together; this computes the value. */
 double metric_rouge_l(const char *pred, const char *ref);
+/* InfiniteBench En.Sum (rouge.c): `rouge-score` 0.1.2 rougeLsum F as HF `evaluate` computes
+ * it (no stemmer). Sentences are the non-empty lines; tokens are the [a-z0-9] runs of the
+ * lowercased text; summary-level union LCS per reference line with token counts, so a
+ * token is matched at most as often as it occurs on both sides. 0 if either has no token. */
+double metric_rouge_lsum(const char *pred, const char *ref);
 
 /* LongBench classification: the classes named in pred (substring), minus those that are
  * substrings of (but not equal to) the reference, removed as the official loop does
@@ -57,7 +66,7 @@ int metric_kv_word(const char *pred, const char *ref);
 /* InfiniteBench En.MC (longbook_choice_eng): first letter, answer prefixes, then the
  * first standalone A-D word, as the official get_score_one_longbook_choice_eng. */
 int metric_choice(const char *pred, const char *option_text, const char *letter);
-/* InfiniteBench Code.Debug (get_score_one_code_debug). */
+/* InfiniteBench Code.Debug (get_score_one_code_debug, current version: strips pred first). */
 int metric_code_debug(const char *pred, const char *fn_name, const char *letter);
 
 /* GSM8K answer normalisation: the output is cut at the first "Question:" (a hallucinated

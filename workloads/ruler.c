@@ -16,6 +16,8 @@ const ruler_task_def RULER_TASKS[RULER_N_TASKS] = {
     {"vt", R_VT, HAY_NOISE, 0, 0, 1, 5, 1, 30},
     {"cwe", R_CWE, 0, 0, 0, 10, 1, 1, 120},
     {"fwe", R_FWE, 0, 0, 0, 3, 1, 1, 50},
+    {"qa_1", R_QA, HAY_SQUAD, 0, 0, 1, 1, 1, 32},
+    {"qa_2", R_QA, HAY_HOTPOT, 0, 0, 1, 1, 1, 32},
 };
 
 void ruler_defaults(ruler_opts *o) {
@@ -36,6 +38,11 @@ int ruler_task_max_new(int task) { return task >= 0 && task < RULER_N_TASKS ? RU
 
 int ruler_task_needs_essays(int task) {
     return task >= 0 && task < RULER_N_TASKS && RULER_TASKS[task].hay == HAY_ESSAY && RULER_TASKS[task].family == R_NIAH;
+}
+
+int ruler_task_qa(int task) {
+    if (task < 0 || task >= RULER_N_TASKS || RULER_TASKS[task].family != R_QA) return 0;
+    return RULER_TASKS[task].hay == HAY_SQUAD ? 1 : 2;
 }
 
 /* FNV-1a */
@@ -163,7 +170,7 @@ typedef int (*build_fn)(const ruler_ctx *, int, wl_rng, tc_case *);
 
 static build_fn builder(int family) {
     return family == R_NIAH ? ruler_build_niah : family == R_VT ? ruler_build_vt
-         : family == R_CWE ? ruler_build_cwe : ruler_build_fwe;
+         : family == R_CWE ? ruler_build_cwe : family == R_QA ? ruler_build_qa : ruler_build_fwe;
 }
 
 /* Smallest haystack size a family accepts. */
@@ -171,6 +178,7 @@ static int min_size(const ruler_task_def *d) {
     if (d->family == R_NIAH) return d->n_keys * d->n_values + 1;
     if (d->family == R_VT) return 6;
     if (d->family == R_CWE) return 11;
+    if (d->family == R_QA) return 1;
     return 100;                          /* fwe: ranks 2-5 get distinct counts from here on */
 }
 
@@ -187,13 +195,24 @@ int ruler_generate(const ruler_opts *o, int task, int length, int n_samples, tc_
     if (task < 0 || task >= RULER_N_TASKS) { snprintf(err, errlen, "ruler: no task %d", task); return -1; }
     const ruler_task_def *d = &RULER_TASKS[task];
     if (!o->tok) { snprintf(err, errlen, "ruler: no tokenizer"); return -1; }
-    ruler_ctx x = {o, d, length, NULL, NULL, 0};
+    ruler_ctx x = {o, d, length, NULL, NULL, 0, 0};
     int rc = -1, fits = 0;
     tc_case c;
     tc_case_init(&c);
     if (ruler_task_needs_essays(task)) {
         if (!o->essays || !o->essays_len) { snprintf(err, errlen, "ruler:%s: needs the essay haystack (make haystack)", d->name); return -1; }
         if (split_words(&x)) goto oom;
+    }
+    if (d->family == R_QA) {
+        const ruler_qa_data *q = d->hay == HAY_SQUAD ? o->squad : o->hotpot;
+        if (!q) {
+            snprintf(err, errlen, "ruler:%s: needs --qa-data DIR with %s", d->name, ruler_qa_file(d->hay == HAY_SQUAD));
+            return -1;
+        }
+        if (n_samples > q->n_qa) {
+            snprintf(err, errlen, "ruler:%s: %d samples asked, %s has %d questions", d->name, n_samples, q->path, q->n_qa);
+            return -1;
+        }
     }
     /* Largest size that fits, on sample 0's stream: grow until it does not fit, bisect. */
     int lo = min_size(d), hi = lo;
@@ -211,6 +230,10 @@ int ruler_generate(const ruler_opts *o, int task, int length, int n_samples, tc_
         if (try_size(&x, hi, r0, &c, &fits)) goto oom;
         if (!fits) break;
         lo = hi;
+        if (d->family == R_QA) {                          /* every document fits */
+            const ruler_qa_data *q = d->hay == HAY_SQUAD ? o->squad : o->hotpot;
+            if (hi >= q->n_docs) { lo = q->n_docs; hi = lo + 1; break; }
+        }
         int used = c.prompt_tokens - per > 0 ? c.prompt_tokens - per : 1;
         long grow = (long)(hi - min_size(d)) * (length - d->max_new - per) / used;   /* extrapolate */
         grow = grow + grow / 4 + 16;                                  /* overshoot: an upper bound */
@@ -224,12 +247,16 @@ int ruler_generate(const ruler_opts *o, int task, int length, int n_samples, tc_
         if (fits) lo = mid;
         else hi = mid;
     }
+    int qa = d->family == R_QA;
+    if (qa && lo >= 10) lo -= lo % 10;                      /* qa.py: documents in steps of 10 */
     for (int i = 0; i < n_samples; i++) {
         wl_rng r = wl_stream(seed, d->name, (uint64_t)length, (uint64_t)i);
-        int h = lo, step = lo / 100 > 0 ? lo / 100 : 1;
+        int h = lo, step = qa ? 10 : lo / 100 > 0 ? lo / 100 : 1;
+        x.sample = i;
         for (;;) {
             if (try_size(&x, h, r, &c, &fits)) goto oom;
             if (fits) break;
+            if (qa && h > min_size(d) && h - step < min_size(d)) { h = min_size(d); continue; }
             if (h - step < min_size(d)) { snprintf(err, errlen, "ruler:%s: sample %d does not fit length %d", d->name, i, length); goto done; }
             h -= step;
         }

@@ -15,13 +15,21 @@
  *                    numbered list, after one worked example
  *   fwe              frequent coded words: Zipf (alpha 2) counts of 6-letter coded words,
  *                    the top rank replaced by "...", the next three asked
+ *   qa_1             SQuAD: the question's paragraph among distractor paragraphs (its
+ *                    article's first, then any), as "Document i:" blocks (ruler_qa.h)
+ *   qa_2             HotpotQA: the question's 10 paragraphs (2 gold, 8 distractors) among
+ *                    other questions' paragraphs
+ * qa_1 and qa_2 need the user's SQuAD and HotpotQA files (ruler_opts.squad/.hotpot).
  *
  * Keys are "adjective-noun" words, values 7-digit numbers or UUIDs (version 4). Essay
  * needles go in at sentence boundaries at depths drawn from 40 evenly spaced levels;
  * noise/needle haystacks take needles at random lines. The haystack size is the largest
  * for which prompt tokens (chat template and answer prefix included) + max_new_tokens
  * <= the length, found by binary search on the first sample and rechecked per sample.
- * Generation lengths: niah 128, vt 30, cwe 120, fwe 50. Scored by string_match_all.
+ * Generation lengths: niah 128, vt 30, cwe 120, fwe 50, qa 32. Scored by string_match_all,
+ * qa by string_match_part. The qa document count is searched in steps of 10 as qa.py does
+ * (the largest multiple of 10 that fits sample 0, lowered by 10 per sample until it fits);
+ * sample i asks question i of the file.
  * The prompts keep RULER's wording; the answer prefix follows the assistant header with
  * no leading or trailing space. */
 #ifndef KV_RULER_H
@@ -31,7 +39,8 @@
 #include "split.h"
 #include "textcase.h"
 
-enum { RULER_N_TASKS = 11, RULER_DEFAULT_SEED = 42, RULER_N_DEPTHS = 40 };
+enum { RULER_N_TASKS = 13, RULER_N_SYNTHETIC = 11, RULER_DEFAULT_SEED = 42, RULER_N_DEPTHS = 40 };
+struct ruler_qa_data;
 
 typedef struct {
     const kv_tokenizer *tok;   /* required */
@@ -43,6 +52,7 @@ typedef struct {
     wl_split split;            /* test (default) or dev: generator seed 2*seed + split; keys, values,
                                   variables and words only those whose hash has the split's parity;
                                   the essay haystack's first half (test) or second half (dev) */
+    const struct ruler_qa_data *squad, *hotpot;   /* qa_1, qa_2 data (ruler_qa_load), or NULL */
 } ruler_opts;
 
 void ruler_defaults(ruler_opts *o);
@@ -54,6 +64,8 @@ int ruler_task_index(const char *name);
 int ruler_task_max_new(int task);
 /* 1 if the task needs the essay haystack. */
 int ruler_task_needs_essays(int task);
+/* 1 for qa_1 (SQuAD), 2 for qa_2 (HotpotQA), 0 for the synthetic tasks. */
+int ruler_task_qa(int task);
 
 /* Appends n_samples cases of the task at length (tokens). Case ids "TASK-L<length>-<i>",
  * task "ruler:TASK". Sample i depends only on (seed, split, task, length, i). 0, or -1 with err. */

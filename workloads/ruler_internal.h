@@ -4,9 +4,10 @@
 #include "ruler.h"
 #include "strbuf.h"
 #include "wl_rng.h"
+#include "ruler_qa.h"
 
-enum { R_NIAH, R_VT, R_CWE, R_FWE };
-enum { HAY_NOISE, HAY_ESSAY, HAY_NEEDLE };
+enum { R_NIAH, R_VT, R_CWE, R_FWE, R_QA };
+enum { HAY_NOISE, HAY_ESSAY, HAY_NEEDLE, HAY_SQUAD, HAY_HOTPOT };
 enum { KEY_WORDS, KEY_NUMBERS, KEY_UUIDS };
 
 typedef struct {
@@ -27,6 +28,7 @@ typedef struct {
     const char **words;      /* essay words (pointers into o->essays), whitespace-split */
     int *word_len;
     int n_words;              /* the split's half of them */
+    int sample;              /* the sample being built (qa: question index) */
 } ruler_ctx;
 
 /* Builds one sample with haystack size h (units per family: noise lines, essay words,
@@ -37,6 +39,8 @@ int ruler_build_niah(const ruler_ctx *x, int h, wl_rng r, tc_case *c);
 int ruler_build_vt(const ruler_ctx *x, int h, wl_rng r, tc_case *c);
 int ruler_build_cwe(const ruler_ctx *x, int h, wl_rng r, tc_case *c);
 int ruler_build_fwe(const ruler_ctx *x, int h, wl_rng r, tc_case *c);
+/* qa_1/qa_2: h documents (the gold ones at least), ruler_qa.c. */
+int ruler_build_qa(const ruler_ctx *x, int h, wl_rng r, tc_case *c);
 
 /* A set of strings (copies), for drawing distinct keys and values. */
 typedef struct { char **slot; size_t cap, n; } strset;

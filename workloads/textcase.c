@@ -8,7 +8,7 @@
 const char *tc_scorer_name(tc_scorer s) {
     static const char *const names[TC_SCORE_COUNT_] = {
         "niah", "string_match_all", "string_match_part", "qa_f1", "rouge_l", "classification",
-        "retrieval", "count", "code_sim", "choice", "code_debug", "first_int", "kv_word", "gsm8k"};
+        "retrieval", "count", "code_sim", "choice", "code_debug", "first_int", "kv_word", "gsm8k", "rouge_lsum"};
     return (unsigned)s < TC_SCORE_COUNT_ ? names[s] : "?";
 }
 
@@ -190,6 +190,7 @@ double tc_score(const tc_case *c, const char *output) {
     case TC_SCORE_MATCH_PART: s = metric_match_part(out, refs, c->n_answers); break;
     case TC_SCORE_QA_F1: s = max_ref(c, out, metric_qa_f1); break;
     case TC_SCORE_ROUGE_L: s = max_ref(c, out, metric_rouge_l); break;
+    case TC_SCORE_ROUGE_LSUM: s = max_ref(c, out, metric_rouge_lsum); break;
     case TC_SCORE_RETRIEVAL: s = max_ref(c, out, metric_retrieval); break;
     case TC_SCORE_COUNT: s = max_ref(c, out, metric_count); break;
     case TC_SCORE_CODE_SIM: s = max_ref(c, out, metric_code_sim); break;

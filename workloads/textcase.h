@@ -27,7 +27,7 @@ typedef enum {
     TC_SCORE_MATCH_ALL,    /* RULER string_match_all: % of references found */
     TC_SCORE_MATCH_PART,   /* RULER string_match_part: 100 if any reference is found */
     TC_SCORE_QA_F1,        /* SQuAD-normalised token F1, max over references */
-    TC_SCORE_ROUGE_L,      /* ROUGE-L F on whitespace tokens, max over references */
+    TC_SCORE_ROUGE_L,      /* LongBench ROUGE-L (pltrdy rouge, summary level), max over references */
     TC_SCORE_CLASSIFICATION, /* LongBench classification (uses classes) */
     TC_SCORE_RETRIEVAL,    /* LongBench passage retrieval ("Paragraph N") */
     TC_SCORE_COUNT,        /* LongBench passage count */
@@ -37,6 +37,7 @@ typedef enum {
     TC_SCORE_FIRST_INT,    /* InfiniteBench PassKey/Number: first integer equals */
     TC_SCORE_KV_WORD,      /* InfiniteBench Retrieve.KV: the value is one of the words */
     TC_SCORE_GSM8K,        /* last number in the output equals the reference */
+    TC_SCORE_ROUGE_LSUM,   /* InfiniteBench En.Sum: rouge-score rougeLsum, max over references */
     TC_SCORE_COUNT_
 } tc_scorer;
 
@@ -63,6 +64,7 @@ typedef struct {
     tc_scorer scorer;
     int first_line_only;      /* score only the output's first line (after leading \n) */
     int stop_newline;         /* generation should also stop at a newline (LongBench samsum) */
+    int min_new_tokens;       /* stop tokens are masked until this many are generated (samsum: 1) */
     /* Metadata (-1 where it does not apply). */
     int length;               /* requested length in tokens (NIAH/RULER), or the data's length field */
     double depth;             /* requested needle depth, % of the context */
