@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "provenance.h"
 #include "run_model.h"
+#include "shard.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
 #include "../results/db.h"
@@ -44,6 +45,7 @@ typedef struct {
     const char *backend;
     int quiet;
     method_params params;   /* --params overrides */
+    shard_spec shard;       /* --shard K/N: only the cases of shard K */
 } run_opts;
 
 static const char *workload_name(syn_kind k) {
@@ -74,6 +76,9 @@ static void usage(FILE *f) {
             "  --needles N       needles of multikey/multivalue (default 4)\n"
             "  --threads N       worker threads (default: online CPUs)\n"
             "  --backend NAME    cpu or cuda (default cpu)\n"
+            "  --shard K/N       run only shard K (0..N-1) of the cases, split by estimated cost\n"
+            "                    (ctx^2); every shard records the same run and the whole plan,\n"
+            "                    `kvbench merge` joins the shard files (kvbench slurm-script)\n"
             "  --quiet           no progress lines\n"
             "  --help            this text\n"
             "\n"
@@ -182,6 +187,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--db")) o->db_path = val;
         else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--backend")) o->backend = val;
+        else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
         else if (!strcmp(flag, "--seed")) {
             char *end;
             errno = 0;
@@ -526,6 +532,51 @@ static int64_t find_case(kv_db *db, int64_t run_id, const char *key) {
     return id;
 }
 
+static void case_key_of(syn_kind kind, int ctx, double depth, char *buf, size_t len) {
+    snprintf(buf, len, "ctx=%d,depth=%.10g,variant=%s", ctx, depth, syn_kind_name(kind));
+}
+
+/* The shard of every case, index (k * n_ctx + c) * n_depths + d; all 0 when not sharded. */
+static int *shard_owners(const run_opts *o) {
+    int n = o->n_kinds * o->n_ctx * o->n_depths;
+    int *owner = xcalloc((size_t)n, sizeof *owner);
+    if (!o->shard.n) return owner;
+    char (*keys)[128] = xcalloc((size_t)n, sizeof *keys);
+    const char **kp = xcalloc((size_t)n, sizeof *kp);
+    double *cost = xcalloc((size_t)n, sizeof *cost);
+    for (int k = 0, i = 0; k < o->n_kinds; k++)
+        for (int c = 0; c < o->n_ctx; c++)
+            for (int d = 0; d < o->n_depths; d++, i++) {
+                case_key_of(o->kinds[k], o->ctxs[c], o->depths[d], keys[i], sizeof keys[i]);
+                kp[i] = keys[i];
+                cost[i] = (double)o->ctxs[c] * o->ctxs[c];
+            }
+    if (shard_assign(kp, cost, n, o->shard.n, owner)) {
+        fprintf(stderr, "kvbench run: out of memory\n");
+        exit(1);
+    }
+    free(keys), free(kp), free(cost);
+    return owner;
+}
+
+/* Records the run's whole plan (every shard's cases) for `kvbench merge`. */
+static int put_plan(kv_db *db, int64_t run_id, const run_opts *o, syn_kind kind) {
+    int n = o->n_ctx * o->n_depths, np = o->n_methods * o->n_budgets;
+    char (*keys)[128] = xcalloc((size_t)n, sizeof *keys);
+    const char **kp = xcalloc((size_t)n, sizeof *kp), **mp = xcalloc((size_t)np, sizeof *mp);
+    double *bp = xcalloc((size_t)np, sizeof *bp);
+    for (int c = 0, i = 0; c < o->n_ctx; c++)
+        for (int d = 0; d < o->n_depths; d++, i++) {
+            case_key_of(kind, o->ctxs[c], o->depths[d], keys[i], sizeof keys[i]);
+            kp[i] = keys[i];
+        }
+    for (int m = 0, p = 0; m < o->n_methods; m++)
+        for (int b = 0; b < o->n_budgets; b++, p++) mp[p] = o->methods[m]->name, bp[p] = o->budgets[b];
+    int rc = kvdb_plan_put(db, run_id, kp, n, mp, bp, np);
+    free(keys), free(kp), free(mp), free(bp);
+    return rc;
+}
+
 /* The statistics every (method, budget) asks for at this context length. */
 static kv_needs union_needs(const run_opts *o, int ctx) {
     kv_needs all = {0, 0};
@@ -567,9 +618,16 @@ int cmd_run(int argc, char **argv) {
 
     provenance prov;
     provenance_get(&prov);
-    int n_cases = o.n_kinds * o.n_ctx * o.n_depths, per_case = o.n_methods * o.n_budgets;
+    int *owner = shard_owners(&o);
+    int n_cases = 0, per_case = o.n_methods * o.n_budgets;
     double total_w = 0, done_w = 0;
-    for (int c = 0; c < o.n_ctx; c++) total_w += (double)o.ctxs[c] * o.ctxs[c] * o.n_kinds * o.n_depths;
+    for (int k = 0, i = 0; k < o.n_kinds; k++)
+        for (int c = 0; c < o.n_ctx; c++)
+            for (int d = 0; d < o.n_depths; d++, i++)
+                if (owner[i] == o.shard.k) n_cases++, total_w += (double)o.ctxs[c] * o.ctxs[c];
+    if (o.shard.n && !o.quiet)
+        fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", o.shard.k, o.shard.n, n_cases,
+                o.n_kinds * o.n_ctx * o.n_depths);
     double start = now_s();
     int case_i = 0, n_new = 0, n_skipped = 0, rc = 0;
     summary_row *rows = xcalloc((size_t)o.n_kinds * per_case, sizeof *rows);
@@ -593,18 +651,22 @@ int cmd_run(int argc, char **argv) {
         }
         if (resumed && !o.quiet)
             fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, workload_name(o.kinds[k]));
+        if (put_plan(db, run_id, &o, o.kinds[k])) {
+            rc = run_fail("%s", kvdb_errmsg(db));
+            break;
+        }
         for (int c = 0; c < o.n_ctx && !rc; c++) {
             int ctx = o.ctxs[c];
             int needs_known = 0;
             kv_needs needs = {0, 0};
             for (int di = 0; di < o.n_depths && !rc; di++) {
+                if (owner[(k * o.n_ctx + c) * o.n_depths + di] != o.shard.k) continue;
                 case_i++;
                 double w_case = (double)ctx * ctx;
                 syn_config cfg;
                 syn_config_of(&o, o.kinds[k], ctx, o.depths[di], &cfg);
                 char case_key[128];
-                snprintf(case_key, sizeof case_key, "ctx=%d,depth=%.10g,variant=%s", ctx, o.depths[di],
-                         syn_kind_name(o.kinds[k]));
+                case_key_of(o.kinds[k], ctx, o.depths[di], case_key, sizeof case_key);
                 int64_t case_id = find_case(db, run_id, case_key);
                 int missing = per_case;
                 if (case_id > 0) {
@@ -685,6 +747,7 @@ int cmd_run(int argc, char **argv) {
                n_skipped, now_s() - start, o.db_path);
     }
     free(rows);
+    free(owner);
     free(mr.heads);
     free(mr.layer_err);
     kvdb_close(db);

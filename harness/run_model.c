@@ -15,6 +15,7 @@
 #include "model_case.h"
 #include "model_workload.h"
 #include "provenance.h"
+#include "shard.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
 #include "../model/model.h"
@@ -54,6 +55,7 @@ typedef struct {
     double depths[MAX_LIST];   /* % */
     int n_depths, depths_given;
     int threads, jobs, job_index, quiet;
+    shard_spec shard;   /* --shard K/N: only the cases of shard K */
     method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
@@ -104,6 +106,9 @@ void run_model_usage(FILE *f) {
             "                     Per case the device's peak memory and prefill time are recorded\n"
             "  --threads N        worker threads (default: online CPUs, divided among jobs)\n"
             "  --jobs N           run N processes, each taking every N-th case (default 1)\n"
+            "  --shard K/N        run only shard K (0..N-1) of the cases, split by estimated cost\n"
+            "                     (prompt length); every shard records the same run and the whole\n"
+            "                     plan, `kvbench merge` joins the shard files (kvbench slurm-script)\n"
             "  --quiet            no progress lines\n"
             "  --help             this text\n"
             "\n"
@@ -221,6 +226,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--limit")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
         else if (!strcmp(flag, "--max-new")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
         else if (!strcmp(flag, "--jobs")) { if (run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
         else if (!strcmp(flag, "--job-index")) { if (run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
         else if (!strcmp(flag, "--seed")) {
@@ -321,7 +327,8 @@ typedef struct {
     int32_t **ids;             /* [n] */
     int *n_tok, *n_ctx_part, *max_new;
     char **key;                /* case_key: "task/id" */
-    double *cost;              /* relative prefill cost, for the ETA */
+    double *cost;              /* relative prefill cost, for the ETA and the shards */
+    int *slot;                 /* position among this shard's cases, -1: another shard's */
 } case_set;
 
 static void cases_free(case_set *cs) {
@@ -330,6 +337,7 @@ static void cases_free(case_set *cs) {
         if (cs->key) free(cs->key[i]);
     }
     free(cs->ids), free(cs->n_tok), free(cs->n_ctx_part), free(cs->max_new), free(cs->key), free(cs->cost);
+    free(cs->slot);
     tc_list_free(&cs->list);
     memset(cs, 0, sizeof *cs);
 }
@@ -369,7 +377,22 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
         double pf = o->wl.question_after ? cs->n_ctx_part[i] : nt;
         cs->cost[i] = pf * (1 + pf / 4096.0);   /* GEMMs linear, attention quadratic */
     }
+    /* --shard: this shard's cases, numbered in case order (--jobs splits them further) */
+    cs->slot = calloc((size_t)n + 1, sizeof *cs->slot);
+    int *owner = calloc((size_t)n + 1, sizeof *owner);
+    if (!cs->slot || !owner || (o->shard.n && shard_assign((const char *const *)cs->key, cs->cost, n, o->shard.n, owner))) {
+        free(owner);
+        return run_fail("out of memory for %d cases", n);
+    }
+    for (int i = 0, mine = 0; i < n; i++) cs->slot[i] = owner[i] == o->shard.k ? mine++ : -1;
+    free(owner);
     return 0;
+}
+
+/* Whether this process runs case i: the shard's (every case without --shard), and of
+ * those every jobs-th when it is job `job` of --jobs (job < 0: all of the shard's). */
+static int takes_case(const rm_opts *o, const case_set *cs, int i, int job) {
+    return cs->slot[i] >= 0 && (job < 0 || cs->slot[i] % o->jobs == job);
 }
 
 /* ---------------------------------------------------------------- run identity */
@@ -587,7 +610,7 @@ static int scan_missing(kv_db *db, int64_t run_id, const rm_opts *o, const case_
                         int64_t *case_ids) {
     int total = 0;
     for (int i = 0; i < cs->list.n; i++) {
-        if (job >= 0 && i % o->jobs != job) continue;
+        if (!takes_case(o, cs, i, job)) continue;
         int k = missing_pairs(db, run_id, o, cs->key[i], missing + (size_t)i * o->n_pairs, &case_ids[i]);
         if (k < 0) return -1;
         total += k;
@@ -636,10 +659,11 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
     }
     progress pg = {.start = now_s()};
     if (o->jobs > 1) snprintf(pg.prefix, sizeof pg.prefix, "[job %d/%d] ", o->job_index + 1, o->jobs);
+    else if (o->shard.n) snprintf(pg.prefix, sizeof pg.prefix, "[shard %d/%d] ", o->shard.k, o->shard.n);
     int job = o->jobs > 1 ? o->job_index : -1, mine = 0;
     int rc = scan_missing(db, run_id, o, cs, job, missing, case_ids) < 0 ? -1 : 0;
     for (int i = 0; i < N && !rc; i++) {
-        if (job >= 0 && i % o->jobs != job) continue;
+        if (!takes_case(o, cs, i, job)) continue;
         mine++;
         int k = 0;
         for (int p = 0; p < o->n_pairs; p++) k += missing[(size_t)i * o->n_pairs + p];
@@ -656,7 +680,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
     memset(&res, 0, sizeof res);
     int seen = 0;
     for (int i = 0; i < N && !rc; i++) {
-        if (job >= 0 && i % o->jobs != job) continue;
+        if (!takes_case(o, cs, i, job)) continue;
         seen++;
         uint8_t *miss = missing + (size_t)i * o->n_pairs;
         int k = 0;
@@ -886,12 +910,26 @@ int cmd_run_model(int argc, char **argv) {
         if (run_id < 0) rc = run_fail("%s", kvdb_errmsg(db));
         else if (resumed && !o.quiet && o.job_index < 0)
             fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, o.wl.name);
+        if (!rc && o.job_index < 0) {   /* the whole plan, every shard's cases, for kvbench merge */
+            const char *pm[MAX_PAIRS];
+            for (int p = 0; p < o.n_pairs; p++) pm[p] = o.pair_m[p]->name;
+            if (kvdb_plan_put(db, run_id, (const char *const *)cs.key, cs.list.n, pm, o.pair_b, o.n_pairs))
+                rc = run_fail("%s", kvdb_errmsg(db));
+            if (!rc && o.shard.n && !o.quiet) {
+                int mine = 0;
+                for (int i = 0; i < cs.list.n; i++) mine += cs.slot[i] >= 0;
+                fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", o.shard.k, o.shard.n, mine,
+                        cs.list.n);
+            }
+        }
         if (!rc) {   /* the requested results already recorded */
             uint8_t *miss = calloc((size_t)cs.list.n * o.n_pairs + 1, 1);
             int64_t *ids = calloc((size_t)cs.list.n + 1, sizeof *ids);
             int k = miss && ids ? scan_missing(db, run_id, &o, &cs, -1, miss, ids) : run_fail("out of memory");
+            int mine = 0;
+            for (int i = 0; i < cs.list.n; i++) mine += cs.slot[i] >= 0;
             if (k < 0) rc = -1;
-            else present = cs.list.n * o.n_pairs - k;
+            else present = mine * o.n_pairs - k;
             free(miss), free(ids);
         }
     }

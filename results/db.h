@@ -11,8 +11,9 @@ typedef struct kv_db kv_db;
 
 /* 2: cases gained gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms and results gained
  * gpu_peak_bytes (NULL on the CPU).
- * kvdb_open migrates a version-1 file in place; kvdb_open_readonly reads either. */
-#define KVDB_SCHEMA_VERSION 2
+ * 3: the plan table (run_id, case_key, method, budget): what each command asked for.
+ * kvdb_open migrates an older file in place; kvdb_open_readonly reads any of them. */
+#define KVDB_SCHEMA_VERSION 3
 
 /* Opens or creates the file and its schema. NULL with a one-line reason naming the file. */
 kv_db *kvdb_open(const char *path, char *err, size_t errlen);
@@ -83,6 +84,12 @@ typedef struct {
 int kvdb_result_put(kv_db *db, int64_t case_id, const kvdb_result *r);
 
 const char *kvdb_errmsg(kv_db *db);
+
+/* The run's plan: every case_keys[c] x (methods[p], budgets[p]) the command asked for, all
+ * shards' cases included (a shard file then tells `kvbench merge` what the whole run should
+ * hold). Rows already there are kept; all in one transaction. 0 or -1. */
+int kvdb_plan_put(kv_db *db, int64_t run_id, const char *const *case_keys, int n_cases, const char *const *methods,
+                  const double *budgets, int n_pairs);
 
 /* SeKV zoom-ins (or any method's per-step, per-head events): rows of table
  * zoom_events(result_id, step, layer, head, expanded), created on first use. The result

@@ -1,8 +1,8 @@
-/* Results schema version 2 (the device columns of cases) and the migration from version 1:
- * a version-1 file written here with raw SQL (the old schema, a run, a case, a result) is
- * read as it is by kvdb_open_readonly; kvdb_open migrates it in place (rows kept, the new
- * columns NULL, version 2), a second open migrates nothing; kvdb_case_gpu stores values
- * and NULLs and refuses an unknown case; a fresh file starts at version 2 with NULLs for a
+/* Results schema versions 2 (the device columns of cases) and 3 (the plan table), migrated
+ * from version 1: a version-1 file written here with raw SQL (the old schema, a run, a case,
+ * a result) is read as it is by kvdb_open_readonly; kvdb_open migrates it in place (rows
+ * kept, the new columns NULL, an empty plan), a second open migrates nothing; kvdb_case_gpu
+ * stores values and NULLs and refuses an unknown case; a fresh file starts at the current version with NULLs for a
  * case that was never measured (a CPU run); a file from a newer kvbench is refused. */
 #include <sqlite3.h>
 #include <unistd.h>
@@ -96,12 +96,15 @@ int main(void) {
         db = kvdb_open(v1, err, sizeof err);
         CHECK(db != NULL, "open (round %d) of the version-1 file: %s", round, err);
         if (!db) break;
-        CHECK(kvdb_schema_version(db) == 2 && q_int(db, "SELECT schema FROM version") == 2 &&
+        CHECK(kvdb_schema_version(db) == KVDB_SCHEMA_VERSION && q_int(db, "SELECT schema FROM version") == KVDB_SCHEMA_VERSION &&
                   q_int(db, "SELECT count(*) FROM version") == 1,
               "round %d: version %d", round, kvdb_schema_version(db));
         CHECK(q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name IN "
                         "('gpu_peak_bytes','gpu_used_bytes','gpu_prefill_ms')") == 3,
               "round %d: the device columns", round);
+        CHECK(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'plan'") == 1 &&
+                  q_int(db, "SELECT count(*) FROM plan") == 0,
+              "round %d: the plan table (v3), empty for an old run", round);
         CHECK(q_int(db, "SELECT prefill_s FROM cases WHERE id = 1") == prefill_bits &&
                   q_real(db, "SELECT score FROM results") == 0.5 && q_int(db, "SELECT count(*) FROM runs") == 1,
               "round %d: the old rows changed", round);
@@ -130,7 +133,7 @@ int main(void) {
         kvdb_close(db);
     }
 
-    /* a fresh file: version 2, a case never measured has NULLs */
+    /* a fresh file: the current version, a case never measured has NULLs */
     db = kvdb_open(fresh, err, sizeof err);
     CHECK(db != NULL, "fresh file: %s", err);
     if (db) {
@@ -138,7 +141,7 @@ int main(void) {
         int64_t rid = kvdb_run_begin(db, &run, NULL);
         kvdb_case kc = {.case_key = "c", .workload = "niah", .ctx = 512, .depth = 0.5, .prefill_s = 1.25};
         int64_t cid = rid > 0 ? kvdb_case_get(db, rid, &kc) : -1;
-        CHECK(kvdb_schema_version(db) == 2 && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
+        CHECK(kvdb_schema_version(db) == KVDB_SCHEMA_VERSION && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
               (long long)cid, kvdb_errmsg(db));
         CHECK(q_int(db, "SELECT count(*) FROM cases WHERE gpu_peak_bytes IS NULL AND gpu_used_bytes IS NULL AND "
                         "gpu_prefill_ms IS NULL") == 1,
@@ -147,12 +150,15 @@ int main(void) {
     }
 
     /* a newer file is refused, naming the version */
-    CHECK(raw_exec(future, v1_sql) == 0 && raw_exec(future, "UPDATE version SET schema = 3") == 0, "future file");
+    char bump[64], named[64];
+    snprintf(bump, sizeof bump, "UPDATE version SET schema = %d", KVDB_SCHEMA_VERSION + 1);
+    snprintf(named, sizeof named, "schema version %d", KVDB_SCHEMA_VERSION + 1);
+    CHECK(raw_exec(future, v1_sql) == 0 && raw_exec(future, bump) == 0, "future file");
     db = kvdb_open_readonly(future, err, sizeof err);
-    CHECK(!db && strstr(err, "schema version 3") && strstr(err, future), "version 3 read-only: got '%s'", db ? "" : err);
+    CHECK(!db && strstr(err, named) && strstr(err, future), "a newer version read-only: got '%s'", db ? "" : err);
     kvdb_close(db);
     db = kvdb_open(future, err, sizeof err);
-    CHECK(!db && strstr(err, "schema version 3"), "version 3 read-write: got '%s'", db ? "" : err);
+    CHECK(!db && strstr(err, named), "a newer version read-write: got '%s'", db ? "" : err);
     kvdb_close(db);
 
     const char *names[] = {v1, fresh, future};
