@@ -224,8 +224,16 @@ int merge_runs_differ(const merge_runs *a, const char *an, const merge_runs *b, 
     for (int i = 0; i < a->n; i++) {
         const run_ident *o = find_run(b, a->v[i].key);
         if (!o) {
-            snprintf(why, len, "%s holds run %s (%s), %s does not (%d runs vs %d)", an, a->v[i].workload, a->v[i].key,
-                     bn, a->n, b->n);
+            for (int k = 0; k < b->n && !o; k++)   /* the same workload under another key: say what differs */
+                if (!strcmp(b->v[k].workload, a->v[i].workload)) o = &b->v[k];
+            if (o) {
+                char d[512];
+                key_diff(a->v[i].key, o->key, an, bn, d, sizeof d);
+                snprintf(why, len, "the run identities of %s differ: %s", a->v[i].workload, d);
+            } else {
+                snprintf(why, len, "%s holds run %s (%s), %s does not (%d runs vs %d)", an, a->v[i].workload,
+                         a->v[i].key, bn, a->n, b->n);
+            }
             return 1;
         }
         if (ident_differ(&a->v[i], an, o, bn, why, len)) return 1;
