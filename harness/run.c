@@ -636,6 +636,9 @@ int cmd_run(int argc, char **argv) {
     mr.heads = xcalloc((size_t)o.layers * o.heads, sizeof *mr.heads);
     mr.layer_err = xcalloc((size_t)o.layers, sizeof *mr.layer_err);
 
+    /* Every workload's run and plan first: a shard stopped early still holds all the runs
+     * of the command (kvbench merge compares the runs of its inputs). */
+    int64_t run_ids[3] = {0, 0, 0};
     for (int k = 0; k < o.n_kinds && !rc; k++) {
         char key[3072], json[8192];
         run_key(&o, o.kinds[k], key, sizeof key);
@@ -644,17 +647,16 @@ int cmd_run(int argc, char **argv) {
                         .model = "synthetic", .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS,
                         .host = prov.host, .cpu = prov.cpu, .backend = o.backend, .seed = o.seed};
         int resumed = 0;
-        int64_t run_id = kvdb_run_begin(db, &run, &resumed);
-        if (run_id < 0) {
+        run_ids[k] = kvdb_run_begin(db, &run, &resumed);
+        if (run_ids[k] < 0 || put_plan(db, run_ids[k], &o, o.kinds[k])) {
             rc = run_fail("%s", kvdb_errmsg(db));
             break;
         }
         if (resumed && !o.quiet)
-            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, workload_name(o.kinds[k]));
-        if (put_plan(db, run_id, &o, o.kinds[k])) {
-            rc = run_fail("%s", kvdb_errmsg(db));
-            break;
-        }
+            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_ids[k], workload_name(o.kinds[k]));
+    }
+    for (int k = 0; k < o.n_kinds && !rc; k++) {
+        const int64_t run_id = run_ids[k];
         for (int c = 0; c < o.n_ctx && !rc; c++) {
             int ctx = o.ctxs[c];
             int needs_known = 0;
