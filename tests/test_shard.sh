@@ -4,6 +4,7 @@
 #  - run --shard K/N: the shards' cases are disjoint and together the whole grid, every
 #    shard file holds the same run and the whole plan; the merged file equals the
 #    unsharded run by key and value (tests/same_results.py, timings aside), plan included;
+#    a shard without a case of its own still records every run and the plan;
 #  - merge reports the missing cases of a partial merge (exit 3), is idempotent, resumes
 #    with the rest; a conflicting duplicate stops it naming case, method, budget and
 #    column, and leaves the output as it was; a mixture of runs (another seed, another git
@@ -50,6 +51,15 @@ done
 # the same command finds the same split: a rerun of a shard adds nothing
 "$KVBENCH" "${SYN[@]}" --shard 1/3 --db "$T/s1.db" >"$T/rerun" || fail "rerun of shard 1"
 grep -q "^0 results written, 48 already present" "$T/rerun" || fail "rerun of shard 1: $(tail -1 "$T/rerun")"
+
+# a shard with no case of its own still records every run and the whole plan
+"$KVBENCH" "${SYN[@]}" --shard 39/40 --db "$T/empty.db" >/dev/null || fail "shard 39/40"
+[ "$(q "$T/empty.db" "SELECT count(*) FROM runs") $(q "$T/empty.db" "SELECT count(*) FROM results") $(q "$T/empty.db" "SELECT count(*) FROM plan")" = "2 0 144" ] \
+    || fail "an empty shard: runs, results, plan = $(q "$T/empty.db" "SELECT count(*) FROM runs") $(q "$T/empty.db" "SELECT count(*) FROM results") $(q "$T/empty.db" "SELECT count(*) FROM plan")"
+set +e
+"$KVBENCH" merge "$T/e.db" "$T/empty.db" "$T/s1.db" >"$T/e" 2>&1; rc=$?
+set -e
+[ $rc = 3 ] && [ "$(grep -c "24 of 72 planned results present; 48 missing in 6 cases" "$T/e")" = 2 ] || fail "merging an empty shard: exit $rc, $(cat "$T/e")"
 
 # ---------------------------------------------------------------- merge: partial, idempotent, complete
 set +e
