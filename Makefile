@@ -40,7 +40,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: print-cflags sekv-params haystack setup check all test bench clean model corpus demo san-test valgrind
+.PHONY: print-cflags sekv-params haystack setup check all test bench clean model corpus demo san-test valgrind test-slurm
 all: kvbench
 
 print-cflags:
@@ -76,6 +76,11 @@ check: kvbench $(TEST_BIN)
 
 san-test:
 	$(MAKE) SAN=1 check
+
+# Sharded runs on a real one-node SLURM cluster started here (root; installs slurm-wlm and
+# munge when missing): about 2 minutes, so not part of `make check`.
+test-slurm: kvbench
+	@bash tests/slurm/test_slurm.sh
 
 valgrind: kvbench $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/valgrind.sh

@@ -8,4 +8,6 @@ int cmd_methods(int argc, char **argv);   /* harness/methods_cmd.c */
 int cmd_info(int argc, char **argv);      /* model/cmd_model.c */
 int cmd_generate(int argc, char **argv);  /* model/cmd_model.c */
 int cmd_train_sekv(int argc, char **argv); /* harness/train_sekv.c */
+int cmd_merge(int argc, char **argv);     /* harness/merge_cmd.c */
+int cmd_slurm_script(int argc, char **argv); /* harness/slurm_script.c */
 #endif

@@ -15,12 +15,14 @@ static const struct {
     {"info", cmd_info, "describe a GGUF model file"},
     {"generate", cmd_generate, "answer a prompt with a model, optionally through a method"},
     {"train-sekv", cmd_train_sekv, "train SeKV's zoom-in (routing, thresholds, rank gate) on a corpus"},
+    {"merge", cmd_merge, "join the results files of a sharded run (run --shard K/N) into one"},
+    {"slurm-script", cmd_slurm_script, "write a SLURM array script that runs a kvbench run in N shards, then merges"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
 static void usage(FILE *out) {
     fprintf(out, "usage: kvbench COMMAND [options]   (kvbench COMMAND --help for its options)\n\n");
-    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
 }
 
 int main(int argc, char **argv) {

@@ -13,6 +13,7 @@
 #include "rss.h"
 #include "run_ident.h"
 #include "run_model.h"
+#include "shard.h"
 #include "../kernels/core.h"
 #include "../methods/method.h"
 #include "../results/db.h"
@@ -50,6 +51,7 @@ typedef struct {
     method_params params;   /* --params overrides */
     wl_split split;         /* --split: generator seeds 2*seed (test) or 2*seed+1 (dev) */
     int oracle_hints;       /* --oracle-hints: needle spans planted in surprisal and sentence ends */
+    shard_spec shard;       /* --shard K/N: only the cases of shard K */
 } run_opts;
 
 static const char *workload_name(syn_kind k) {
@@ -88,6 +90,9 @@ static void usage(FILE *f) {
             "  --needles N       needles of multikey/multivalue (default 4)\n"
             "  --threads N       worker threads (default: online CPUs)\n"
             "  --backend NAME    cpu or cuda (default cpu)\n"
+            "  --shard K/N       run only shard K (0..N-1) of the cases, split by estimated cost\n"
+            "                    (ctx^2); every shard records the same run and the whole plan,\n"
+            "                    `kvbench merge` joins the shard files (kvbench slurm-script)\n"
             "  --quiet           no progress lines\n"
             "  --help            this text\n"
             "\n"
@@ -202,6 +207,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--split")) {
             if (wl_split_parse(val, &o->split)) return run_fail("--split '%s': expected dev or test", val);
         } else if (!strcmp(flag, "--oracle-hints")) { if (run_parse_int(flag, val, 0, 1, &o->oracle_hints)) return -1; }
+        else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
         else if (!strcmp(flag, "--seed")) {
             char *end;
             errno = 0;
@@ -573,6 +579,51 @@ static int64_t find_case(kv_db *db, int64_t run_id, const char *key) {
     return id;
 }
 
+static void case_key_of(syn_kind kind, int ctx, double depth, char *buf, size_t len) {
+    snprintf(buf, len, "ctx=%d,depth=%.10g,variant=%s", ctx, depth, syn_kind_name(kind));
+}
+
+/* The shard of every case, index (k * n_ctx + c) * n_depths + d; all 0 when not sharded. */
+static int *shard_owners(const run_opts *o) {
+    int n = o->n_kinds * o->n_ctx * o->n_depths;
+    int *owner = xcalloc((size_t)n, sizeof *owner);
+    if (!o->shard.n) return owner;
+    char (*keys)[128] = xcalloc((size_t)n, sizeof *keys);
+    const char **kp = xcalloc((size_t)n, sizeof *kp);
+    double *cost = xcalloc((size_t)n, sizeof *cost);
+    for (int k = 0, i = 0; k < o->n_kinds; k++)
+        for (int c = 0; c < o->n_ctx; c++)
+            for (int d = 0; d < o->n_depths; d++, i++) {
+                case_key_of(o->kinds[k], o->ctxs[c], o->depths[d], keys[i], sizeof keys[i]);
+                kp[i] = keys[i];
+                cost[i] = (double)o->ctxs[c] * o->ctxs[c];
+            }
+    if (shard_assign(kp, cost, n, o->shard.n, owner)) {
+        fprintf(stderr, "kvbench run: out of memory\n");
+        exit(1);
+    }
+    free(keys), free(kp), free(cost);
+    return owner;
+}
+
+/* Records the run's whole plan (every shard's cases) for `kvbench merge`. */
+static int put_plan(kv_db *db, int64_t run_id, const run_opts *o, syn_kind kind) {
+    int n = o->n_ctx * o->n_depths, np = o->n_methods * o->n_budgets;
+    char (*keys)[128] = xcalloc((size_t)n, sizeof *keys);
+    const char **kp = xcalloc((size_t)n, sizeof *kp), **mp = xcalloc((size_t)np, sizeof *mp);
+    double *bp = xcalloc((size_t)np, sizeof *bp);
+    for (int c = 0, i = 0; c < o->n_ctx; c++)
+        for (int d = 0; d < o->n_depths; d++, i++) {
+            case_key_of(kind, o->ctxs[c], o->depths[d], keys[i], sizeof keys[i]);
+            kp[i] = keys[i];
+        }
+    for (int m = 0, p = 0; m < o->n_methods; m++)
+        for (int b = 0; b < o->n_budgets; b++, p++) mp[p] = o->methods[m]->name, bp[p] = o->budgets[b];
+    int rc = kvdb_plan_put(db, run_id, kp, n, mp, bp, np);
+    free(keys), free(kp), free(mp), free(bp);
+    return rc;
+}
+
 /* The statistics every (method, budget) asks for at this context length. */
 static kv_needs union_needs(const run_opts *o, int ctx) {
     kv_needs all = {0, 0};
@@ -620,9 +671,16 @@ int cmd_run(int argc, char **argv) {
 
     provenance prov;
     provenance_get(&prov);
-    int n_cases = o.n_kinds * o.n_ctx * o.n_depths, per_case = o.n_methods * o.n_budgets;
+    int *owner = shard_owners(&o);
+    int n_cases = 0, per_case = o.n_methods * o.n_budgets;
     double total_w = 0, done_w = 0;
-    for (int c = 0; c < o.n_ctx; c++) total_w += (double)o.ctxs[c] * o.ctxs[c] * o.n_kinds * o.n_depths;
+    for (int k = 0, i = 0; k < o.n_kinds; k++)
+        for (int c = 0; c < o.n_ctx; c++)
+            for (int d = 0; d < o.n_depths; d++, i++)
+                if (owner[i] == o.shard.k) n_cases++, total_w += (double)o.ctxs[c] * o.ctxs[c];
+    if (o.shard.n && !o.quiet)
+        fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", o.shard.k, o.shard.n, n_cases,
+                o.n_kinds * o.n_ctx * o.n_depths);
     double start = now_s();
     int case_i = 0, n_new = 0, n_skipped = 0, rc = 0;
     summary_row *rows = xcalloc((size_t)o.n_kinds * per_case, sizeof *rows);
@@ -631,6 +689,9 @@ int cmd_run(int argc, char **argv) {
     mr.heads = xcalloc((size_t)o.layers * o.heads, sizeof *mr.heads);
     mr.layer_err = xcalloc((size_t)o.layers, sizeof *mr.layer_err);
 
+    /* Every workload's run and plan first: a shard stopped early still holds all the runs
+     * of the command (kvbench merge compares the runs of its inputs). */
+    int64_t run_ids[3] = {0, 0, 0};
     for (int k = 0; k < o.n_kinds && !rc; k++) {
         char key[8192], json[16384];
         if (run_key(&o, o.kinds[k], prov.git_commit, key, sizeof key)) {
@@ -642,25 +703,28 @@ int cmd_run(int argc, char **argv) {
                         .model = "synthetic", .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS,
                         .host = prov.host, .cpu = prov.cpu, .backend = o.backend, .seed = o.seed};
         int resumed = 0;
-        int64_t run_id = kvdb_run_begin(db, &run, &resumed);
-        if (run_id < 0) {
+        run_ids[k] = kvdb_run_begin(db, &run, &resumed);
+        if (run_ids[k] < 0 || put_plan(db, run_ids[k], &o, o.kinds[k])) {
             rc = run_fail("%s", kvdb_errmsg(db));
             break;
         }
         if (resumed && !o.quiet)
-            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, workload_name(o.kinds[k]));
+            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_ids[k], workload_name(o.kinds[k]));
+    }
+    for (int k = 0; k < o.n_kinds && !rc; k++) {
+        const int64_t run_id = run_ids[k];
         for (int c = 0; c < o.n_ctx && !rc; c++) {
             int ctx = o.ctxs[c];
             int needs_known = 0;
             kv_needs needs = {0, 0};
             for (int di = 0; di < o.n_depths && !rc; di++) {
+                if (owner[(k * o.n_ctx + c) * o.n_depths + di] != o.shard.k) continue;
                 case_i++;
                 double w_case = (double)ctx * ctx;
                 syn_config cfg;
                 syn_config_of(&o, o.kinds[k], ctx, o.depths[di], &cfg);
                 char case_key[128];
-                snprintf(case_key, sizeof case_key, "ctx=%d,depth=%.10g,variant=%s", ctx, o.depths[di],
-                         syn_kind_name(o.kinds[k]));
+                case_key_of(o.kinds[k], ctx, o.depths[di], case_key, sizeof case_key);
                 int64_t case_id = find_case(db, run_id, case_key);
                 int missing = per_case;
                 if (case_id > 0) {
@@ -746,6 +810,7 @@ int cmd_run(int argc, char **argv) {
                n_skipped, now_s() - start, o.db_path);
     }
     free(rows);
+    free(owner);
     free(mr.heads);
     free(mr.layer_err);
     kvdb_close(db);

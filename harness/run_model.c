@@ -17,6 +17,7 @@
 #include "provenance.h"
 #include "rss.h"
 #include "run_ident.h"
+#include "shard.h"
 #include "../kernels/core.h"
 #include "../workloads/niah.h"
 #include "../workloads/sha256.h"
@@ -60,6 +61,7 @@ typedef struct {
     int threads, jobs, job_index, quiet;
     int decode_rule;           /* kv_decode_rule, the same for every method */
     int print_prompts;         /* --print-prompts N: write the first N prompts, run nothing */
+    shard_spec shard;   /* --shard K/N: only the cases of shard K */
     method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
@@ -134,6 +136,9 @@ void run_model_usage(FILE *f) {
             "                     Per case the device's peak memory and prefill time are recorded\n"
             "  --threads N        worker threads (default: online CPUs, divided among jobs)\n"
             "  --jobs N           run N processes, each taking every N-th case (default 1)\n"
+            "  --shard K/N        run only shard K (0..N-1) of the cases, split by estimated cost\n"
+            "                     (prompt length); every shard records the same run and the whole\n"
+            "                     plan, `kvbench merge` joins the shard files (kvbench slurm-script)\n"
             "  --quiet            no progress lines\n"
             "  --help             this text\n"
             "\n"
@@ -264,6 +269,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--limit")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
         else if (!strcmp(flag, "--max-new")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
         else if (!strcmp(flag, "--jobs")) { if (run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
         else if (!strcmp(flag, "--job-index")) { if (run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
         else if (!strcmp(flag, "--samples")) { if (run_parse_int(flag, val, 1, NIAH_MAX_SAMPLES, &o->wl.samples)) return -1; niah_only = "--samples"; }
@@ -387,7 +393,8 @@ typedef struct {
     int *n_tok, *n_ctx_part, *max_new;
     char **key;                /* case_key: "task/id" */
     char (*sha)[65];           /* SHA-256 hex of each prompt's text */
-    double *cost;              /* relative prefill cost, for the ETA */
+    double *cost;              /* relative prefill cost, for the ETA and the shards */
+    int *slot;                 /* position among this shard's cases, -1: another shard's */
 } case_set;
 
 static void cases_free(case_set *cs) {
@@ -396,6 +403,7 @@ static void cases_free(case_set *cs) {
         if (cs->key) free(cs->key[i]);
     }
     free(cs->ids), free(cs->n_tok), free(cs->n_ctx_part), free(cs->max_new), free(cs->key), free(cs->cost), free(cs->sha);
+    free(cs->slot);
     tc_list_free(&cs->list);
     memset(cs, 0, sizeof *cs);
 }
@@ -437,6 +445,15 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
         double pf = o->wl.question_after ? cs->n_ctx_part[i] : nt;
         cs->cost[i] = pf * (1 + pf / 4096.0);   /* GEMMs linear, attention quadratic */
     }
+    /* --shard: this shard's cases, numbered in case order (--jobs splits them further) */
+    cs->slot = calloc((size_t)n + 1, sizeof *cs->slot);
+    int *owner = calloc((size_t)n + 1, sizeof *owner);
+    if (!cs->slot || !owner || (o->shard.n && shard_assign((const char *const *)cs->key, cs->cost, n, o->shard.n, owner))) {
+        free(owner);
+        return run_fail("out of memory for %d cases", n);
+    }
+    for (int i = 0, mine = 0; i < n; i++) cs->slot[i] = owner[i] == o->shard.k ? mine++ : -1;
+    free(owner);
     return 0;
 }
 
@@ -452,6 +469,12 @@ static void print_prompts(const case_set *cs, int n) {
         fwrite(p, 1, len, stdout);
         printf("\n=== end of prompt %d ===\n", i + 1);
     }
+}
+
+/* Whether this process runs case i: the shard's (every case without --shard), and of
+ * those every jobs-th when it is job `job` of --jobs (job < 0: all of the shard's). */
+static int takes_case(const rm_opts *o, const case_set *cs, int i, int job) {
+    return cs->slot[i] >= 0 && (job < 0 || cs->slot[i] % o->jobs == job);
 }
 
 /* ---------------------------------------------------------------- run identity */
@@ -703,7 +726,7 @@ static int scan_missing(kv_db *db, int64_t run_id, const rm_opts *o, const case_
                         int64_t *case_ids) {
     int total = 0;
     for (int i = 0; i < cs->list.n; i++) {
-        if (job >= 0 && i % o->jobs != job) continue;
+        if (!takes_case(o, cs, i, job)) continue;
         int k = missing_pairs(db, run_id, o, cs->key[i], missing + (size_t)i * o->n_pairs, &case_ids[i]);
         if (k < 0) return -1;
         total += k;
@@ -759,10 +782,11 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
     }
     progress pg = {.start = now_s()};
     if (o->jobs > 1) snprintf(pg.prefix, sizeof pg.prefix, "[job %d/%d] ", o->job_index + 1, o->jobs);
+    else if (o->shard.n) snprintf(pg.prefix, sizeof pg.prefix, "[shard %d/%d] ", o->shard.k, o->shard.n);
     int job = o->jobs > 1 ? o->job_index : -1, mine = 0;
     int rc = scan_missing(db, run_id, o, cs, job, missing, case_ids) < 0 ? -1 : 0;
     for (int i = 0; i < N && !rc; i++) {
-        if (job >= 0 && i % o->jobs != job) continue;
+        if (!takes_case(o, cs, i, job)) continue;
         mine++;
         int k = 0;
         for (int p = 0; p < o->n_pairs; p++) k += missing[(size_t)i * o->n_pairs + p];
@@ -779,7 +803,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
     memset(&res, 0, sizeof res);
     int seen = 0;
     for (int i = 0; i < N && !rc; i++) {
-        if (job >= 0 && i % o->jobs != job) continue;
+        if (!takes_case(o, cs, i, job)) continue;
         seen++;
         uint8_t *miss = missing + (size_t)i * o->n_pairs;
         int k = 0;
@@ -1041,12 +1065,26 @@ int cmd_run_model(int argc, char **argv) {
         if (run_id < 0) rc = run_fail("%s", kvdb_errmsg(db));
         else if (resumed && !o.quiet && o.job_index < 0)
             fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, o.wl.name);
+        if (!rc && o.job_index < 0) {   /* the whole plan, every shard's cases, for kvbench merge */
+            const char *pm[MAX_PAIRS];
+            for (int p = 0; p < o.n_pairs; p++) pm[p] = o.pair_m[p]->name;
+            if (kvdb_plan_put(db, run_id, (const char *const *)cs.key, cs.list.n, pm, o.pair_b, o.n_pairs))
+                rc = run_fail("%s", kvdb_errmsg(db));
+            if (!rc && o.shard.n && !o.quiet) {
+                int mine = 0;
+                for (int i = 0; i < cs.list.n; i++) mine += cs.slot[i] >= 0;
+                fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", o.shard.k, o.shard.n, mine,
+                        cs.list.n);
+            }
+        }
         if (!rc) {   /* the requested results already recorded */
             uint8_t *miss = calloc((size_t)cs.list.n * o.n_pairs + 1, 1);
             int64_t *ids = calloc((size_t)cs.list.n + 1, sizeof *ids);
             int k = miss && ids ? scan_missing(db, run_id, &o, &cs, -1, miss, ids) : run_fail("out of memory");
+            int mine = 0;
+            for (int i = 0; i < cs.list.n; i++) mine += cs.slot[i] >= 0;
             if (k < 0) rc = -1;
-            else present = cs.list.n * o.n_pairs - k;
+            else present = mine * o.n_pairs - k;
             free(miss), free(ids);
         }
     }

@@ -21,6 +21,14 @@ struct kv_db {
     int version;
 };
 
+/* Version 3: the run's plan, every (case, method, budget) a command asked for, sharded or
+ * not, so that `kvbench merge` can tell which results are still missing. */
+#define PLAN_SQL                                                                              \
+    "CREATE TABLE IF NOT EXISTS plan("                                                        \
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"                         \
+    " case_key TEXT NOT NULL, method TEXT NOT NULL, budget REAL NOT NULL,"                    \
+    " PRIMARY KEY(run_id, case_key, method, budget)) WITHOUT ROWID;"
+
 static const char *schema_sql =
     "CREATE TABLE IF NOT EXISTS version(schema INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS runs("
@@ -57,7 +65,8 @@ static const char *schema_sql =
     "CREATE TABLE IF NOT EXISTS layer_err("
     " result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
     " layer INTEGER NOT NULL, rel_err REAL,"
-    " PRIMARY KEY(result_id, layer));";
+    " PRIMARY KEY(result_id, layer));"
+    PLAN_SQL;
 
 /* Version 1 -> 2: the device columns of cases and results (NULL for the rows already there). */
 static const char *migrate_v2_sql =
@@ -69,14 +78,15 @@ static const char *migrate_v2_sql =
 
 /* Version 2 -> 3: steady (decode-time) fast-tier bytes and the measured peak RSS; each
  * case's prompt, as SHA-256 of its exact text and its token count (NULL for the rows
- * already there). */
+ * already there); the plan table (empty for the runs already there: their plan is
+ * unknown). */
 static const char *migrate_v3_sql =
     "ALTER TABLE results ADD COLUMN fast_decode_peak INTEGER;"
     "ALTER TABLE results ADD COLUMN rss_peak INTEGER;"
     "ALTER TABLE cases ADD COLUMN rss_peak INTEGER;"
     "ALTER TABLE cases ADD COLUMN prompt_sha256 TEXT;"
     "ALTER TABLE cases ADD COLUMN prompt_tokens INTEGER;"
-    "UPDATE version SET schema = 3;";
+    PLAN_SQL "UPDATE version SET schema = 3;";
 
 /* "results db 'F': what: sqlite message" into db->err (after a failed SQLite call). */
 static void fail(kv_db *db, const char *what, ...) {
@@ -560,6 +570,31 @@ int kvdb_zoom_put(kv_db *db, int64_t case_id, const char *method, double budget,
     }
     sqlite3_finalize(idq);
     sqlite3_finalize(add);
+    if (rc || exec(db, "COMMIT")) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
+        return -1;
+    }
+    return 0;
+}
+
+int kvdb_plan_put(kv_db *db, int64_t run_id, const char *const *case_keys, int n_cases, const char *const *methods,
+                  const double *budgets, int n_pairs) {
+    if (n_cases < 0 || n_pairs < 0 || (n_cases && !case_keys) || (n_pairs && (!methods || !budgets))) {
+        refuse(db, "a plan needs its case keys and (method, budget) pairs");
+        return -1;
+    }
+    sqlite3_stmt *st = NULL;
+    if (exec(db, "BEGIN IMMEDIATE")) return -1;
+    int rc = prepare(db, &st, "INSERT OR IGNORE INTO plan(run_id, case_key, method, budget) VALUES (?,?,?,?)");
+    for (int c = 0; c < n_cases && !rc; c++)
+        for (int p = 0; p < n_pairs && !rc; p++) {
+            sqlite3_bind_int64(st, 1, run_id);
+            bind_text(st, 2, case_keys[c]);
+            bind_text(st, 3, methods[p]);
+            sqlite3_bind_double(st, 4, budgets[p]);
+            rc = step_done(db, st, "recording the run's plan");
+        }
+    sqlite3_finalize(st);
     if (rc || exec(db, "COMMIT")) {
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
         return -1;

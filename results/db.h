@@ -14,7 +14,8 @@ typedef struct kv_db kv_db;
  * 3: results gained fast_decode_peak (fast-tier bytes from the end of compression through
  * decode: the steady state, without the prefill transient) and rss_peak, cases gained
  * rss_peak (the process's measured peak resident set; NULL where it cannot be measured),
- * prompt_sha256 and prompt_tokens (the exact prompt's SHA-256 and token count).
+ * prompt_sha256 and prompt_tokens (the exact prompt's SHA-256 and token count), and the
+ * plan table (run_id, case_key, method, budget): what each command asked for.
  * kvdb_open migrates older files in place; kvdb_open_readonly reads any of them. */
 #define KVDB_SCHEMA_VERSION 3
 
@@ -99,6 +100,12 @@ typedef struct {
 int kvdb_result_put(kv_db *db, int64_t case_id, const kvdb_result *r);
 
 const char *kvdb_errmsg(kv_db *db);
+
+/* The run's plan: every case_keys[c] x (methods[p], budgets[p]) the command asked for, all
+ * shards' cases included (a shard file then tells `kvbench merge` what the whole run should
+ * hold). Rows already there are kept; all in one transaction. 0 or -1. */
+int kvdb_plan_put(kv_db *db, int64_t run_id, const char *const *case_keys, int n_cases, const char *const *methods,
+                  const double *budgets, int n_pairs);
 
 /* SeKV zoom-ins (or any method's per-step, per-head events): rows of table
  * zoom_events(result_id, step, layer, head, expanded), created on first use. The result

@@ -1,5 +1,5 @@
 /* Results schema versions 2 (the device columns of cases) and 3 (steady fast-tier bytes,
- * measured peak RSS, the prompt hash and token count of cases) and the migrations: a version-1 file written here with raw SQL (the old
+ * measured peak RSS, the prompt hash and token count of cases, the plan table) and the migrations: a version-1 file written here with raw SQL (the old
  * schema, a run, a case, a result) is read as it is by kvdb_open_readonly; kvdb_open
  * migrates it in place through both steps (rows kept, the new columns NULL, version 3), a
  * second open migrates nothing; a version-2 file migrates to 3 the same way; kvdb_case_gpu
@@ -99,7 +99,7 @@ int main(void) {
         db = kvdb_open(v1, err, sizeof err);
         CHECK(db != NULL, "open (round %d) of the version-1 file: %s", round, err);
         if (!db) break;
-        CHECK(kvdb_schema_version(db) == 3 && q_int(db, "SELECT schema FROM version") == 3 &&
+        CHECK(kvdb_schema_version(db) == KVDB_SCHEMA_VERSION && q_int(db, "SELECT schema FROM version") == KVDB_SCHEMA_VERSION &&
                   q_int(db, "SELECT count(*) FROM version") == 1,
               "round %d: version %d", round, kvdb_schema_version(db));
         CHECK(q_int(db, "SELECT count(*) FROM pragma_table_info('results') WHERE name IN "
@@ -111,6 +111,9 @@ int main(void) {
               "round %d: the device columns", round);
         CHECK(q_int(db, "SELECT count(*) FROM cases WHERE id = 1 AND prompt_sha256 IS NULL AND prompt_tokens IS NULL") == 1,
               "round %d: an old case's prompt columns must be NULL", round);
+        CHECK(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'plan'") == 1 &&
+                  q_int(db, "SELECT count(*) FROM plan") == 0,
+              "round %d: the plan table (v3), empty for an old run", round);
         CHECK(q_int(db, "SELECT prefill_s FROM cases WHERE id = 1") == prefill_bits &&
                   q_real(db, "SELECT score FROM results") == 0.5 && q_int(db, "SELECT count(*) FROM runs") == 1,
               "round %d: the old rows changed", round);
@@ -179,7 +182,7 @@ int main(void) {
         kvdb_case kc = {.case_key = "c", .workload = "niah", .ctx = 512, .depth = 0.5, .prefill_s = 1.25,
                         .prompt_sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", .prompt_tokens = 77};
         int64_t cid = rid > 0 ? kvdb_case_get(db, rid, &kc) : -1;
-        CHECK(kvdb_schema_version(db) == 3 && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
+        CHECK(kvdb_schema_version(db) == KVDB_SCHEMA_VERSION && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
               (long long)cid, kvdb_errmsg(db));
         CHECK(q_int(db, "SELECT count(*) FROM cases WHERE gpu_peak_bytes IS NULL AND gpu_used_bytes IS NULL AND "
                         "gpu_prefill_ms IS NULL AND rss_peak IS NULL") == 1,

@@ -1,0 +1,256 @@
+/* kvbench slurm-script: writes a bash script that runs one `kvbench run` command on a SLURM
+ * cluster as an array of N shards (kvbench run --shard K/N, each into its own results
+ * file: SQLite files must not have writers on several machines) followed by a merge job
+ * that waits for all of them (--dependency=afterok). `bash FILE` submits both; `sbatch
+ * FILE` submits the array alone. The tasks are requeueable: a preempted or requeued shard
+ * starts again on its own file and skips what it committed. */
+#include "commands.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench slurm-script --shards N [options] -- KVBENCH run ARGS...\n"
+            "\n"
+            "Writes a bash script for SLURM that runs `KVBENCH run ARGS...` in N shards, one array\n"
+            "task each (--shard $SLURM_ARRAY_TASK_ID/N), every shard into its own results file\n"
+            "beside --db (DB.shard-K-of-N.db, log DB.shard-K-of-N.log), then merges them into the\n"
+            "--db file with a job that waits for the whole array (afterok).\n"
+            "\n"
+            "  bash FILE                    submits the array and the merge job\n"
+            "  sbatch FILE                  submits the array only\n"
+            "  sbatch --array=2,5 FILE      runs shards 2 and 5 again (they resume their files)\n"
+            "\n"
+            "  --shards N         number of shards, 1..10000 (required)\n"
+            "  --out FILE         write the script to FILE, executable (default: standard output)\n"
+            "  --chdir DIR        directory the jobs run in; relative paths in the command are\n"
+            "                     relative to it (default: the current directory)\n"
+            "  --partition P      #SBATCH --partition\n"
+            "  --account A        #SBATCH --account\n"
+            "  --time T           #SBATCH --time per shard (e.g. 4:00:00)\n"
+            "  --cpus N           #SBATCH --cpus-per-task; the run gets --threads N unless it has one\n"
+            "  --mem M            #SBATCH --mem (e.g. 16G)\n"
+            "  --max-running K    at most K shards at once (--array=0-(N-1)%%K)\n"
+            "  --sbatch OPTION    any other #SBATCH line, e.g. --sbatch=--qos=low (repeatable)\n"
+            "  --help             this text\n"
+            "\n"
+            "With --backend cuda in the command each shard asks for one GPU (--gres=gpu:1).\n"
+            "Shards split the cases by estimated cost (kvbench run --help: --shard).\n");
+}
+
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kvbench slurm-script: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return code;
+}
+
+/* s in single quotes for the shell ('\'' for a quote). */
+static void sq(FILE *f, const char *s) {
+    fputc('\'', f);
+    for (; *s; s++)
+        if (*s == '\'') fputs("'\\''", f);
+        else fputc(*s, f);
+    fputc('\'', f);
+}
+
+/* Paths that go on #SBATCH lines and into job names unquoted. */
+static int path_ok(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || strchr("._-+/@:,=", *s)))
+            return 0;
+    return 1;
+}
+
+/* An #SBATCH value must stay on its line and needs no shell quoting: no newline, no space. */
+static int sbatch_value_ok(const char *s) { return *s && !strpbrk(s, "\n\r \t"); }
+
+static int parse_count(const char *flag, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return fail(2, "%s '%s': expected an integer in %d..%d", flag, s, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+int cmd_slurm_script(int argc, char **argv) {
+    int shards = 0, cpus = 0, max_running = 0, sep = -1;
+    const char *out = NULL, *chdir_to = NULL, *partition = NULL, *account = NULL, *time_lim = NULL, *mem = NULL;
+    const char *extra[32];
+    int n_extra = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            sep = i;
+            break;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        char flag[32];
+        const char *val, *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        if (strncmp(a, "--", 2) || len >= sizeof flag)
+            return fail(2, "unexpected argument '%s' (the command goes after --; see kvbench slurm-script --help)", a);
+        memcpy(flag, a, len);
+        flag[len] = 0;
+        if (eq) val = eq + 1;
+        else if (i + 1 < argc) val = argv[++i];
+        else return fail(2, "%s needs a value", flag);
+        int e = 0;
+        if (!strcmp(flag, "--shards")) e = parse_count(flag, val, 1, 10000, &shards);
+        else if (!strcmp(flag, "--cpus")) e = parse_count(flag, val, 1, 4096, &cpus);
+        else if (!strcmp(flag, "--max-running")) e = parse_count(flag, val, 1, 10000, &max_running);
+        else if (!strcmp(flag, "--out")) out = val;
+        else if (!strcmp(flag, "--chdir")) chdir_to = val;
+        else if (!strcmp(flag, "--partition")) partition = val;
+        else if (!strcmp(flag, "--account")) account = val;
+        else if (!strcmp(flag, "--time")) time_lim = val;
+        else if (!strcmp(flag, "--mem")) mem = val;
+        else if (!strcmp(flag, "--sbatch")) {
+            if (n_extra == 32) return fail(2, "--sbatch: more than 32 options");
+            if (strncmp(val, "--", 2) || !sbatch_value_ok(val))
+                return fail(2, "--sbatch '%s': expected one sbatch option like --qos=low", val);
+            extra[n_extra++] = val;
+        } else return fail(2, "unknown option '%s' (see kvbench slurm-script --help)", flag);
+        if (e) return e;
+    }
+    const char *vals[] = {partition, account, time_lim, mem};
+    const char *names[] = {"--partition", "--account", "--time", "--mem"};
+    for (int k = 0; k < 4; k++)
+        if (vals[k] && !sbatch_value_ok(vals[k])) return fail(2, "%s '%s': no spaces or newlines", names[k], vals[k]);
+    if (!shards) return fail(2, "--shards N is required");
+    if (sep < 0 || sep + 2 >= argc || strcmp(argv[sep + 2], "run"))
+        return fail(2, "expected the command after --: KVBENCH run ARGS... (e.g. -- ./kvbench run --workload niah --db results/niah.db)");
+    char **cmd = argv + sep + 1;
+    int n_cmd = argc - sep - 1;
+
+    /* the run's --db (becomes the merged file), --backend, --threads; no --shard of its own */
+    const char *db = NULL;
+    int db_at = -1, cuda = 0, has_threads = 0;
+    for (int i = 2; i < n_cmd; i++) {
+        const char *a = cmd[i];
+        if (!strcmp(a, "--shard") || !strncmp(a, "--shard=", 8))
+            return fail(2, "the command has --shard: the script gives every array task its own");
+        if (!strcmp(a, "--threads") || !strncmp(a, "--threads=", 10)) has_threads = 1;
+        if (!strcmp(a, "--db") && i + 1 < n_cmd) db = cmd[i + 1], db_at = i;
+        else if (!strncmp(a, "--db=", 5)) db = a + 5, db_at = i;
+        if ((!strcmp(a, "--backend") && i + 1 < n_cmd && !strcmp(cmd[i + 1], "cuda")) || !strcmp(a, "--backend=cuda"))
+            cuda = 1;
+    }
+    if (!db || !*db) return fail(2, "the command needs --db FILE (the merged results file)");
+    char base[PATH_MAX];
+    size_t bl = strlen(db);
+    if (bl >= sizeof base) return fail(2, "--db '%s': path too long", db);
+    memcpy(base, db, bl + 1);
+    if (bl > 3 && !strcmp(base + bl - 3, ".db")) base[bl - 3] = 0;
+    const char *slash = strrchr(base, '/');
+    const char *stem = slash ? slash + 1 : base;
+    char cwd[PATH_MAX];
+    if (!chdir_to) {
+        if (!getcwd(cwd, sizeof cwd)) return fail(1, "cannot read the current directory: %s", strerror(errno));
+        chdir_to = cwd;
+    }
+    if (!path_ok(base)) return fail(2, "--db '%s': the results file's path must use only letters, digits and ._-+/@:,=", db);
+    if (!path_ok(chdir_to))
+        return fail(2, "--chdir '%s': the directory must use only letters, digits and ._-+/@:,= (it goes on #SBATCH lines)",
+                    chdir_to);
+
+    FILE *f = out ? fopen(out, "w") : stdout;
+    if (!f) return fail(1, "--out '%s': %s", out, strerror(errno));
+    fprintf(f, "#!/bin/bash\n# Written by kvbench slurm-script: this command in %d shards, one SLURM array task each,\n"
+               "# then a merge job that waits for all of them:\n#  ", shards);
+    for (int i = 0; i < n_cmd; i++) {
+        fputc(' ', f);
+        sq(f, cmd[i]);
+    }
+    fprintf(f, "\n#\n"
+               "#   bash THIS_FILE                 submits the array and the merge job\n"
+               "#   sbatch THIS_FILE               submits the array only\n"
+               "#   sbatch --array=2,5 THIS_FILE   runs shards 2 and 5 again (each resumes its own file)\n"
+               "#   %s merge %s %s.shard-*-of-%d.db   merges by hand\n", cmd[0], db, base, shards);
+    fprintf(f, "#SBATCH --job-name=kvbench-%s\n#SBATCH --chdir=%s\n", stem, chdir_to);
+    if (max_running) fprintf(f, "#SBATCH --array=0-%d%%%d\n", shards - 1, max_running);
+    else fprintf(f, "#SBATCH --array=0-%d\n", shards - 1);
+    fprintf(f, "#SBATCH --requeue\n#SBATCH --open-mode=append\n#SBATCH --output=%s.shard-%%a-of-%d.log\n", base, shards);
+    if (cuda) fprintf(f, "#SBATCH --gres=gpu:1\n");
+    if (cpus) fprintf(f, "#SBATCH --cpus-per-task=%d\n", cpus);
+    for (int k = 0; k < 4; k++)
+        if (vals[k]) fprintf(f, "#SBATCH %s=%s\n", names[k], vals[k]);
+    for (int k = 0; k < n_extra; k++) fprintf(f, "#SBATCH %s\n", extra[k]);
+    fprintf(f, "set -euo pipefail\nself=$(readlink -f \"$0\")\ncd ");
+    sq(f, chdir_to);
+    /* N is written here, not read from $SLURM_ARRAY_TASK_COUNT, which is the size of the
+     * submitted array: `sbatch --array=2,5` would otherwise change every shard's cases. */
+    fprintf(f, "\nshards=%d\n", shards);
+    fprintf(f, "if [ -z \"${SLURM_ARRAY_TASK_ID:-}\" ]; then\n"
+               "    # not inside the array: submit it, and the merge that waits for all its tasks\n"
+               "    array=$(sbatch --parsable \"$self\")\n"
+               "    array=${array%%%%;*}\n"
+               "    merge=$(sbatch --parsable --dependency=afterok:\"$array\" --kill-on-invalid-dep=yes \\\n"
+               "        --job-name=kvbench-%s-merge --output=%s.merge.log", stem, base);
+    for (int k = 0; k < 4; k++)
+        if (k != 2 && vals[k]) fprintf(f, " %s=%s", names[k], vals[k]);
+    fprintf(f, " --chdir=\"$PWD\" \\\n        --wrap=");
+    /* the merge's command line, quoted once for the shell that runs it */
+    char line[8192];
+    FILE *m = fmemopen(line, sizeof line, "w");
+    if (!m) {
+        if (out) fclose(f);
+        return fail(1, "out of memory");
+    }
+    fprintf(m, "exec ");
+    sq(m, cmd[0]);
+    fprintf(m, " merge ");
+    sq(m, db);
+    fputc(' ', m);
+    sq(m, base);
+    fprintf(m, ".shard-*-of-%d.db", shards);
+    fclose(m);
+    sq(f, line);
+    fprintf(f, ")\n"
+               "    echo \"submitted array job $array ($shards shards) and merge job $merge (after all shards succeed)\"\n"
+               "    exit 0\n"
+               "fi\n"
+               "k=$SLURM_ARRAY_TASK_ID\n"
+               "echo \"kvbench shard $k/$shards on $(hostname), job ${SLURM_JOB_ID:-?}, restart ${SLURM_RESTART_COUNT:-0}\"\n"
+               "exec");
+    for (int i = 0; i < n_cmd; i++) {
+        fputc(' ', f);
+        if (i == db_at + 1 && !strcmp(cmd[db_at], "--db")) {
+            sq(f, base);
+            fprintf(f, ".shard-\"$k\"-of-\"$shards\".db");
+        } else if (i == db_at && strcmp(cmd[i], "--db")) {
+            fprintf(f, "--db=");
+            sq(f, base);
+            fprintf(f, ".shard-\"$k\"-of-\"$shards\".db");
+        } else {
+            sq(f, cmd[i]);
+        }
+    }
+    fprintf(f, " --shard \"$k/$shards\"");
+    if (cpus && !has_threads) fprintf(f, " --threads %d", cpus);
+    fprintf(f, "\n");
+    int bad = ferror(f);
+    if (out) {
+        bad |= fclose(f) != 0;
+        if (!bad && chmod(out, 0755)) bad = 1;
+    }
+    if (bad) return fail(1, "--out '%s': write failed: %s", out ? out : "stdout", strerror(errno));
+    if (out) fprintf(stderr, "kvbench slurm-script: wrote %s (%d shards); submit with: bash %s\n", out, shards, out);
+    return 0;
+}
