@@ -49,9 +49,9 @@ bad() {
 bad "sekv:zoom=abc" "sekv: parameter zoom='abc' is not an integer" "$T/syn.db" "${SYN[@]}" --methods sekv
 bad "sekv:rank=7" "sekv: rank must be 8, 32 or 64" "$T/syn.db" "${SYN[@]}" --methods sekv
 bad "sekv:tau=nan" "sekv: parameter tau='nan' is not a number" "$T/syn.db" "${SYN[@]}" --methods sekv
-bad "snapkv:window=0" "snapkv: need window >= 1" "$T/syn.db" "${SYN[@]}" --methods snapkv
-bad "chunkkv:chunk=-3" "chunkkv: need chunk >= 1" "$T/syn.db" "${SYN[@]}" --methods chunkkv
-bad "h2o:heavy_ratio=2" "h2o: need heavy_ratio in [0,1]" "$T/syn.db" "${SYN[@]}" --methods h2o
+bad "snapkv:window=0" "snapkv: parameter window=0 is out of range" "$T/syn.db" "${SYN[@]}" --methods snapkv
+bad "chunkkv:chunk=-3" "chunkkv: parameter chunk=-3 is out of range" "$T/syn.db" "${SYN[@]}" --methods chunkkv
+bad "h2o:heavy_ratio=2" "h2o: parameter heavy_ratio=2 is out of range" "$T/syn.db" "${SYN[@]}" --methods h2o
 bad "sekv:params_file=$T/none.params" "$T/none.params: cannot open SeKV params" "$T/syn.db" "${SYN[@]}" --methods sekv
 bad "sekv:params_file=$T/text.params" "bad magic" "$T/syn.db" "${SYN[@]}" --methods sekv
 bad "sekv:params_file=$T/corrupt.params" "checksum mismatch" "$T/syn.db" "${SYN[@]}" --methods sekv
@@ -59,7 +59,7 @@ bad "sekv:params_file=$T/short.params" "truncated" "$T/syn.db" "${SYN[@]}" --met
 # A method named in --params is checked even when --methods does not run it.
 bad "sekv:rank=7" "sekv: rank must be 8, 32 or 64" "$T/syn.db" "${SYN[@]}" --methods snapkv
 # A bad value for a run into a new file creates nothing.
-bad "snapkv:window=0" "snapkv: need window >= 1" "$T/syn.db" "${SYN[@]/$T\/syn.db/$T/new.db}" --methods snapkv
+bad "snapkv:window=0" "snapkv: parameter window=0 is out of range" "$T/syn.db" "${SYN[@]/$T\/syn.db/$T/new.db}" --methods snapkv
 [ ! -e "$T/new.db" ] || fail "a refused configuration created the results file"
 [ "$(dump "$T/syn.db")" = "$before" ] || fail "the results file changed"
 [ "$(sqlite3 "$T/syn.db" "SELECT count(*) FROM results WHERE status <> 'ok'")" = 0 ] || fail "non-ok results stored"
@@ -92,7 +92,7 @@ if [ -f "$MODEL" ]; then
     M=(run --workload ruler:niah_single_1 --ctx 512 --budget 0.5 --quiet --db "$T/model.db")
     "$KVBENCH" "${M[@]}" --methods streamingllm >/dev/null 2>&1 || fail "the first model run failed"
     bad "sekv:zoom=abc" "sekv: parameter zoom='abc' is not an integer" "$T/model.db" "${M[@]}" --methods sekv
-    bad "snapkv:window=0" "snapkv: need window >= 1" "$T/model.db" "${M[@]}" --methods snapkv
+    bad "snapkv:window=0" "snapkv: parameter window=0 is out of range" "$T/model.db" "${M[@]}" --methods snapkv
     bad "sekv:params_file=$T/foreign.params" "model hash mismatch" "$T/model.db" "${M[@]}" --methods sekv
     bad "sekv:params_file=$T/corrupt.params" "checksum mismatch" "$T/model.db" "${M[@]}" --methods sekv
     [ "$(sqlite3 "$T/model.db" "SELECT count(*) FROM results")" = 1 ] || fail "the model run's file changed"

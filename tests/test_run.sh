@@ -63,8 +63,9 @@ RULE=(run --workload synthetic-niah --methods snapkv,streamingllm --budget 64 --
       --seed 7 --steps 12 --quiet)
 "$KVBENCH" "${RULE[@]}" --db "$T/rule.db" >/dev/null 2>"$T/errr" || { cat "$T/errr"; fail "--steps run exited non-zero"; }
 "$KVBENCH" "${RULE[@]}" --decode hold --db "$T/rule.db" >/dev/null 2>>"$T/errr" || { cat "$T/errr"; fail "--decode hold exited non-zero"; }
-[ "$(q "$T/rule.db" "SELECT group_concat(substr(run_key, instr(run_key, 'decode_rule=')), ' ') FROM runs")" = \
-  "decode_rule=append decode_rule=hold" ] || fail "runs by rule: $(q "$T/rule.db" 'SELECT run_key FROM runs')"
+[ "$(q "$T/rule.db" "SELECT group_concat(CASE WHEN run_key LIKE '%;decode_rule=append;%' THEN 'append'
+                                            WHEN run_key LIKE '%;decode_rule=hold;%' THEN 'hold' END, ' ') FROM runs")" = \
+  "append hold" ] || fail "runs by rule: $(q "$T/rule.db" 'SELECT run_key FROM runs')"
 # 2 layers x 2 kv heads; rows x 64 dims x 2 (K, V) x 4 bytes + SnapKV's 4-byte score per row
 got=$(q "$T/rule.db" "SELECT group_concat(r.method || ':' || r.decode_tokens || ':' || r.fast_tokens || ':' ||
       (r.fast_decode_peak = r.fast_bytes), ' ') FROM results r JOIN cases c ON c.id = r.case_id ORDER BY c.run_id, r.method")
