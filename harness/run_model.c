@@ -13,6 +13,7 @@
 #include "run_model.h"
 #include "commands.h"
 #include "model_case.h"
+#include "fidelity.h"
 #include "model_workload.h"
 #include "provenance.h"
 #include "../kernels/core.h"
@@ -54,6 +55,7 @@ typedef struct {
     double depths[MAX_LIST];   /* % */
     int n_depths, depths_given;
     int threads, jobs, job_index, quiet;
+    int fidelity, repeat;      /* --fidelity K (0 off), --repeat N */
     method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
@@ -97,6 +99,13 @@ void run_model_usage(FILE *f) {
             "                     tokens through decode steps into the compressed cache (default:\n"
             "                     question-aware, the whole prompt is prefilled and compressed)\n"
             "  --max-new N        generate at most N tokens (default: the task's own length)\n"
+            "  --fidelity K       graded fidelity against FullKV per result (default 16, 0 = off): the\n"
+            "                     teacher-forced NLL of the reference answer, and on the first K steps\n"
+            "                     of FullKV's greedy answer the mean KL(FullKV || method), top-1\n"
+            "                     agreement and per-layer attention-output error. Costs per case K\n"
+            "                     FullKV steps, per result two more compressions and K + answer steps\n"
+            "  --repeat N         run each method N times and keep the median compression and decode\n"
+            "                     times, with their spread (default 1; the shared prefill runs once)\n"
             "  --seed S           ruler generation seed (default 42)\n"
             "  --db FILE          results file (created if missing; required)\n"
             "  --backend NAME     cpu or cuda (default cpu): where the forward pass runs; cuda needs a\n"
@@ -194,6 +203,8 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     o->job_index = -1;
     o->wl.shots = -1;
     o->wl.seed = 42;
+    o->fidelity = 16;
+    o->repeat = 1;
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "-", 1)) return run_fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
         char flag[64];
@@ -220,6 +231,8 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--shots")) { if (run_parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
         else if (!strcmp(flag, "--limit")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
         else if (!strcmp(flag, "--max-new")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
+        else if (!strcmp(flag, "--fidelity")) { if (run_parse_int(flag, val, 0, 4096, &o->fidelity)) return -1; }
+        else if (!strcmp(flag, "--repeat")) { if (run_parse_int(flag, val, 1, 1000, &o->repeat)) return -1; }
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
         else if (!strcmp(flag, "--jobs")) { if (run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
         else if (!strcmp(flag, "--job-index")) { if (run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
@@ -671,6 +684,9 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         mc_case mc = {.model = model, .tc = tc, .ids = cs->ids[i], .n = cs->n_tok[i], .n_context = cs->n_ctx_part[i],
                       .question_after = o->wl.question_after, .max_new = cs->max_new[i], .params = &o->params};
         mc.n_pf = mc.question_after ? mc.n_context : mc.n;
+        mc.repeat = o->repeat;
+        double load0[1] = {NAN};
+        if (getloadavg(load0, 1) != 1) load0[0] = NAN;
         const kv_method *um[MAX_PAIRS];
         double ub[MAX_PAIRS];
         int nu = 0;
@@ -705,6 +721,13 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_free(&mc);
             break;
         }
+        fid_ref ref;
+        memset(&ref, 0, sizeof ref);
+        if (o->fidelity > 0) {   /* FullKV's reference; without it the results just lack fidelity */
+            if (fid_ref_build(&mc, o->fidelity, &ref, err, sizeof err))
+                fprintf(stderr, "%skvbench run: case %s: %s\n", pg.prefix, cs->key[i], err);
+            else mc.ref = &ref;
+        }
         for (int p = 0; p < o->n_pairs && !rc; p++) {
             if (!miss[p]) continue;
             const kv_method *m = o->pair_m[p];
@@ -732,11 +755,15 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             pg.res_cost += c;
             pg.left_res_cost -= c;
             if (!o->quiet) {
-                char el[32], et[32], sc[32], dec[64];
+                char el[32], et[32], sc[96], dec[64];
                 fmt_dur(el, sizeof el, now_s() - pg.start);
                 fmt_dur(et, sizeof et, eta(&pg));
                 if (!strcmp(res.r.status, "ok")) {
-                    snprintf(sc, sizeof sc, "score %.2f", res.r.score);
+                    int k = snprintf(sc, sizeof sc, "score %.2f", res.r.score);
+                    if (res.r.ans_tokens > 0 && k < (int)sizeof sc)
+                        k += snprintf(sc + k, sizeof sc - k, ", nll %.2f", res.r.ans_nll);
+                    if (res.r.fid_steps > 0 && k < (int)sizeof sc)
+                        snprintf(sc + k, sizeof sc - k, ", kl %.3f, top1 %.2f", res.r.kl, res.r.top1);
                     snprintf(dec, sizeof dec, "compress %.2fs, decode %d tok %.1f tok/s", res.r.compress_s,
                              res.n_generated, res.r.tokens_per_s);
                 } else {
@@ -749,6 +776,11 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_result_clear(&res);
         }
         mc_result_clear(&res);
+        fid_ref_free(&ref);
+        double load1[1] = {NAN};
+        if (getloadavg(load1, 1) != 1) load1[0] = NAN;
+        if (!rc && kvdb_case_load(db, case_ids[i], load0[0], load1[0]))
+            fprintf(stderr, "%skvbench run: load average not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
 #ifdef KB_CUDA
         if (gpu && !rc) record_gpu(db, case_ids[i], model, case_peak, pg.prefix, cs->key[i], o->quiet);
 #endif

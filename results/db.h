@@ -11,8 +11,11 @@ typedef struct kv_db kv_db;
 
 /* 2: cases gained gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms and results gained
  * gpu_peak_bytes (NULL on the CPU).
- * kvdb_open migrates a version-1 file in place; kvdb_open_readonly reads either. */
-#define KVDB_SCHEMA_VERSION 2
+ * 3: results gained the fidelity metrics (ans_tokens, ans_nll, fid_steps, kl, top1) and
+ * the repeated timings (repeats, compress_spread, decode_spread); cases gained the load
+ * average at their start and end (load_start, load_end). NULL in rows written before.
+ * kvdb_open migrates an older file in place; kvdb_open_readonly reads any. */
+#define KVDB_SCHEMA_VERSION 3
 
 /* Opens or creates the file and its schema. NULL with a one-line reason naming the file. */
 kv_db *kvdb_open(const char *path, char *err, size_t errlen);
@@ -52,6 +55,8 @@ int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c);
  * prefill_ms, the shared prefill timed by CUDA events. A negative value (NaN for
  * prefill_ms) stores NULL; the columns stay NULL for CPU runs. 0 or -1. */
 int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_bytes, double prefill_ms);
+/* The 1-minute load average at a case's start and end (getloadavg); 0 or -1. */
+int kvdb_case_load(kv_db *db, int64_t case_id, double load_start, double load_end);
 /* The file's schema version (1 for an old file opened read-only, else KVDB_SCHEMA_VERSION). */
 int kvdb_schema_version(const kv_db *db);
 
@@ -75,6 +80,15 @@ typedef struct {
     int n_layers, n_heads;
     const kv_headstat *heads;                /* [n_layers][n_heads] or NULL */
     const double *layer_err;                 /* [n_layers] or NULL */
+    /* Fidelity against FullKV (harness/fidelity.c); stored NULL while the count is 0. */
+    int ans_tokens;                          /* reference answer tokens scored */
+    double ans_nll;                          /* their mean -ln p, teacher-forced (nats/token) */
+    int fid_steps;                           /* steps of FullKV's greedy answer compared */
+    double kl, top1;                         /* mean KL(FullKV || method) (nats), top-1 agreement */
+    /* --repeat: the timed sections ran `repeats` times (0: not recorded); compress_s and
+     * decode_s are then medians, the spreads max - min in seconds. */
+    int repeats;
+    double compress_spread, decode_spread;
 } kvdb_result;
 /* Records one result with its per-layer/head rows in one transaction; 0 or -1.
  * A second put for the same (case, method, budget) is rejected (-1, nothing written):

@@ -127,7 +127,8 @@ int niah_build(niah_builder *b, int length, double depth, tc_case *out, char *er
     c.id = sb_take(&id);
     c.task = strdup("niah");
     c.question = strdup(NIAH_QUESTION);
-    if (!c.id || !c.task || !c.question || tc_set_answers(&c, refs, 2)) goto oom;
+    c.reference = strdup(NIAH_NEEDLE);   /* scored by keywords; its likelihood is the whole needle's */
+    if (!c.id || !c.task || !c.question || !c.reference || tc_set_answers(&c, refs, 2)) goto oom;
     c.scorer = TC_SCORE_NIAH;
     c.max_new_tokens = b->o.max_new_tokens;
     c.length = length;
