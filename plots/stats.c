@@ -161,14 +161,37 @@ int st_is_binary(const double *x, int n) {
     return 1;
 }
 
-double st_interval(const double *x, const int *g, int n, double *lo, double *hi) {
-    int one = 1;
-    for (int i = 1; g && i < n && one; i++) one = g[i] == g[0];
-    if (n > 0 && one && st_is_binary(x, n)) {
+double st_interval(const double *x, const int *g, int n, int score, double *lo, double *hi) {
+    /* Groups of equal size: the mean of group means is the plain mean, and resampling
+     * within groups of one or two cases would hide the spread, so the groups are pooled.
+     * Unequal groups of at least 2: the stratified bootstrap. Otherwise pooled resampling
+     * around the mean of group means. */
+    int ng = 1, balanced = 1, small = 0;
+    for (int i = 0; g && i < n; i++)
+        if (g[i] + 1 > ng) ng = g[i] + 1;
+    int *size = calloc((size_t)ng, sizeof *size);
+    if (!size) {
+        *lo = *hi = NAN;
+        return NAN;
+    }
+    for (int i = 0; i < n; i++) size[g ? g[i] : 0]++;
+    int first = -1;
+    for (int k = 0; k < ng; k++) {
+        if (!size[k]) continue;
+        if (first < 0) first = size[k];
+        balanced &= size[k] == first;
+        small |= size[k] < 2;
+    }
+    free(size);
+    if (n > 0 && score && balanced && st_is_binary(x, n)) {
         int k = 0;
         for (int i = 0; i < n; i++) k += x[i] == 1;
         st_wilson(k, n, ST_Z95, lo, hi);
         return (double)k / n;
     }
-    return st_boot_mean(x, g, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi);
+    if (balanced) return st_boot_mean(x, NULL, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi);
+    if (!small) return st_boot_mean(x, g, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi);
+    double l2, h2, est = st_boot_mean(x, g, n, 0, 0, 0.95, &l2, &h2);
+    st_boot_mean(x, NULL, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi);
+    return est;
 }

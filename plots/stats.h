@@ -53,8 +53,10 @@ void st_holm(const double *p, int m, double *adj);
 
 /* 1 if every x is 0 or 1 (a binary score). */
 int st_is_binary(const double *x, int n);
-/* A cell's mean and 95% interval: Wilson when the values are binary and in one group,
- * else the stratified bootstrap (ST_BOOT_B resamples, ST_SEED). Returns the mean. */
-double st_interval(const double *x, const int *g, int n, double *lo, double *hi);
+/* A cell's value (the mean of group means, g NULL: one group) and 95% interval: groups of
+ * equal size are pooled (the value is then the plain mean): Wilson when the values are
+ * binary scores (score: 1; a measurement of zeros is not a proportion), else the bootstrap over cases; unequal groups of 2 or more: the stratified
+ * bootstrap; otherwise the pooled bootstrap (ST_BOOT_B resamples, ST_SEED). */
+double st_interval(const double *x, const int *g, int n, int score, double *lo, double *hi);
 
 #endif

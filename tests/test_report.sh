@@ -45,40 +45,103 @@ def rank(m):
 def mean(xs):
     return sum(xs) / len(xs) if xs else None
 
+Z = 1.959963984540054
+def wilson(k, n):
+    p = k / n
+    den = 1 + Z * Z / n
+    mid, half = (p + Z * Z / (2 * n)) / den, Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / den
+    return (0.0 if k == 0 else max(0.0, mid - half)), (1.0 if k == n else min(1.0, mid + half))
+
+def sign_p(pos, neg):
+    n, k = pos + neg, min(pos, neg)
+    return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+def holm(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [0.0] * len(ps), 0.0
+    for r, i in enumerate(order):
+        run = max(run, min(1.0, (len(ps) - r) * ps[i]))
+        adj[i] = run
+    return adj
+
+def sig_best(vals, b):
+    """vals: row -> {case: value}; 1 when row b beats every other row (sign test, Holm)."""
+    ps = []
+    for k, v in vals.items():
+        if k == b or not v:
+            continue
+        common = [c for c in vals[b] if c in v]
+        if not common:
+            return False
+        pos = sum(vals[b][c] > v[c] for c in common)
+        neg = sum(vals[b][c] < v[c] for c in common)
+        ps.append(sign_p(pos, neg) if pos > neg else 1.0)
+    return bool(ps) and all(p < 0.05 for p in holm(ps))
+
+def parse_cell(s):
+    """'v [lo, hi] n=N (k failed)' -> (v, lo, hi, n, k, bold); '-' parts as None."""
+    bold = s.startswith("**")
+    s = s.replace("**", "")
+    fail = 0
+    if s.endswith("failed)"):
+        s, f = s.rsplit(" (", 1)
+        fail = int(f.split()[0])
+    n = 0
+    if " n=" in s:
+        s, nn = s.rsplit(" n=", 1)
+        n = int(nn)
+    lo = hi = None
+    if "[" in s:
+        s, iv = s.split(" [", 1)
+        lo, hi = (float(x) for x in iv.rstrip("]").split(", "))
+    return (None if s == "-" else float(s)), lo, hi, n, fail, bold
+
 def expected(run, by):
     raw = db.execute("SELECT r.method, r.budget, r.status, r.score, r.fast_peak, r.decode_s, r.decode_tokens,"
                      " c.variant, c.ctx, c.id FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
                      (run,)).fetchall()
-    rows, cols, first, acc = set(), set(), {}, {}
+    rows, cols, first, acc, byc = set(), set(), {}, {}, {}
     for m, b, st, sc, peak, ds, dt, var, ctx, cid in raw:
         row = m if by == "budget" else (m, b)
         col = {"variant": var, "budget": b, "ctx": ctx}[by]
         rows.add(row); cols.add(col); first[col] = min(first.get(col, cid), cid)
-        a = acc.setdefault((row, col), ([], [], []))
+        a = acc.setdefault((row, col), ([], [], [], [0]))
         if st == "ok":
-            if sc is not None: a[0].append(100 * sc)
+            if sc is not None:
+                a[0].append(100 * sc)
+                byc.setdefault((row, col), {})[cid] = 100 * sc
+                byc.setdefault((row, "avg"), {}).setdefault(cid, []).append(100 * sc)
             a[1].append(peak)
             if dt > 0: a[2].append(1000 * ds / dt)
+        else:   # infeasible and failed results count as 0
+            a[0].append(0.0)
+            a[3][0] += 1
+            byc.setdefault((row, col), {})[cid] = 0.0
+            byc.setdefault((row, "avg"), {}).setdefault(cid, []).append(0.0)
     rows = sorted(rows, key=lambda r: rank(r) if by == "budget" else rank(r[0]) + (r[1],))
     cols = sorted(cols, key=lambda c: first[c]) if by == "variant" else sorted(cols)
     cell = {}
     for r in rows:
         for c in cols:
-            a = acc.get((r, c), ([], [], []))
-            cell[r, c] = (len(a[0]), mean(a[0]), mean(a[1]), mean(a[2]))
+            a = acc.get((r, c), ([], [], [], [0]))
+            cell[r, c] = (len(a[0]), mean(a[0]), mean(a[1]), mean(a[2]), a[3][0], a[0])
         vals = [cell[r, c] for c in cols]
         cell[r, "avg"] = (sum(v[0] for v in vals),) + tuple(
-            mean([v[k] for v in vals if v[k] is not None]) for k in (1, 2, 3))
+            mean([v[k] for v in vals if v[k] is not None]) for k in (1, 2, 3)) + (
+            sum(v[4] for v in vals), [x for v in vals for x in v[5]])
     nonok = {s: n for s, n in db.execute("SELECT r.status, count(*) FROM results r JOIN cases c ON c.id = r.case_id"
                                         " WHERE c.run_id = ? GROUP BY 1", (run,))}
-    return rows, cols + ["avg"], cell, nonok
+    for k, v in byc.items():   # a case's values over several columns (budgets) averaged
+        if k[1] == "avg":
+            byc[k] = {cid: sum(xs) / len(xs) for cid, xs in v.items()}
+    return rows, cols + ["avg"], cell, nonok, byc
 
 def close(a, b, tol):
     return abs(a - b) <= tol
 
 UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
 def check_md(path, run, by):
-    rows, cols, cell, nonok = expected(run, by)
+    rows, cols, cell, nonok, byc = expected(run, by)
     text = open(path).read()
     (seed, model, git, backend, workload), = db.execute(
         "SELECT seed, model, git_commit, backend, workload FROM runs WHERE id = ?", (run,))
@@ -100,15 +163,25 @@ def check_md(path, run, by):
         js, jk, jm = (hdr.index(f"{label} {k}") for k in ("score", "KV", "ms/tok"))
         scores = [cell[r, c][1] for r in rows if cell[r, c][1] is not None]
         best = max(scores) if scores else None
+        tops = [r for r in rows if cell[r, c][1] is not None and close(cell[r, c][1], best, 1e-9)]
+        vals = {r: byc.get((r, c), {}) for r in rows}
         for r, line in zip(rows, body):
-            n, sc, kv, ms = cell[r, c]
-            s = line[js]
+            n, sc, kv, ms, nfail, xs = cell[r, c]
+            v, lo, hi, pn, pf, bold = parse_cell(line[js])
+            assert pn == n and pf == nfail, (path, r, c, line[js], n, nfail)
             if sc is None:
-                assert s == "-", (path, r, c, s)
+                assert v is None, (path, r, c, line[js])
             else:
-                bold = s.startswith("**")
-                assert close(float(s.strip("*")), sc, 0.05 + 1e-9), (path, r, c, s, sc)
-                assert bold == close(sc, best, 1e-9), (path, r, c, "bold", s, sc, best)
+                assert close(v, sc, 0.05 + 1e-9), (path, r, c, line[js], sc)
+                # bold: the one best row, better than every other by the paired sign test (Holm)
+                want_bold = len(tops) == 1 and tops[0] == r and sig_best(vals, r)
+                assert bold == want_bold, (path, r, c, "bold", line[js], sc, best)
+                if c != "avg" and all(x in (0.0, 100.0) for x in xs):
+                    wl, wh = wilson(sum(x == 100.0 for x in xs), len(xs))
+                    assert close(lo, 100 * wl, 0.05 + 1e-9) and close(hi, 100 * wh, 0.05 + 1e-9), (path, r, c, line[js])
+                else:
+                    assert lo <= v + 0.05 and v <= hi + 0.05 and lo >= min(xs) - 0.05 and hi <= max(xs) + 0.05, (
+                        path, r, c, line[js])
             if kv is None:
                 assert line[jk] == "-", (path, r, c, line[jk])
             else:
@@ -121,14 +194,14 @@ def check_md(path, run, by):
             else:
                 assert close(float(line[jm]), ms, 0.005 + 0.01 * ms), (path, r, c, line[jm], ms)
     if nonok.get("infeasible") or nonok.get("error"):
-        want = f"{nonok.get('infeasible', 0)} infeasible and {nonok.get('error', 0)} failed"
+        want = f"{nonok.get('infeasible', 0)} infeasible and {nonok.get('error', 0)} failed results, counted as 0"
         assert want in text, (path, "footnote", want)
     return rows, cols
 
 def num(x):
     return None if x == "" else float(x)
 def check_csv(path, run, by):
-    rows, cols, cell, _ = expected(run, by)
+    rows, cols, cell, _, _ = expected(run, by)
     recs = list(csv.DictReader(open(path, newline="")))
     assert len(recs) == len(rows) * len(cols), (path, len(recs))
     it = iter(recs)
@@ -140,9 +213,10 @@ def check_csv(path, run, by):
             if by != "budget": assert float(rec["budget"]) == r[1], (path, rec, r)
             key = rec[by]
             assert key == "avg" if c == "avg" else (key == c if by == "variant" else float(key) == c), (path, key, c)
-            n, sc, kv, ms = cell[r, c]
-            assert int(float(rec["n"])) == n, (path, rec, n)
-            for got, want in ((rec["score_pct"], sc), (rec["fast_peak_bytes"], kv), (rec["decode_ms_per_token"], ms)):
+            n, sc, kv, ms, nfail, _ = cell[r, c]
+            assert int(float(rec["n"])) == n and int(float(rec["failed"])) == nfail, (path, rec, n)
+            assert rec["metric"] == "score_pct" and (sc is None or float(rec["lo"]) <= sc + 1e-9 <= float(rec["hi"]) + 2e-9)
+            for got, want in ((rec["value"], sc), (rec["fast_peak_bytes"], kv), (rec["decode_ms_per_token"], ms)):
                 g = num(got)
                 assert (g is None) == (want is None), (path, rec, want)
                 if g is not None: assert close(g, want, 1e-9 * max(1, abs(want))), (path, rec, want)
@@ -199,6 +273,19 @@ python3 tests/report_tables_ref.py "$dir/t.db" "$dir/registry" "$dir/methods" "$
 "${KV[@]}" report --db "$dir/t.db" --table niah --run all --csv >"$dir/niah_stdout.csv"
 cmp -s "$dir/niah_stdout.csv" "$dir/tables/niah_all.csv" || fail "--csv to stdout differs from --csv FILE"
 
+# --table compare: each row against the base method's row of its model, paired by case,
+# recomputed from the raw rows (tests/report_compare_ref.py).
+for s in compare:1 compare:all; do
+    "${KV[@]}" report --db "$dir/t.db" --table compare --base fullkv --run "${s#*:}" --csv "$dir/tables/${s/:/_}.csv" \
+        >"$dir/tables/${s/:/_}.md" || fail "report --table compare --run ${s#*:}"
+done
+cat "$dir/tables/compare_1.md"
+python3 tests/report_compare_ref.py "$dir/t.db" "$dir/tables" 1 all
+# --metric: the fidelity metrics (absent in this fixture: empty cells, not an error)
+"${KV[@]}" report --db "$dir/t.db" --table main --run 1 --metric nll >"$dir/nll.md" || fail "report --metric nll"
+"${KV[@]}" report --db "$dir/f.db" --metric top1 >"$dir/top1.md" || fail "report --metric top1"
+grep -q "top1" "$dir/top1.md" || fail "report --metric top1: no top1 column"
+
 # Errors: a clear message and a non-zero status; a missing file is not created.
 expect_fail() {   # expect_fail "message part" command...
     local want=$1; shift
@@ -223,10 +310,13 @@ expect_fail "--figure" "${KV[@]}" plot --db "$dir/f.db" --figure pie
 expect_fail "gnuplot not found" env PATH=/nonexistent "${KV[@]}" plot --db "$dir/f.db" --out "$dir/nognuplot"
 # the latest run (the default) recorded nothing yet
 expect_fail "run 11 has no results yet" "${KV[@]}" report --db "$dir/t.db" --table main
-expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency)" \
+expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency, compare)" \
     "${KV[@]}" report --db "$dir/t.db" --table pie
 expect_fail "needs a value" "${KV[@]}" report --db "$dir/t.db" --table
 expect_fail "no needle cases" "${KV[@]}" report --db "$dir/t.db" --table niah --run 2
+expect_fail "--metric 'acc'" "${KV[@]}" report --db "$dir/t.db" --table main --metric acc
+expect_fail "--base 'nosuch'" "${KV[@]}" report --db "$dir/t.db" --table compare --base nosuch
+expect_fail "--base applies to --table compare" "${KV[@]}" report --db "$dir/t.db" --table main --base fullkv
 expect_fail "rank parameter" "${KV[@]}" report --db "$dir/f.db" --table rank --run 2
 expect_fail "--by applies to the default table" "${KV[@]}" report --db "$dir/t.db" --table main --by ctx
 expect_fail "--run all needs --table" "${KV[@]}" report --db "$dir/t.db" --run all

@@ -128,11 +128,31 @@ int main(int argc, char **argv) {
     CHECK(st_paired_p(x, y, N) < 1e-50, "a clear shift is significant: p %g", st_paired_p(x, y, N));
     /* the cell interval: Wilson on binary, bootstrap on graded */
     double bin[10] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
-    double m = st_interval(bin, NULL, 10, &l1, &h1);
+    double m = st_interval(bin, NULL, 10, 1, &l1, &h1);
     CHECK(m == 0.5 && close_to(l1, 0.236593090, 1e-8), "binary cell uses Wilson: %g [%g, %g]", m, l1, h1);
     bin[0] = 0.5;
-    m = st_interval(bin, NULL, 10, &l1, &h1);
+    m = st_interval(bin, NULL, 10, 1, &l1, &h1);
     CHECK(close_to(m, 0.45, 1e-15) && l1 < m && m < h1 && !close_to(l1, 0.236593090, 1e-3), "graded cell: %g [%g, %g]", m,
           l1, h1);
+    /* balanced groups are pooled: the same as no groups (one case per depth must not give a
+     * zero-width interval) */
+    int g10[10] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4};
+    double a10[10] = {0, 1, 0, 0, 1, 1, 0, 1, 0, 0}, ml, mh;
+    m = st_interval(a10, g10, 10, 1, &l1, &h1);
+    st_wilson(4, 10, ST_Z95, &ml, &mh);
+    CHECK(m == 0.4 && l1 == ml && h1 == mh, "balanced binary groups use Wilson: %g [%g, %g]", m, l1, h1);
+    int g5[5] = {0, 1, 2, 3, 4};
+    double c5[5] = {0.1, 0.9, 0.4, 0.7, 0.2};
+    m = st_interval(c5, g5, 5, 1, &l1, &h1);
+    CHECK(close_to(m, 0.46, 1e-15) && h1 - l1 > 0.2, "one case per group: %g [%g, %g]", m, l1, h1);
+    /* unequal groups: the stratified estimate and bootstrap */
+    int gu[6] = {0, 0, 0, 0, 1, 1};
+    double xu[6] = {1, 1, 1, 0, 0, 0.5};
+    double su = st_boot_mean(xu, gu, 6, ST_BOOT_B, ST_SEED, 0.95, &ml, &mh);
+    m = st_interval(xu, gu, 6, 1, &l1, &h1);
+    CHECK(close_to(m, 0.5, 1e-15) && m == su && l1 == ml && h1 == mh, "unequal groups: %g [%g, %g]", m, l1, h1);
+    double zeros[4] = {0, 0, 0, 0};
+    m = st_interval(zeros, NULL, 4, 0, &l1, &h1);
+    CHECK(m == 0 && l1 == 0 && h1 == 0, "a measurement of zeros is not a proportion: [%g, %g]", l1, h1);
     return check_done("test_stats");
 }
