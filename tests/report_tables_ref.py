@@ -520,7 +520,9 @@ def check(table, run):
                         check_md_value(w + ("lo",), lo, wl, fmt)
                         check_md_value(w + ("hi",), hi, wh, fmt)
                     elif fmt in (PCT, NUM, COUNT):
-                        tol = 0.05 if fmt == PCT else 0.5 if fmt == COUNT else 0.005 * abs(v) + 1e-9
+                        # the bounds are printed to 0.1 (%), 1 (count) or 3 significant digits
+                        tol = (0.05 if fmt == PCT else 0.5 if fmt == COUNT else
+                               0.006 * max(abs(float(lo)), abs(float(hi)), abs(v)) + 1e-9)
                         assert float(lo) <= scale * v + tol and scale * v <= float(hi) + tol, (w, "interval")
                         assert float(lo) >= scale * min(xs) - tol and float(hi) <= scale * max(xs) + tol, (w, "range")
                 else:
