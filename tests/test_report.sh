@@ -230,13 +230,13 @@ check_csv(f"{d}/budget.csv", run2, "budget")
 check_md(f"{d}/ctx1.md", 1, "ctx")
 check_csv(f"{d}/ctx1.csv", 1, "ctx")
 
-# The heatmap data: one block per (method, budget) with finished cases, in report order,
-# each cell the mean score (%) of its (ctx, depth) over the ok results.
+# The heatmap data: one block per (method, budget) with results, in report order, each
+# cell the mean score (%) of its (ctx, depth), infeasible and failed results as 0.
 want = {}
-for m, b, ctx, depth, sc in db.execute(
-        "SELECT r.method, r.budget, c.ctx, c.depth, r.score FROM results r JOIN cases c ON c.id = r.case_id"
-        " WHERE c.run_id = ? AND r.status = 'ok' AND r.score IS NOT NULL", (run2,)):
-    want.setdefault((m, b), {}).setdefault((ctx, round(100 * depth, 6)), []).append(100 * sc)
+for m, b, ctx, depth, st, sc in db.execute(
+        "SELECT r.method, r.budget, c.ctx, c.depth, r.status, r.score FROM results r JOIN cases c ON c.id = r.case_id"
+        " WHERE c.run_id = ? AND (r.status <> 'ok' OR r.score IS NOT NULL)", (run2,)):
+    want.setdefault((m, b), {}).setdefault((ctx, round(100 * depth, 6)), []).append(100 * sc if st == "ok" else 0.0)
 blocks = open(f"{d}/niah.dat").read().split("\n\n\n")
 panels = sorted(want, key=lambda p: rank(p[0]) + (p[1],))
 assert len(blocks) == len(panels), ("panels", len(blocks), len(panels))
@@ -285,6 +285,15 @@ python3 tests/report_compare_ref.py "$dir/t.db" "$dir/tables" 1 all
 "${KV[@]}" report --db "$dir/t.db" --table main --run 1 --metric nll >"$dir/nll.md" || fail "report --metric nll"
 "${KV[@]}" report --db "$dir/f.db" --metric top1 >"$dir/top1.md" || fail "report --metric top1"
 grep -q "top1" "$dir/top1.md" || fail "report --metric top1: no top1 column"
+
+# The line figures carry each point's 95% interval (x y lo hi) and draw it as error bars.
+"${KV[@]}" plot --db "$dir/f.db" --figure budget --out "$dir/budget" >/dev/null || fail "plot --figure budget"
+grep -q "yerrorlines" "$dir/budget.gp" || fail "budget figure without error bars"
+awk '!/^#/ && NF { if (NF != 4 || $3 > $2 + 1e-9 || $2 > $4 + 1e-9) bad++; n++ } END { exit !(n > 0 && !bad) }' \
+    "$dir/budget.dat" || fail "budget.dat: points without a lo <= y <= hi interval"
+expect_fail_early() { local rc=0; "$@" >/dev/null 2>"$dir/err" || rc=$?; [ "$rc" -eq 2 ] || fail "'$*' exit $rc"; }
+expect_fail_early "${KV[@]}" plot --db "$dir/f.db" --figure memory --metric kl
+expect_fail_early "${KV[@]}" plot --db "$dir/f.db" --metric acc
 
 # Errors: a clear message and a non-zero status; a missing file is not created.
 expect_fail() {   # expect_fail "message part" command...
