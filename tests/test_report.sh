@@ -333,7 +333,7 @@ expect_fail "not a positive run id or all" "${KV[@]}" report --db "$dir/t.db" --
 expect_fail "no run 99" "${KV[@]}" report --db "$dir/t.db" --table main --run 99
 expect_fail "no runs" "${KV[@]}" report --db "$dir/empty.db" --table main
 expect_fail "cannot write --csv" "${KV[@]}" report --db "$dir/t.db" --table main --run 1 --csv "$dir/no/such/dir.csv"
-"${KV[@]}" report --help | grep -q -- "--table NAME" || fail "report --help lacks --table"
-"${KV[@]}" report --help | grep -q usage || fail "report --help"
-"${KV[@]}" plot --help | grep -q usage || fail "plot --help"
+"${KV[@]}" report --help | grep -c -- "--table NAME" >/dev/null || fail "report --help lacks --table"
+"${KV[@]}" report --help | grep -c usage >/dev/null || fail "report --help"
+"${KV[@]}" plot --help | grep -c usage >/dev/null || fail "plot --help"
 echo "test_report: all checks passed"
