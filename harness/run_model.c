@@ -515,16 +515,17 @@ static int missing_pairs(kv_db *db, int64_t run_id, const rm_opts *o, const char
 static void print_summary(kv_db *db, int64_t run_id) {
     static const char *sql =
         "SELECT r.method, r.budget, count(*), sum(r.status = 'ok'),"
-        " avg(CASE WHEN r.status = 'ok' THEN r.score END), avg(CASE WHEN r.status = 'ok' THEN r.fast_peak END),"
+        " avg(CASE WHEN r.status = 'ok' THEN r.score ELSE 0 END), avg(CASE WHEN r.status = 'ok' THEN r.fast_peak END),"
         " avg(CASE WHEN r.status = 'ok' THEN r.prefill_s END), avg(CASE WHEN r.status = 'ok' THEN r.compress_s END),"
-        " avg(CASE WHEN r.status = 'ok' AND r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END)"
+        " avg(CASE WHEN r.status = 'ok' AND r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END),"
+        " avg(CASE WHEN r.status = 'ok' THEN r.ans_nll END), avg(CASE WHEN r.status = 'ok' THEN r.kl END)"
         " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? GROUP BY 1, 2";
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(kvdb_sqlite(db), sql, -1, &st, NULL)) return;
     sqlite3_bind_int64(st, 1, run_id);
     typedef struct {
         char method[64];
-        double budget, score, peak, pf, comp, ms;
+        double budget, score, peak, pf, comp, ms, nll, kl;
         int n, ok, order;
     } row;
     row rows[MAX_PAIRS];
@@ -535,8 +536,8 @@ static void print_summary(kv_db *db, int64_t run_id) {
         r->budget = sqlite3_column_double(st, 1);
         r->n = sqlite3_column_int(st, 2);
         r->ok = sqlite3_column_int(st, 3);
-        double *v[] = {&r->score, &r->peak, &r->pf, &r->comp, &r->ms};
-        for (int k = 0; k < 5; k++)
+        double *v[] = {&r->score, &r->peak, &r->pf, &r->comp, &r->ms, &r->nll, &r->kl};
+        for (int k = 0; k < 7; k++)
             *v[k] = sqlite3_column_type(st, 4 + k) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4 + k);
         const kv_method *m = kv_method_find(r->method);
         r->order = kv_method_count();
@@ -552,15 +553,15 @@ static void print_summary(kv_db *db, int64_t run_id) {
             rows[j] = rows[j - 1];
             rows[j - 1] = t;
         }
-    printf("\n%-14s %-7s %7s %7s %12s %10s %11s %12s\n", "method", "budget", "cases", "score", "fast KV peak",
-           "prefill", "compress", "decode");
+    printf("\n%-14s %-7s %7s %7s %7s %7s %12s %10s %11s %12s\n", "method", "budget", "cases", "score", "nll", "kl",
+           "fast KV peak", "prefill", "compress", "decode");
     for (int i = 0; i < nr; i++) {
         row *r = &rows[i];
         char b[32], peak[32], cases[32], pf[32], comp[32], ms[32];
         snprintf(b, sizeof b, "%.10g", r->budget);
         snprintf(cases, sizeof cases, r->ok == r->n ? "%d" : "%d/%d", r->ok, r->n);
         if (!r->ok) {
-            printf("%-14s %-7s %7s %7s %12s\n", r->method, b, cases, "-", "infeasible/error");
+            printf("%-14s %-7s %7s %6.1f%% %7s %7s %12s\n", r->method, b, cases, 0.0, "-", "-", "infeasible/error");
             continue;
         }
         fmt_bytes(peak, sizeof peak, r->peak);
@@ -568,7 +569,11 @@ static void print_summary(kv_db *db, int64_t run_id) {
         snprintf(comp, sizeof comp, "%.3f s", r->comp);
         if (isnan(r->ms)) snprintf(ms, sizeof ms, "-");
         else snprintf(ms, sizeof ms, "%.1f ms/tok", r->ms);
-        printf("%-14s %-7s %7s %6.1f%% %12s %10s %11s %12s\n", r->method, b, cases, 100 * r->score, peak, pf, comp, ms);
+        char nll[16] = "-", kl[16] = "-";
+        if (!isnan(r->nll)) snprintf(nll, sizeof nll, "%.3f", r->nll);
+        if (!isnan(r->kl)) snprintf(kl, sizeof kl, "%.3f", r->kl);
+        printf("%-14s %-7s %7s %6.1f%% %7s %7s %12s %10s %11s %12s\n", r->method, b, cases, 100 * r->score, nll, kl, peak,
+               pf, comp, ms);
     }
 }
 
