@@ -3,8 +3,9 @@
  *
  * Per row: the mean of each over the common cases, their difference (row - base) with a
  * 95% paired bootstrap interval (cases resampled together, 2000 resamples, fixed seed),
- * and an exact two-sided p-value: McNemar's exact test (the binomial on the discordant
- * pairs) when both are binary scores, else the sign test on the paired differences. The
+ * and a two-sided p-value: McNemar's exact test (the binomial on the discordant pairs) when
+ * both are binary scores, else the paired permutation test on the differences (every sign
+ * assignment up to 20 non-zero pairs, else 10000 drawn from a fixed seed). The
  * p-values are Holm-adjusted over the rows of the table; * marks adjusted p < 0.05. */
 #include <csv.h>
 #include <math.h>
@@ -85,7 +86,11 @@ int rt_compare(const rt_data *d, int metric, const char *base, FILE *md, FILE *c
             l->mean = sa / n, l->base = sb / n;
             l->binary = st_is_binary(xa, n) && st_is_binary(xb, n);
             l->diff = st_boot_paired(xa, xb, n, ST_BOOT_B, ST_SEED, 0.95, &l->lo, &l->hi);
-            l->p = st_sign_p(l->pos, l->neg);
+            if (l->binary) l->p = st_sign_p(l->pos, l->neg);
+            else {
+                for (int k = 0; k < n; k++) xa[k] -= xb[k];
+                l->p = st_perm_p(xa, n, ST_PERM_B, ST_SEED);
+            }
         }
         free(xa), free(xb);
     }
@@ -102,9 +107,10 @@ int rt_compare(const rt_data *d, int metric, const char *base, FILE *md, FILE *c
         fprintf(md,
                 "Each row against %s (its model's %s row), paired over the cases both saw (n): mean %s of the base"
                 " and of the row on those cases, difference (row - base)%s with its 95%% paired bootstrap interval"
-                " (2000 resamples, fixed seed), and an exact two-sided p-value: McNemar's exact test on the discordant"
-                " pairs (+ row better / - base better) when both are binary scores, else the sign test on the paired"
-                " differences. p (Holm): adjusted over the %d comparisons of this table; * where below 0.05.%s\n\n",
+                " (2000 resamples, fixed seed), and a two-sided p-value: McNemar's exact test on the discordant pairs"
+                " (+ row better / - base better) when both are binary scores, else the paired permutation test on the"
+                " differences (exact up to 20 non-zero pairs, else 10000 sign flips from a fixed seed). p (Holm):"
+                " adjusted over the %d comparisons of this table; * where below 0.05.%s\n\n",
                 base, base, rt_metric_names[metric], pct ? " in points of %" : " in nats", nl,
                 metric == RT_M_SCORE || metric == RT_M_TOP1 ? " Infeasible and failed results count as 0."
                                                             : " Infeasible and failed results are left out.");
@@ -125,7 +131,7 @@ int rt_compare(const rt_data *d, int metric, const char *base, FILE *md, FILE *c
             }
             fprintf(md, "| %s | %s | %d | %.*f | %.*f | %+.*f [%+.*f, %+.*f] | %s (+%d/-%d) | %.3g | %.3g | %s |\n", lab,
                     b, l->n, pct ? 1 : 3, scale * l->base, pct ? 1 : 3, scale * l->mean, pct ? 1 : 3, scale * l->diff,
-                    pct ? 1 : 3, scale * l->lo, pct ? 1 : 3, scale * l->hi, l->binary ? "McNemar" : "sign", l->pos,
+                    pct ? 1 : 3, scale * l->lo, pct ? 1 : 3, scale * l->hi, l->binary ? "McNemar" : "perm", l->pos,
                     l->neg, l->p, l->adj, l->adj < 0.05 ? "*" : "");
         }
         int sig = 0;
@@ -145,7 +151,7 @@ int rt_compare(const rt_data *d, int metric, const char *base, FILE *md, FILE *c
             csv_num(csv, r->budget, 0), csv_put(csv, base, 0), csv_num(csv, l->n, 0);
             csv_num(csv, scale * l->base, 0), csv_num(csv, scale * l->mean, 0), csv_num(csv, scale * l->diff, 0);
             csv_num(csv, scale * l->lo, 0), csv_num(csv, scale * l->hi, 0);
-            csv_put(csv, !l->n ? "" : l->binary ? "mcnemar" : "sign", 0);
+            csv_put(csv, !l->n ? "" : l->binary ? "mcnemar" : "perm", 0);
             csv_num(csv, l->pos, 0), csv_num(csv, l->neg, 0), csv_num(csv, l->p, 0), csv_num(csv, l->adj, 1);
         }
     }

@@ -124,6 +124,47 @@ double st_paired_p(const double *a, const double *b, int n) {
     return st_sign_p(pos, neg);
 }
 
+double st_perm_p(const double *d, int n, int B, uint64_t seed) {
+    double *a = malloc(sizeof *a * (n > 0 ? n : 1)), obs = 0, tot = 0;
+    int m = 0;
+    if (!a) return 1;
+    for (int i = 0; i < n; i++)
+        if (d[i] != 0) a[m++] = fabs(d[i]), obs += d[i], tot += fabs(d[i]);
+    double target = fabs(obs) * (1 - 1e-12) - 1e-300;
+    double p = 1;
+    if (m > 0 && m <= ST_PERM_EXACT) {
+        /* Gray code: one sign flips per step; s[i] = +1 / -1 */
+        signed char *sg = malloc((size_t)m);
+        if (sg) {
+            memset(sg, 1, (size_t)m);
+            double sum = tot;
+            long long hits = fabs(sum) >= target, total = 1LL << m;
+            for (long long k = 1; k < total; k++) {
+                int i = __builtin_ctzll((unsigned long long)k);
+                sum -= 2.0 * sg[i] * a[i];
+                sg[i] = (signed char)-sg[i];
+                hits += fabs(sum) >= target;
+            }
+            p = (double)hits / (double)total;
+            free(sg);
+        }
+    } else if (m > 0) {
+        uint64_t st = seed, bits = 0;
+        long long hits = 0;
+        for (int b = 0; b < B; b++) {
+            double sum = 0;
+            for (int i = 0; i < m; i++) {
+                if (i % 64 == 0) bits = st_rng(&st);
+                sum += (bits >> (i % 64) & 1) ? a[i] : -a[i];
+            }
+            hits += fabs(sum) >= target;
+        }
+        p = (hits + 1.0) / (B + 1.0);
+    }
+    free(a);
+    return p;
+}
+
 static const double *holm_p;
 static int cmp_idx(const void *a, const void *b) {
     int i = *(const int *)a, j = *(const int *)b;

@@ -47,6 +47,15 @@ double st_sign_p(int npos, int nneg);
 /* The sign test of paired values: counts a[i] > b[i] and a[i] < b[i]. */
 double st_paired_p(const double *a, const double *b, int n);
 
+/* Paired permutation (sign-flip) test of mean(d) = 0, two-sided: the share of the 2^m
+ * sign assignments of the m non-zero |d[i]| whose |sum| reaches the observed |sum| (ties
+ * within 1e-12 relative count). Exact enumeration when m <= ST_PERM_EXACT, else B random
+ * assignments from seed, p = (hits + 1) / (B + 1). 1 when m = 0. On 0/1 differences the
+ * exact test is the sign test. */
+#define ST_PERM_EXACT 20
+#define ST_PERM_B 10000
+double st_perm_p(const double *d, int n, int B, uint64_t seed);
+
 /* Holm's step-down adjusted p-values of p[0..m) into adj (may alias p): with p sorted
  * ascending p(1) <= .. <= p(m), adj(i) = max over j <= i of min(1, (m - j + 1) p(j)). */
 void st_holm(const double *p, int m, double *adj);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Independent check of `kvbench report --table compare --base fullkv`: every row against
 the base row of its model, paired by case, recomputed from the raw rows (sqlite3): the
-means over the common cases, the difference, the exact sign / McNemar p-value (integer
-binomials), Holm's adjustment, the signs and the summary line; the interval must hold the
+means over the common cases, the difference, the p-value (McNemar's exact test with integer
+binomials on binary scores, else the paired permutation test: every sign vector up to 20
+non-zero pairs, else the same seeded splitmix64 draws), Holm's adjustment, the signs and the summary line; the interval must hold the
 difference.
 
 usage: report_compare_ref.py DB DIR RUN...   (DIR holds compare_RUN.csv and compare_RUN.md)"""
@@ -15,6 +16,44 @@ import sys
 def sign_p(pos, neg):
     n, k = pos + neg, min(pos, neg)
     return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+M64 = (1 << 64) - 1
+SEED = 0x6b7662656e6368   # ST_SEED
+
+
+def splitmix(state):
+    state = (state + 0x9E3779B97F4A7C15) & M64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return state, z ^ (z >> 31)
+
+
+def perm_p(d, B=10000, seed=SEED):
+    a = [abs(x) for x in d if x != 0]
+    m = len(a)
+    if m == 0:
+        return 1.0
+    target = abs(sum(x for x in d if x != 0)) * (1 - 1e-12) - 1e-300
+    if m <= 20:   # the distribution of the signed sum, by convolution (exact)
+        sums = {0.0: 1}
+        for x in a:
+            nxt = {}
+            for sm, c in sums.items():
+                for v in (sm + x, sm - x):
+                    nxt[v] = nxt.get(v, 0) + c
+            sums = nxt
+        return sum(c for sm, c in sums.items() if abs(sm) >= target) / 2 ** m
+    st, hits, bits = seed, 0, 0
+    for _ in range(B):
+        tot = 0.0
+        for i in range(m):
+            if i % 64 == 0:
+                st, bits = splitmix(st)
+            tot += a[i] if (bits >> (i % 64)) & 1 else -a[i]
+        hits += abs(tot) >= target
+    return (hits + 1) / (B + 1)
 
 
 def holm(ps):
@@ -54,9 +93,10 @@ for run in sys.argv[3:]:
         common = [c for c in cs if c in vals[base]]
         a, b = [cs[c] for c in common], [vals[base][c] for c in common]
         pos, neg = sum(x > y for x, y in zip(a, b)), sum(x < y for x, y in zip(a, b))
+        binary = all(x in (0.0, 100.0) for x in a + b)
+        p = (sign_p(pos, neg) if binary else perm_p([x - y for x, y in zip(a, b)])) if common else None
         want[k] = dict(n=len(common), base_mean=sum(b) / len(b) if b else None, mean=sum(a) / len(a) if a else None,
-                       diff=(sum(a) - sum(b)) / len(a) if a else None, p=sign_p(pos, neg) if common else None,
-                       pos=pos, neg=neg, binary=all(x in (0.0, 100.0) for x in a + b))
+                       diff=(sum(a) - sum(b)) / len(a) if a else None, p=p, pos=pos, neg=neg, binary=binary)
     keys = [k for k in want if want[k]["p"] is not None]
     for k, a in zip(keys, holm([want[k]["p"] for k in keys])):
         want[k]["p_holm"] = a
@@ -72,7 +112,7 @@ for run in sys.argv[3:]:
             assert abs(float(g[name]) - w[name]) <= 1e-9 * max(1, abs(w[name])), (run, k, name, g[name], w[name])
         assert int(float(g["pos"])) == w["pos"] and int(float(g["neg"])) == w["neg"], (run, k, "signs")
         assert float(g["lo"]) - 1e-9 <= float(g["diff"]) <= float(g["hi"]) + 1e-9, (run, k, "interval")
-        assert g["test"] == ("mcnemar" if w["binary"] else "sign"), (run, k, g["test"])
+        assert g["test"] == ("mcnemar" if w["binary"] else "perm"), (run, k, g["test"])
     md = open(f"{d}/compare_{run}.md").read()
     sig = sum(1 for k in keys if want[k]["p_holm"] < 0.05)
     assert f"{sig} of {len(want)} differences significant after Holm" in md, (run, "summary", sig)

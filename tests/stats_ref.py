@@ -6,6 +6,7 @@ definition, and the bootstrap with the same splitmix64 draws and type-7 quantile
   stats_ref.py compare --ref FILE --got FILE
 """
 import argparse
+import itertools
 import math
 import random
 import sys
@@ -62,6 +63,29 @@ class SplitMix:
 
     def draw(self, n):
         return ((self.next() >> 32) * n) >> 32
+
+
+def perm_p(d, B, seed):
+    """Paired sign-flip permutation p: exact over every sign vector (itertools) for up to
+    20 non-zero differences, else the same splitmix64 bits as the C code."""
+    a = [abs(x) for x in d if x != 0]
+    m = len(a)
+    if m == 0:
+        return 1.0
+    target = abs(sum(x for x in d if x != 0)) * (1 - 1e-12) - 1e-300
+    if m <= 20:
+        hits = sum(abs(sum(s * x for s, x in zip(signs, a))) >= target
+                   for signs in itertools.product((1, -1), repeat=m))
+        return hits / 2 ** m
+    rng, hits, bits = SplitMix(seed), 0, 0
+    for _ in range(B):
+        tot = 0.0
+        for i in range(m):
+            if i % 64 == 0:
+                bits = rng.next()
+            tot += a[i] if (bits >> (i % 64)) & 1 else -a[i]
+        hits += abs(tot) >= target
+    return (hits + 1) / (B + 1)
 
 
 def quantile(s, q):
@@ -122,6 +146,12 @@ def make(args):
         pos, neg = sum(v > 0 for v in d), sum(v < 0 for v in d)
         cases.append("paired %d %d %d %s %s" % (B, seed, n, " ".join(repr(v) for v in a), " ".join(repr(v) for v in b)))
         ref.append(boot(B, seed, d, [0] * n) + sign_p(pos, neg))
+    for _ in range(10):
+        m = rnd.choice([rnd.randint(1, 12), rnd.randint(21, 40)])
+        B, seed = rnd.randint(100, 400), rnd.getrandbits(64)
+        d = [rnd.choice([0.0, round(rnd.gauss(0.3, 1), 4), float(rnd.randint(-1, 1))]) for _ in range(m)]
+        cases.append("perm %d %d %d %s" % (B, seed, m, " ".join(repr(v) for v in d)))
+        ref.append([perm_p(d, B, seed)])
     open(args.cases, "w").write("\n".join(cases) + "\n")
     open(args.ref, "w").write("\n".join(" ".join(repr(v) for v in r) for r in ref) + "\n")
 

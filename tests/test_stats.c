@@ -49,6 +49,15 @@ static int eval(const char *path) {
                 printf("%.17g %.17g %.17g %.17g\n", est, lo, hi, st_paired_p(a, b, n));
             }
             free(a), free(b), free(g);
+        } else if (!strcmp(op, "perm")) {
+            int B, n;
+            unsigned long long seed;
+            if (fscanf(f, "%d %llu %d", &B, &seed, &n) != 3 || n < 1) return 1;
+            double *d = malloc(sizeof(double) * n);
+            for (int i = 0; i < n; i++)
+                if (fscanf(f, "%lf", &d[i]) != 1) return 1;
+            printf("%.17g\n", st_perm_p(d, n, B, seed));
+            free(d);
         } else return fprintf(stderr, "test_stats: unknown op %s\n", op), 1;
     }
     fclose(f);
@@ -83,6 +92,26 @@ int main(int argc, char **argv) {
     CHECK(close_to(st_sign_p(0, 20), 2.0 / 1048576, 1e-12), "p(0,20) = %.17g", st_sign_p(0, 20));
     double a8[] = {1, 1, 0, 1, 0.5, 1, 0, 1}, b8[] = {0, 1, 0, 0, 0.25, 0, 0, 0};
     CHECK(st_paired_p(a8, b8, 8) == 0.0625, "paired signs 5:0 give 0.0625, got %g", st_paired_p(a8, b8, 8));
+
+    /* paired permutation: {1, 2, 3} -> 2 of 8 sign vectors reach |6|; ones -> the sign test */
+    double d3[] = {1, 0, -2, 3};
+    CHECK(st_perm_p((double[]){1, 2, 3}, 3, 0, 1) == 0.25, "perm {1,2,3}: %g", st_perm_p((double[]){1, 2, 3}, 3, 0, 1));
+    CHECK(st_perm_p(d3, 4, 0, 1) == 0.75, "perm {1,0,-2,3}: 6 of 8 sums reach |2|, got %g", st_perm_p(d3, 4, 0, 1));
+    for (int t = 0; t < 20; t++) {
+        int m = test_int(1, ST_PERM_EXACT), pos = 0, neg = 0;
+        double d[ST_PERM_EXACT + 5];
+        for (int i = 0; i < m; i++) {
+            d[i] = test_int(0, 2) - 1.0;
+            pos += d[i] > 0, neg += d[i] < 0;
+        }
+        CHECK(close_to(st_perm_p(d, m, 0, 1), st_sign_p(pos, neg), 1e-12), "perm on 0/1 = sign test (%d/%d): %g vs %g", pos,
+              neg, st_perm_p(d, m, 0, 1), st_sign_p(pos, neg));
+    }
+    double d40[40];
+    for (int i = 0; i < 40; i++) d40[i] = i < 27 ? 1 : -1;   /* 27:13 -> exact sign p 0.0385 */
+    double pm = st_perm_p(d40, 40, 20000, 5), ps = st_sign_p(27, 13);
+    CHECK(fabs(pm - ps) < 0.01 && pm == st_perm_p(d40, 40, 20000, 5), "Monte Carlo perm %g vs exact %g", pm, ps);
+    CHECK(st_perm_p(d40, 0, 100, 5) == 1, "no pairs: p = 1");
 
     /* Holm */
     double p[] = {0.01, 0.04, 0.03, 0.005}, want[] = {0.03, 0.06, 0.06, 0.02}, adj[4];
