@@ -29,7 +29,7 @@ typedef struct {
 } col_key;
 
 typedef struct {
-    int n, nfail;         /* results in the mean; infeasible or failed among the results */
+    int n, nfail, ninf;   /* results in the mean; infeasible or failed among the results; infeasible */
     double score;         /* mean of the metric (score in [0,1]) */
     double lo, hi;        /* its 95% interval (stats.h) */
     double kv;            /* mean fast_peak bytes of the finished results, NAN if none */
@@ -178,6 +178,7 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
         rt_rec r = {.ok = !strcmp(text_or(st, 3, ""), "ok"), .score = col_real(st, 4), .nll = col_real(st, 8),
                     .kl = col_real(st, 9), .top1 = col_real(st, 10)};
         c->nfail += !r.ok;
+        c->ninf += !strcmp(text_or(st, 3, ""), "infeasible");
         rt_samples_add(&c->s, rt_rec_value(&r, t->metric), 0, sqlite3_column_int(st, 7));
         double b = col_real(st, 5), ms = col_real(st, 6);
         if (r.ok && !isnan(b)) kv[4 * k] += b, kv[4 * k + 1]++;
@@ -195,6 +196,7 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
             cell *c = &t->cells[k];
             for (int q = 0; q < c->s.n; q++) rt_samples_add(&avg->s, c->s.x[q], j, c->s.cas[q]);
             avg->nfail += c->nfail;
+            avg->ninf += c->ninf;
             c->kv = kv[4 * k + 1] ? kv[4 * k] / kv[4 * k + 1] : NAN;
             c->ms = kv[4 * k + 3] ? kv[4 * k + 2] / kv[4 * k + 3] : NAN;
             if (!isnan(c->kv)) s[0] += c->kv, k2[0]++;
@@ -205,7 +207,7 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
         for (int j = 0; j <= t->nc; j++) {
             cell *c = &t->cells[i * (t->nc + 1) + j];
             c->n = c->s.n;
-            c->score = c->n ? st_interval(c->s.x, c->s.g, c->n, t->metric == RT_M_SCORE || t->metric == RT_M_TOP1, &c->lo, &c->hi) : NAN;
+            c->score = c->n ? st_interval(c->s.x, c->s.g, c->n, t->metric == RT_M_SCORE, &c->lo, &c->hi) : NAN;
         }
     }
     free(kv);
@@ -263,7 +265,9 @@ static void print_cell(FILE *f, const table *t, const cell *c, int bold) {
     else fprintf(f, bold ? " **%.*f** [%.*f, %.*f]" : " %.*f [%.*f, %.*f]", dec, sc * c->score, dec, sc * c->lo, dec,
                  sc * c->hi);
     if (c->n || c->nfail) fprintf(f, " n=%d", c->n);
-    if (c->nfail) fprintf(f, " (%d failed)", c->nfail);
+    char why[64];
+    rt_fail_note(why, sizeof why, c->nfail, c->ninf);
+    fputs(why, f);
     fprintf(f, " |");
     if (isnan(c->kv)) snprintf(kv, sizeof kv, "-");
     else kv_human_bytes(c->kv, kv, sizeof kv);
@@ -279,8 +283,8 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
                                  "mean -ln p per token of the reference answer, teacher-forced, nats (failures left out)",
                                  "mean KL(FullKV || method) over FullKV's greedy answer steps, nats (failures left out)",
                                  "top-1 agreement with FullKV's greedy answer, % (failures count as 0)"};
-    fprintf(f, "%s: %s, [95%% interval: Wilson for binary scores, else a bootstrap over cases], n=cases, (k failed):"
-               " infeasible or failed results; KV: mean fast-tier peak bytes and ms/tok: decode time per token, of the"
+    fprintf(f, "%s: %s, [95%% interval: Wilson for binary scores, else a bootstrap over cases], n=cases, (k infeasible,"
+               " e failed): results that did not finish; KV: mean fast-tier peak bytes and ms/tok: decode time per token, of the"
                " finished results; avg: mean of the %s columns. Bold: best in its column and better than every other"
                " row by an exact paired sign test (McNemar's on binary scores), Holm-adjusted p < 0.05.\n\n",
             rt_metric_names[t->metric], what[t->metric], by == BY_VARIANT ? "variant" : by == BY_BUDGET ? "budget" : "context");
@@ -328,8 +332,9 @@ static void print_csv(FILE *f, const kv_runinfo *ri, const table *t, enum by by)
     csv_field(f, "run", 0);
     csv_field(f, "method", 0);
     if (by != BY_BUDGET) csv_field(f, "budget", 0);
-    const char *head[] = {key, "n", "failed", "metric", "value", "lo", "hi", "fast_peak_bytes", "decode_ms_per_token"};
-    for (int k = 0; k < 9; k++) csv_field(f, head[k], k == 8);
+    const char *head[] = {key,  "n",  "failed", "infeasible", "metric", "value", "lo", "hi", "fast_peak_bytes",
+                          "decode_ms_per_token"};
+    for (int k = 0; k < 10; k++) csv_field(f, head[k], k == 9);
     double sc = t->metric == RT_M_SCORE || t->metric == RT_M_TOP1 ? 100 : 1;
     char run[32];
     snprintf(run, sizeof run, "%lld", (long long)ri->id);
@@ -344,6 +349,7 @@ static void print_csv(FILE *f, const kv_runinfo *ri, const table *t, enum by by)
             else csv_num(f, t->cols[j].value, 0);
             csv_num(f, c->n, 0);
             csv_num(f, c->nfail, 0);
+            csv_num(f, c->ninf, 0);
             csv_field(f, t->metric == RT_M_SCORE ? "score_pct" : t->metric == RT_M_TOP1 ? "top1_pct" : rt_metric_names[t->metric], 0);
             csv_num(f, sc * c->score, 0);
             csv_num(f, sc * c->lo, 0);

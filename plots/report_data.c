@@ -283,6 +283,7 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
             .noisy = !isnan(l0) && !isnan(l1) && fabs(l1 - l0) > fmax(1.0, 0.25 * l0)};
         d->n_gpu += ok && !isnan(d->rec[d->nrec - 1].gpu_peak);
         d->n_noisy += ok && d->rec[d->nrec - 1].noisy;
+        d->rec[d->nrec - 1].infeasible = !strcmp(status, "infeasible");
     }
     sqlite3_finalize(st);
     st = NULL;
@@ -318,8 +319,9 @@ int rt_grid_init(rt_grid *g, int nr, int nc) {
     g->lo = malloc(sizeof *g->lo * ((size_t)nr * nc + 1));
     g->hi = malloc(sizeof *g->hi * ((size_t)nr * nc + 1));
     g->nfail = calloc((size_t)nr * nc + 1, sizeof *g->nfail);
+    g->ninf = calloc((size_t)nr * nc + 1, sizeof *g->ninf);
     g->cell = calloc((size_t)nr * nc + 1, sizeof *g->cell);
-    if (!g->rows || !g->cols || !g->v || !g->n || !g->lo || !g->hi || !g->nfail || !g->cell) {
+    if (!g->rows || !g->cols || !g->v || !g->n || !g->lo || !g->hi || !g->nfail || !g->ninf || !g->cell) {
         rt_grid_free(g);
         return -1;
     }
@@ -329,7 +331,7 @@ int rt_grid_init(rt_grid *g, int nr, int nc) {
 
 void rt_grid_free(rt_grid *g) {
     for (int i = 0; g->cell && i < g->nr * g->nc; i++) rt_samples_free(&g->cell[i]);
-    free(g->rows), free(g->cols), free(g->v), free(g->n), free(g->lo), free(g->hi), free(g->nfail), free(g->cell);
+    free(g->rows), free(g->cols), free(g->v), free(g->n), free(g->lo), free(g->hi), free(g->nfail), free(g->ninf), free(g->cell);
     memset(g, 0, sizeof *g);
 }
 
@@ -361,6 +363,13 @@ double rt_samples_mean(const rt_samples *s) {
     return st_boot_mean(s->x, s->g, s->n, 0, 0, 0.95, &lo, &hi);   /* B = 0: the estimate alone */
 }
 
+void rt_fail_note(char *buf, size_t n, int nfail, int ninf) {
+    if (!nfail) snprintf(buf, n, "%s", "");
+    else if (ninf == nfail) snprintf(buf, n, " (%d infeasible)", ninf);
+    else if (!ninf) snprintf(buf, n, " (%d failed)", nfail);
+    else snprintf(buf, n, " (%d infeasible, %d failed)", ninf, nfail - ninf);
+}
+
 void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s) {
     size_t k = (size_t)i * g->nc + j;
     rt_samples_free(&g->cell[k]);
@@ -369,7 +378,8 @@ void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s) {
     const rt_samples *c = &g->cell[k];
     g->n[k] = c->n;
     g->nfail[k] = c->nfail;
-    g->v[k] = c->n ? st_interval(c->x, c->g, c->n, g->cols[j].fmt == RT_PCT, &g->lo[k], &g->hi[k]) : NAN;
+    g->ninf[k] = c->ninf;
+    g->v[k] = c->n ? st_interval(c->x, c->g, c->n, g->cols[j].fmt == RT_PCT && !g->graded, &g->lo[k], &g->hi[k]) : NAN;
     if (!c->n) g->lo[k] = g->hi[k] = NAN;
 }
 
@@ -531,7 +541,9 @@ void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g) {
                 fprintf(f, " [%s, %s]", lo, hi);
             }
             if (g->n[k] || g->nfail[k]) fprintf(f, " n=%d", g->n[k]);
-            if (g->nfail[k]) fprintf(f, " (%d failed)", g->nfail[k]);
+            char why[64];
+            rt_fail_note(why, sizeof why, g->nfail[k], g->ninf[k]);
+            fputs(why, f);
             fprintf(f, " |");
         }
         fprintf(f, "\n");
@@ -553,8 +565,8 @@ static void fmt_exact(double x, char *buf, size_t n) {
 
 void rt_csv_header(FILE *f) {
     const char *h[] = {"run", "table", "section", "model", "method", "params", "budget", "column", "value", "n",
-                       "lo", "hi", "failed"};
-    for (int k = 0; k < 13; k++) csv_put(f, h[k], k == 12);
+                       "lo", "hi", "failed", "infeasible"};
+    for (int k = 0; k < 14; k++) csv_put(f, h[k], k == 13);
 }
 
 /* One line per cell; numbers in full precision, "" where the Markdown shows "-", in the
@@ -563,7 +575,7 @@ void rt_grid_csv(FILE *f, const char *run, const char *table, const rt_data *d, 
     for (int i = 0; i < g->nr; i++) {
         const rt_grow *r = &g->rows[i];
         const rt_family *fam = &d->fam[r->fam];
-        char b[64] = "", v[64], n[32], lo[64], hi[64], nf[32];
+        char b[64] = "", v[64], n[32], lo[64], hi[64], nf[32], ni[32];
         if (!isnan(r->budget)) fmt_exact(r->budget, b, sizeof b);
         for (int j = 0; j < g->nc; j++) {
             double x = g->v[i * g->nc + j];
@@ -571,12 +583,13 @@ void rt_grid_csv(FILE *f, const char *run, const char *table, const rt_data *d, 
             else fmt_exact(g->cols[j].fmt == RT_PCT ? 100 * x : x, v, sizeof v);
             snprintf(n, sizeof n, "%d", g->n[i * g->nc + j]);
             snprintf(nf, sizeof nf, "%d", g->nfail[i * g->nc + j]);
+            snprintf(ni, sizeof ni, "%d", g->ninf[i * g->nc + j]);
             double scale = g->cols[j].fmt == RT_PCT ? 100 : 1, l = g->lo[i * g->nc + j], h = g->hi[i * g->nc + j];
             lo[0] = hi[0] = 0;
             if (!isnan(l)) fmt_exact(scale * l, lo, sizeof lo), fmt_exact(scale * h, hi, sizeof hi);
             const char *cells[] = {run,         table, g->title, fam->model,       fam->method, fam->params, b,
-                                   g->cols[j].label, v, n,     lo,       hi,               nf};
-            for (int k = 0; k < 13; k++) csv_put(f, cells[k], k == 12);
+                                   g->cols[j].label, v, n,     lo,       hi,               nf, ni};
+            for (int k = 0; k < 14; k++) csv_put(f, cells[k], k == 13);
         }
     }
 }

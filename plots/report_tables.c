@@ -47,6 +47,7 @@ static const char *metric_label(void) {
 /* One record into a cell of the metric: failures counted, and 0 or left out (rt_rec_value). */
 static void push(rt_samples *s, const rt_rec *r, int g) {
     s->nfail += !r->ok;
+    s->ninf += r->infeasible;
     rt_samples_add(s, rt_rec_value(r, metric), g, r->cas);
 }
 /* A plain measurement (memory, latency) of a finished result. */
@@ -57,6 +58,7 @@ static int samples_copy(rt_samples *dst, const rt_samples *src) {
     for (int i = 0; i < src->n; i++)
         if (rt_samples_add(dst, src->x[i], src->g[i], src->cas[i])) return -1;
     dst->nfail = src->nfail;
+    dst->ninf = src->ninf;
     return 0;
 }
 static void samples_free_all(rt_samples *a, size_t n) {
@@ -82,6 +84,7 @@ static void set_col(rt_col *c, int fmt, int better, const char *label, ...) {
 
 static rt_grid *new_grid(rt_out *o, int nr, int nc) {
     if (o->n == MAX_GRIDS || rt_grid_init(&o->g[o->n], nr, nc)) return NULL;
+    o->g[o->n].graded = metric == RT_M_TOP1;   /* a per-case share of steps, not a 0/1 outcome */
     return &o->g[o->n++];
 }
 
@@ -124,6 +127,7 @@ static int workload_grid(rt_out *o, const rt_data *d, const int *sel, const rt_g
             all &= c->n > 0;
             for (int k = 0; k < c->n; k++) rt_samples_add(&avg, c->x[k], j, c->cas[k]);
             avg.nfail += c->nfail;
+            avg.ninf += c->ninf;
             rt_grid_set(g, i, j, c);
         }
         if (all && nc) rt_grid_set(g, i, nc, &avg);
@@ -637,7 +641,7 @@ static int different_cases(const rt_data *d) {
 }
 
 static const char *legend =
-    "Each cell: value [95% interval] n=cases, and (k failed) when k results were infeasible or failed: they count"
+    "Each cell: value [95% interval] n=cases, and (k infeasible) or (k failed) when results were infeasible or failed: they count"
     " as 0 in score and top-1 means and are left out of NLL and KL means. Intervals: Wilson for binary scores, else a"
     " bootstrap over cases (2000 resamples, fixed seed; resampled within each workload, depth or context where a"
     " column averages them). Bold: best in its column and better than every other row of its model by an exact"

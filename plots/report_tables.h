@@ -38,6 +38,7 @@ typedef struct {
  * cas: the case (workload column + case key), the same for every method that saw it. */
 typedef struct {
     int fam, row, wl, ctx, depth, ok, cas;
+    int infeasible;         /* status infeasible (not ok and not an error) */
     double nll, kl, top1;   /* fidelity against FullKV (schema v3; NAN = not measured) */
     int noisy;              /* the load average moved during the case (latency is noisy) */
     double score, fast_peak, slow_peak, fast_tokens, prefill_s, compress_s, ms_tok, tok_s;   /* NAN = none */
@@ -90,8 +91,10 @@ typedef struct {
 typedef struct {
     double *x;
     int *g, *cas;
-    int n, cap, nfail;
+    int n, cap, nfail, ninf;   /* nfail: not ok, ninf of them infeasible */
 } rt_samples;
+/* " (k infeasible)", " (k failed)" or " (i infeasible, e failed)"; "" when none. */
+void rt_fail_note(char *buf, size_t n, int nfail, int ninf);
 int rt_samples_add(rt_samples *s, double x, int g, int cas);
 void rt_samples_free(rt_samples *s);
 double rt_samples_mean(const rt_samples *s);   /* mean of the group means; NAN when empty */
@@ -106,7 +109,9 @@ typedef struct {
     int *n;             /* cases behind each cell */
     double *lo, *hi;    /* its 95% interval (Wilson on binary values, else bootstrap), NAN = none */
     int *nfail;         /* infeasible or failed results in the cell (counted as 0, or left out) */
+    int *ninf;          /* of them infeasible */
     rt_samples *cell;   /* the values, for the paired tests behind a bold (NULL: no bold) */
+    int graded;         /* 1: % cells hold graded values (top-1), never Wilson */
 } rt_grid;
 /* The values of a and b on the cases both hold (a case's values in several groups
  * averaged), into new arrays *xa, *xb (free both); the count, or -1 (out of memory). */

@@ -96,10 +96,11 @@ class Section:
 class Cell:
     """The values of one cell: per group (workload, depth, ...) a list, per case a list."""
     def __init__(self):
-        self.groups, self.cases, self.fail = {}, {}, 0
+        self.groups, self.cases, self.fail, self.inf = {}, {}, 0, 0
 
     def add(self, r, x, g=0):
         self.fail += not r.ok
+        self.inf += r.status == "infeasible"
         if x is None:
             return
         self.groups.setdefault(g, []).append(x)
@@ -111,6 +112,7 @@ class Cell:
         for c, xs in other.cases.items():
             self.cases.setdefault(c, []).extend(xs)
         self.fail += other.fail
+        self.inf += other.inf
 
     def n(self):
         return sum(len(xs) for xs in self.groups.values())
@@ -124,7 +126,7 @@ class Cell:
 
 def cellv(c):
     """(value, n, failed, cell) as a section stores it."""
-    return (c.value(), c.n(), c.fail, c)
+    return (c.value(), c.n(), (c.fail, c.inf), c)
 
 
 def workload_section(recs, rows, labels, title=""):
@@ -145,7 +147,7 @@ def workload_section(recs, rows, labels, title=""):
             s.vals[i, j] = cellv(c)
             avg.merge(c, j)
         every = wls and all(s.vals[i, j][1] for j in range(len(wls)))
-        s.vals[i, len(wls)] = cellv(avg) if every else (None, 0, 0, None)
+        s.vals[i, len(wls)] = cellv(avg) if every else (None, 0, (0, 0), None)
     return s
 
 
@@ -212,7 +214,7 @@ def t_niah(recs):
         for j, c in enumerate(ctxs):
             s.vals[i, j] = cellv(cell.get((row, c), Cell()))
         every = all(s.vals[i, j][1] for j in range(len(ctxs)))
-        s.vals[i, len(ctxs)] = cellv(overall[row]) if every else (None, 0, 0, None)
+        s.vals[i, len(ctxs)] = cellv(overall[row]) if every else (None, 0, (0, 0), None)
     return [s], None
 
 
@@ -287,11 +289,11 @@ def t_memory(recs):
         any_full |= ref is not None
         for j, c in enumerate(ctxs):
             if ref is None:
-                ratio.vals[i, j] = (None, 0, 0, None)
+                ratio.vals[i, j] = (None, 0, (0, 0), None)
             else:
                 a, b = fm(row, c), fm(ref, c)
                 ratio.vals[i, j] = (a / b if a is not None and b is not None else None,
-                                    len(fast.get((row, c), [])), 0, None)
+                                    len(fast.get((row, c), [])), (0, 0), None)
     if not any_full:
         ratio.note = "No FullKV results"
     secs.append(ratio)
@@ -335,10 +337,10 @@ def t_memory(recs):
                         pick = r
                 if pick is None:
                     for k in range(3):
-                        s.vals[i, 3 * j + k] = (None, 0, 0, None)
+                        s.vals[i, 3 * j + k] = (None, 0, (0, 0), None)
                     continue
                 s.vals[i, 3 * j] = cellv(score.get((pick, c), Cell()))
-                s.vals[i, 3 * j + 1] = (pick[3], len(fast[pick, c]), 0, None)
+                s.vals[i, 3 * j + 1] = (pick[3], len(fast[pick, c]), (0, 0), None)
                 s.vals[i, 3 * j + 2] = cellv(fastc[pick, c])
         secs.append(s)
     return secs, None
@@ -394,13 +396,16 @@ def sig_best(cells, b, better):
 
 
 def parse_cell(t):
-    """'v [lo, hi] n=N (k failed)' -> (v text, lo text, hi text, n, k, bold)."""
+    """'v [lo, hi] n=N (i infeasible, e failed)' -> (v text, lo text, hi text, n, (i + e, i), bold)."""
     bold = t.startswith("**")
     t = t.replace("**", "")
-    fail = 0
-    if t.endswith(" failed)"):
+    fail = inf = 0
+    if t.endswith(" failed)") or t.endswith(" infeasible)"):
         t, f = t.rsplit(" (", 1)
-        fail = int(f.split()[0])
+        for part in f.rstrip(")").split(", "):
+            k, what = part.split()
+            if what == "infeasible": inf = int(k)
+            fail += int(k)
     n = 0
     if " n=" in t:
         t, nn = t.rsplit(" n=", 1)
@@ -409,7 +414,7 @@ def parse_cell(t):
     if " [" in t:
         t, iv = t.split(" [", 1)
         lo, hi = iv.rstrip("]").split(", ")
-    return t, lo, hi, n, fail, bold
+    return t, lo, hi, n, (fail, inf), bold
 
 
 def check_md_value(where, text, v, fmt):
@@ -558,7 +563,7 @@ def check(table, run):
                 assert (rec["value"] == "") == (want is None), (where, want)
                 if want is not None:
                     assert close(float(rec["value"]), want, 1e-9 * max(1, abs(want))), (where, want)
-                assert int(rec["n"]) == cnt and int(rec["failed"]) == nfail, (where, "n", cnt, nfail)
+                assert int(rec["n"]) == cnt and (int(rec["failed"]), int(rec["infeasible"])) == nfail, (where, "n", cnt, nfail)
                 assert (rec["lo"] == "") == (cell is None or not cell.n()), (where, "lo")
     assert n == len(recs_csv), (table, run, "csv lines", len(recs_csv), n)
     return cells, secs

@@ -79,13 +79,16 @@ def sig_best(vals, b):
     return bool(ps) and all(p < 0.05 for p in holm(ps))
 
 def parse_cell(s):
-    """'v [lo, hi] n=N (k failed)' -> (v, lo, hi, n, k, bold); '-' parts as None."""
+    """'v [lo, hi] n=N (i infeasible, e failed)' -> (v, lo, hi, n, (i + e, i), bold); '-' as None."""
     bold = s.startswith("**")
     s = s.replace("**", "")
-    fail = 0
-    if s.endswith("failed)"):
+    fail = inf = 0
+    if s.endswith(" failed)") or s.endswith(" infeasible)"):
         s, f = s.rsplit(" (", 1)
-        fail = int(f.split()[0])
+        for part in f.rstrip(")").split(", "):
+            k, what = part.split()
+            if what == "infeasible": inf = int(k)
+            fail += int(k)
     n = 0
     if " n=" in s:
         s, nn = s.rsplit(" n=", 1)
@@ -94,7 +97,7 @@ def parse_cell(s):
     if "[" in s:
         s, iv = s.split(" [", 1)
         lo, hi = (float(x) for x in iv.rstrip("]").split(", "))
-    return (None if s == "-" else float(s)), lo, hi, n, fail, bold
+    return (None if s == "-" else float(s)), lo, hi, n, (fail, inf), bold
 
 def expected(run, by):
     raw = db.execute("SELECT r.method, r.budget, r.status, r.score, r.fast_peak, r.decode_s, r.decode_tokens,"
@@ -105,7 +108,7 @@ def expected(run, by):
         row = m if by == "budget" else (m, b)
         col = {"variant": var, "budget": b, "ctx": ctx}[by]
         rows.add(row); cols.add(col); first[col] = min(first.get(col, cid), cid)
-        a = acc.setdefault((row, col), ([], [], [], [0]))
+        a = acc.setdefault((row, col), ([], [], [], [0, 0]))
         if st == "ok":
             if sc is not None:
                 a[0].append(100 * sc)
@@ -116,6 +119,7 @@ def expected(run, by):
         else:   # infeasible and failed results count as 0
             a[0].append(0.0)
             a[3][0] += 1
+            a[3][1] += st == "infeasible"
             byc.setdefault((row, col), {})[cid] = 0.0
             byc.setdefault((row, "avg"), {}).setdefault(cid, []).append(0.0)
     rows = sorted(rows, key=lambda r: rank(r) if by == "budget" else rank(r[0]) + (r[1],))
@@ -123,12 +127,12 @@ def expected(run, by):
     cell = {}
     for r in rows:
         for c in cols:
-            a = acc.get((r, c), ([], [], [], [0]))
-            cell[r, c] = (len(a[0]), mean(a[0]), mean(a[1]), mean(a[2]), a[3][0], a[0])
+            a = acc.get((r, c), ([], [], [], [0, 0]))
+            cell[r, c] = (len(a[0]), mean(a[0]), mean(a[1]), mean(a[2]), tuple(a[3]), a[0])
         vals = [cell[r, c] for c in cols]
         cell[r, "avg"] = (sum(v[0] for v in vals),) + tuple(
             mean([v[k] for v in vals if v[k] is not None]) for k in (1, 2, 3)) + (
-            sum(v[4] for v in vals), [x for v in vals for x in v[5]])
+            (sum(v[4][0] for v in vals), sum(v[4][1] for v in vals)), [x for v in vals for x in v[5]])
     nonok = {s: n for s, n in db.execute("SELECT r.status, count(*) FROM results r JOIN cases c ON c.id = r.case_id"
                                         " WHERE c.run_id = ? GROUP BY 1", (run,))}
     for k, v in byc.items():   # a case's values over several columns (budgets) averaged
@@ -214,7 +218,7 @@ def check_csv(path, run, by):
             key = rec[by]
             assert key == "avg" if c == "avg" else (key == c if by == "variant" else float(key) == c), (path, key, c)
             n, sc, kv, ms, nfail, _ = cell[r, c]
-            assert int(float(rec["n"])) == n and int(float(rec["failed"])) == nfail, (path, rec, n)
+            assert int(float(rec["n"])) == n and (int(float(rec["failed"])), int(float(rec["infeasible"]))) == nfail, (path, rec, n)
             assert rec["metric"] == "score_pct" and (sc is None or float(rec["lo"]) <= sc + 1e-9 <= float(rec["hi"]) + 2e-9)
             for got, want in ((rec["value"], sc), (rec["fast_peak_bytes"], kv), (rec["decode_ms_per_token"], ms)):
                 g = num(got)
