@@ -320,8 +320,9 @@ int rt_grid_init(rt_grid *g, int nr, int nc) {
     g->hi = malloc(sizeof *g->hi * ((size_t)nr * nc + 1));
     g->nfail = calloc((size_t)nr * nc + 1, sizeof *g->nfail);
     g->ninf = calloc((size_t)nr * nc + 1, sizeof *g->ninf);
+    g->nnoisy = calloc((size_t)nr * nc + 1, sizeof *g->nnoisy);
     g->cell = calloc((size_t)nr * nc + 1, sizeof *g->cell);
-    if (!g->rows || !g->cols || !g->v || !g->n || !g->lo || !g->hi || !g->nfail || !g->ninf || !g->cell) {
+    if (!g->rows || !g->cols || !g->v || !g->n || !g->lo || !g->hi || !g->nfail || !g->ninf || !g->nnoisy || !g->cell) {
         rt_grid_free(g);
         return -1;
     }
@@ -331,7 +332,7 @@ int rt_grid_init(rt_grid *g, int nr, int nc) {
 
 void rt_grid_free(rt_grid *g) {
     for (int i = 0; g->cell && i < g->nr * g->nc; i++) rt_samples_free(&g->cell[i]);
-    free(g->rows), free(g->cols), free(g->v), free(g->n), free(g->lo), free(g->hi), free(g->nfail), free(g->ninf), free(g->cell);
+    free(g->rows), free(g->cols), free(g->v), free(g->n), free(g->lo), free(g->hi), free(g->nfail), free(g->ninf), free(g->nnoisy), free(g->cell);
     memset(g, 0, sizeof *g);
 }
 
@@ -379,6 +380,7 @@ void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s) {
     g->n[k] = c->n;
     g->nfail[k] = c->nfail;
     g->ninf[k] = c->ninf;
+    g->nnoisy[k] = c->nnoisy;
     g->v[k] = c->n ? st_interval(c->x, c->g, c->n, g->cols[j].fmt == RT_PCT && !g->graded, &g->lo[k], &g->hi[k]) : NAN;
     if (!c->n) g->lo[k] = g->hi[k] = NAN;
 }
@@ -544,6 +546,7 @@ void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g) {
             char why[64];
             rt_fail_note(why, sizeof why, g->nfail[k], g->ninf[k]);
             fputs(why, f);
+            if (g->nnoisy[k]) fprintf(f, " (%d noisy)", g->nnoisy[k]);
             fprintf(f, " |");
         }
         fprintf(f, "\n");

@@ -51,7 +51,10 @@ static void push(rt_samples *s, const rt_rec *r, int g) {
     rt_samples_add(s, rt_rec_value(r, metric), g, r->cas);
 }
 /* A plain measurement (memory, latency) of a finished result. */
-static void push_x(rt_samples *s, const rt_rec *r, double x) { rt_samples_add(s, x, 0, r->cas); }
+static void push_x(rt_samples *s, const rt_rec *r, double x) {
+    if (!isnan(x)) s->nnoisy += r->noisy;
+    rt_samples_add(s, x, 0, r->cas);
+}
 
 static int samples_copy(rt_samples *dst, const rt_samples *src) {
     memset(dst, 0, sizeof *dst);
@@ -59,6 +62,7 @@ static int samples_copy(rt_samples *dst, const rt_samples *src) {
         if (rt_samples_add(dst, src->x[i], src->g[i], src->cas[i])) return -1;
     dst->nfail = src->nfail;
     dst->ninf = src->ninf;
+    dst->nnoisy = src->nnoisy;
     return 0;
 }
 static void samples_free_all(rt_samples *a, size_t n) {
@@ -704,8 +708,9 @@ int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int
             fprintf(md, "Failed: %d infeasible and %d failed results, in the cells' n%s.\n", d.n_infeasible, d.n_error,
                     metric == RT_M_NLL || metric == RT_M_KL ? " as failures (left out of these means)" : " as 0");
         if (t == T_LATENCY && d.n_noisy)
-            fprintf(md, "Noisy: %d finished results ran while the load average moved; their latency is not"
-                        " comparable. Rerun on a quiet machine (and with --repeat N).\n", d.n_noisy);
+            fprintf(md, "Noisy: %d finished results ran while the load average moved, marked (k noisy) in their"
+                        " cells; their latency is not comparable. Rerun on a quiet machine (and with --repeat N).\n",
+                    d.n_noisy);
     }
     if (!rc && csv) {
         rt_csv_header(csv);

@@ -92,6 +92,7 @@ typedef struct {
     double *x;
     int *g, *cas;
     int n, cap, nfail, ninf;   /* nfail: not ok, ninf of them infeasible */
+    int nnoisy;                /* values from cases whose load average moved (latency) */
 } rt_samples;
 /* " (k infeasible)", " (k failed)" or " (i infeasible, e failed)"; "" when none. */
 void rt_fail_note(char *buf, size_t n, int nfail, int ninf);
@@ -110,6 +111,7 @@ typedef struct {
     double *lo, *hi;    /* its 95% interval (Wilson on binary values, else bootstrap), NAN = none */
     int *nfail;         /* infeasible or failed results in the cell (counted as 0, or left out) */
     int *ninf;          /* of them infeasible */
+    int *nnoisy;        /* values measured while the load average moved */
     rt_samples *cell;   /* the values, for the paired tests behind a bold (NULL: no bold) */
     int graded;         /* 1: % cells hold graded values (top-1), never Wilson */
 } rt_grid;

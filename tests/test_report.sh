@@ -299,6 +299,19 @@ expect_fail_early() { local rc=0; "$@" >/dev/null 2>"$dir/err" || rc=$?; [ "$rc"
 expect_fail_early "${KV[@]}" plot --db "$dir/f.db" --figure memory --metric kl
 expect_fail_early "${KV[@]}" plot --db "$dir/f.db" --metric acc
 
+# Latency measured while the load average moved is marked noisy, per cell and in a note.
+cp "$dir/t.db" "$dir/noisy.db"
+sqlite3 "$dir/noisy.db" "UPDATE cases SET load_start = 0.5, load_end = CASE WHEN id % 2 = 0 THEN 4.0 ELSE 0.9 END WHERE run_id = 1"
+want=$(sqlite3 "$dir/noisy.db" "SELECT count(*) FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = 1
+       AND r.status = 'ok' AND c.id % 2 = 0")
+"${KV[@]}" report --db "$dir/noisy.db" --table latency --run 1 >"$dir/noisy.md" || fail "report --table latency (noisy)"
+grep -q "^Noisy: $want finished results ran while the load average moved" "$dir/noisy.md" || fail "noisy note: want $want"
+got=$(awk '/^### / {on = ($0 == "### compression (s)")} on' "$dir/noisy.md" | grep -o "([0-9]* noisy)" | tr -dc '0-9\n' |
+      awk '{s += $1} END {print s + 0}')
+[ "$got" = "$want" ] || fail "noisy marks in the compression cells: $got, want $want"
+quiet=$("${KV[@]}" report --db "$dir/t.db" --table latency --run 1)
+[[ "$quiet" != *noisy* ]] || fail "a file without load averages marked noisy"
+
 # Errors: a clear message and a non-zero status; a missing file is not created.
 expect_fail() {   # expect_fail "message part" command...
     local want=$1; shift
