@@ -22,6 +22,8 @@ typedef struct {
     int n_pf;                   /* tokens prefilled: n, or n_context with question_after */
     const method_params *params; /* --params overrides, or NULL */
     int decode_rule;            /* kv_decode_rule of the run */
+    int repeat;                 /* timed sections run this many times (median kept); 0 = 1 */
+    const struct fid_ref *ref;  /* FullKV's reference for the fidelity metrics, or NULL */
     kv_prefill_out pf;
     int have_pf;
 } mc_case;
@@ -44,6 +46,7 @@ typedef struct {
     size_t n_zoom;
     int n_generated;
     double question_s;           /* question tokens fed after compression (question_after) */
+    double *layer_err;           /* [n_layer] fidelity: attention output error vs FullKV */
 } mc_result;
 
 /* res->r.status MC_REFUSED: init refused the configuration (not an outcome of this case);
@@ -57,7 +60,14 @@ int mc_piece_has_newline(const kv_tokenizer *t, int id);
  * on ties, as model_argmax. */
 int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int newline);
 
+/* Runs method m at budget: compression, generation, score; with c->repeat > 1 the
+ * method runs that many times and compress_s / decode_s are the medians (the spread
+ * max - min); with c->ref the fidelity metrics are measured too (fidelity.h). */
 void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res);
+/* Feeds the question tokens [n_pf, n) through m's cache (question_after); logits in: the
+ * prefill's, out: after the last; peak (or NULL) gets the most fast-tier bytes held.
+ * 0, or -1. */
+int mc_feed_question(mc_case *c, const kv_method *m, kv_state *st, float *logits, kvdb_result *peak);
 void mc_result_clear(mc_result *res);
 
 #endif

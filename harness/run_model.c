@@ -13,6 +13,7 @@
 #include "run_model.h"
 #include "commands.h"
 #include "model_case.h"
+#include "fidelity.h"
 #include "model_workload.h"
 #include "provenance.h"
 #include "rss.h"
@@ -62,6 +63,7 @@ typedef struct {
     int decode_rule;           /* kv_decode_rule, the same for every method */
     int print_prompts;         /* --print-prompts N: write the first N prompts, run nothing */
     shard_spec shard;   /* --shard K/N: only the cases of shard K */
+    int fidelity, repeat;      /* --fidelity K (0 off), --repeat N */
     method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
@@ -123,6 +125,13 @@ void run_model_usage(FILE *f) {
             "                     (case-insensitive); each must occur in the needle\n"
             "  --answer-prefix T  niah: text the answer starts with, after the chat template (default\n"
             "                     none, as the original test; KVCache-Factory uses \"%s\")\n"
+            "  --fidelity K       graded fidelity against FullKV per result (default 16, 0 = off): the\n"
+            "                     teacher-forced NLL of the reference answer, and on the first K steps\n"
+            "                     of FullKV's greedy answer the mean KL(FullKV || method), top-1\n"
+            "                     agreement and per-layer attention-output error. Costs per case K\n"
+            "                     FullKV steps, per result two more compressions and K + answer steps\n"
+            "  --repeat N         run each method N times and keep the median compression and decode\n"
+            "                     times, with their spread (default 1; the shared prefill runs once)\n"
             "  --seed S           ruler generation seed (default 42)\n"
             "  --qa-data DIR      ruler qa_1, qa_2: DIR/squad.json (SQuAD 2.0 dev, dev-v2.0.json) and\n"
             "                     DIR/hotpotqa.json (HotpotQA dev distractor, hotpot_dev_distractor_v1.json),\n"
@@ -233,6 +242,8 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     o->job_index = -1;
     o->wl.shots = -1;
     o->wl.seed = 42;
+    o->fidelity = 16;
+    o->repeat = 1;
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "-", 1)) return run_fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
         char flag[64];
@@ -268,6 +279,8 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--print-prompts")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->print_prompts)) return -1; }
         else if (!strcmp(flag, "--limit")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
         else if (!strcmp(flag, "--max-new")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
+        else if (!strcmp(flag, "--fidelity")) { if (run_parse_int(flag, val, 0, 4096, &o->fidelity)) return -1; }
+        else if (!strcmp(flag, "--repeat")) { if (run_parse_int(flag, val, 1, 1000, &o->repeat)) return -1; }
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
         else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
         else if (!strcmp(flag, "--jobs")) { if (run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
@@ -631,17 +644,18 @@ static int missing_pairs(kv_db *db, int64_t run_id, const rm_opts *o, const char
 static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
     static const char *sql =
         "SELECT r.method, r.budget, count(*), sum(r.status = 'ok'),"
-        " avg(CASE WHEN r.status = 'ok' THEN r.score END), avg(CASE WHEN r.status = 'ok' THEN r.fast_peak END),"
+        " avg(CASE WHEN r.status = 'ok' THEN r.score ELSE 0 END), avg(CASE WHEN r.status = 'ok' THEN r.fast_peak END),"
         " avg(CASE WHEN r.status = 'ok' THEN r.prefill_s END), avg(CASE WHEN r.status = 'ok' THEN r.compress_s END),"
         " avg(CASE WHEN r.status = 'ok' AND r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END),"
-        " avg(CASE WHEN r.status = 'ok' THEN r.fast_decode_peak END), avg(CASE WHEN r.status = 'ok' THEN r.rss_peak END)"
+        " avg(CASE WHEN r.status = 'ok' THEN r.fast_decode_peak END), avg(CASE WHEN r.status = 'ok' THEN r.rss_peak END),"
+        " avg(CASE WHEN r.status = 'ok' THEN r.ans_nll END), avg(CASE WHEN r.status = 'ok' THEN r.kl END)"
         " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? GROUP BY 1, 2";
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(kvdb_sqlite(db), sql, -1, &st, NULL)) return;
     sqlite3_bind_int64(st, 1, run_id);
     typedef struct {
         char method[64];
-        double budget, score, peak, pf, comp, ms, steady, rss;
+        double budget, score, peak, pf, comp, ms, steady, rss, nll, kl;
         int n, ok, order;
     } row;
     row rows[MAX_PAIRS];
@@ -652,8 +666,8 @@ static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
         r->budget = sqlite3_column_double(st, 1);
         r->n = sqlite3_column_int(st, 2);
         r->ok = sqlite3_column_int(st, 3);
-        double *v[] = {&r->score, &r->peak, &r->pf, &r->comp, &r->ms, &r->steady, &r->rss};
-        for (int k = 0; k < 7; k++)
+        double *v[] = {&r->score, &r->peak, &r->pf, &r->comp, &r->ms, &r->steady, &r->rss, &r->nll, &r->kl};
+        for (int k = 0; k < 9; k++)
             *v[k] = sqlite3_column_type(st, 4 + k) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4 + k);
         const kv_method *m = kv_method_find(r->method);
         r->order = kv_method_count();
@@ -673,15 +687,15 @@ static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
            "fast KV peak (the headline in reports): with the prefill's transient full layer; RSS: the\n"
            "process's measured peak over the method's run (weights and the shared prefill included).\n",
            kv_decode_name(decode_rule));
-    printf("\n%-14s %-7s %7s %7s %14s %12s %10s %10s %11s %12s\n", "method", "budget", "cases", "score",
-           "fast KV decode", "fast KV peak", "RSS", "prefill", "compress", "decode");
+    printf("\n%-14s %-7s %7s %7s %7s %7s %14s %12s %10s %10s %11s %12s\n", "method", "budget", "cases", "score",
+           "nll", "kl", "fast KV decode", "fast KV peak", "RSS", "prefill", "compress", "decode");
     for (int i = 0; i < nr; i++) {
         row *r = &rows[i];
         char b[32], peak[32], cases[32], pf[32], comp[32], ms[32], steady[32], rss[32];
         snprintf(b, sizeof b, "%.10g", r->budget);
         snprintf(cases, sizeof cases, r->ok == r->n ? "%d" : "%d/%d", r->ok, r->n);
         if (!r->ok) {
-            printf("%-14s %-7s %7s %7s %12s\n", r->method, b, cases, "-", "infeasible/error");
+            printf("%-14s %-7s %7s %6.1f%% %7s %7s %12s\n", r->method, b, cases, 0.0, "-", "-", "infeasible/error");
             continue;
         }
         fmt_bytes(peak, sizeof peak, r->peak);
@@ -693,8 +707,11 @@ static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
         snprintf(comp, sizeof comp, "%.3f s", r->comp);
         if (isnan(r->ms)) snprintf(ms, sizeof ms, "-");
         else snprintf(ms, sizeof ms, "%.1f ms/tok", r->ms);
-        printf("%-14s %-7s %7s %6.1f%% %14s %12s %10s %10s %11s %12s\n", r->method, b, cases, 100 * r->score, steady,
-               peak, rss, pf, comp, ms);
+        char nll[16] = "-", kl[16] = "-";
+        if (!isnan(r->nll)) snprintf(nll, sizeof nll, "%.3f", r->nll);
+        if (!isnan(r->kl)) snprintf(kl, sizeof kl, "%.3f", r->kl);
+        printf("%-14s %-7s %7s %6.1f%% %7s %7s %14s %12s %10s %10s %11s %12s\n", r->method, b, cases, 100 * r->score, nll,
+               kl, steady, peak, rss, pf, comp, ms);
     }
 }
 
@@ -819,6 +836,9 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
                       .question_after = o->wl.question_after, .max_new = cs->max_new[i], .params = &o->params,
                       .decode_rule = o->decode_rule};
         mc.n_pf = mc.question_after ? mc.n_context : mc.n;
+        mc.repeat = o->repeat;
+        double load0[1] = {NAN};
+        if (getloadavg(load0, 1) != 1) load0[0] = NAN;
         const kv_method *um[MAX_PAIRS];
         double ub[MAX_PAIRS];
         int nu = 0;
@@ -858,6 +878,13 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         }
         if (kvdb_case_rss(db, case_ids[i], pf_rss))
             fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
+        fid_ref ref;
+        memset(&ref, 0, sizeof ref);
+        if (o->fidelity > 0) {   /* FullKV's reference; without it the results just lack fidelity */
+            if (fid_ref_build(&mc, o->fidelity, &ref, err, sizeof err))
+                fprintf(stderr, "%skvbench run: case %s: %s\n", pg.prefix, cs->key[i], err);
+            else mc.ref = &ref;
+        }
         for (int p = 0; p < o->n_pairs && !rc; p++) {
             if (!miss[p]) continue;
             const kv_method *m = o->pair_m[p];
@@ -891,11 +918,15 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             pg.res_cost += c;
             pg.left_res_cost -= c;
             if (!o->quiet) {
-                char el[32], et[32], sc[32], dec[64];
+                char el[32], et[32], sc[96], dec[64];
                 fmt_dur(el, sizeof el, now_s() - pg.start);
                 fmt_dur(et, sizeof et, eta(&pg));
                 if (!strcmp(res.r.status, "ok")) {
-                    snprintf(sc, sizeof sc, "score %.2f", res.r.score);
+                    int k = snprintf(sc, sizeof sc, "score %.2f", res.r.score);
+                    if (res.r.ans_tokens > 0 && k < (int)sizeof sc)
+                        k += snprintf(sc + k, sizeof sc - k, ", nll %.2f", res.r.ans_nll);
+                    if (res.r.fid_steps > 0 && k < (int)sizeof sc)
+                        snprintf(sc + k, sizeof sc - k, ", kl %.3f, top1 %.2f", res.r.kl, res.r.top1);
                     snprintf(dec, sizeof dec, "compress %.2fs, decode %d tok %.1f tok/s", res.r.compress_s,
                              res.n_generated, res.r.tokens_per_s);
                 } else {
@@ -908,6 +939,11 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_result_clear(&res);
         }
         mc_result_clear(&res);
+        fid_ref_free(&ref);
+        double load1[1] = {NAN};
+        if (getloadavg(load1, 1) != 1) load1[0] = NAN;
+        if (!rc && kvdb_case_load(db, case_ids[i], load0[0], load1[0]))
+            fprintf(stderr, "%skvbench run: load average not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
 #ifdef KB_CUDA
         if (gpu && !rc) record_gpu(db, case_ids[i], model, case_peak, pg.prefix, cs->key[i], o->quiet);
 #endif

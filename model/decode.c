@@ -7,6 +7,7 @@
 #ifdef KB_CUDA
 #include "cuda_model.h"
 #endif
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,8 @@ typedef struct {
     const kv_method *meth;
     kv_state *st;
     const kv_token *info;
+    float *tap;      /* [n_layer][width] or NULL */
+    int width;
 } method_attn_ctx;
 
 static void method_attn(void *vctx, int layer, const float *q, const float *k, const float *v,
@@ -66,6 +69,7 @@ static void method_attn(void *vctx, int layer, const float *q, const float *k, c
     method_attn_ctx *c = vctx;
     c->meth->append(c->st, layer, k, v, c->info);
     c->meth->attend(c->st, layer, q, out);
+    if (c->tap) memcpy(c->tap + (size_t)layer * c->width, out, (size_t)c->width * sizeof *out);
 }
 
 int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
@@ -74,6 +78,21 @@ int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int p
     if (cuda_model_selected()) return cuda_model_decode(m, meth, st, id, pos, info, logits);
 #endif
     kv_token deflt = {pos, 0.0f, 0};
-    method_attn_ctx c = {meth, st, info ? info : &deflt};
+    method_attn_ctx c = {meth, st, info ? info : &deflt, NULL, 0};
+    return engine_forward_token(m, id, pos, method_attn, &c, logits);
+}
+
+int model_decode_tap(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
+                     const kv_token *info, float *logits, float *attn) {
+    const kv_model_config *cf = &m->cfg;
+    int width = cf->n_head * cf->head_dim;
+#ifdef KB_CUDA
+    if (cuda_model_selected()) {
+        for (size_t i = 0; attn && i < (size_t)cf->n_layer * width; i++) attn[i] = NAN;
+        return cuda_model_decode(m, meth, st, id, pos, info, logits);
+    }
+#endif
+    kv_token deflt = {pos, 0.0f, 0};
+    method_attn_ctx c = {meth, st, info ? info : &deflt, attn, width};
     return engine_forward_token(m, id, pos, method_attn, &c, logits);
 }

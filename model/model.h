@@ -55,6 +55,11 @@ kv_prefill prefill_layer(const kv_prefill_out *p, int layer);
  * attention going through meth/st (append then attend). logits: [n_vocab]. */
 int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
                  const kv_token *info, float *logits);
+/* The same, also copying each layer's attention output into attn [n_layer][n_head *
+ * head_dim] (the fidelity metrics compare it with FullKV's). On the CUDA backend the
+ * dense part runs on the device and attn is filled with NaN (not observed there). */
+int model_decode_tap(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
+                     const kv_token *info, float *logits, float *attn);
 
 /* Plain generation with the engine's own full cache (no method plumbing), greedy.
  * Writes up to max_new ids to out; returns the count, or -1. */

@@ -2,8 +2,10 @@
  * the script (NAME.gp) are kept next to the images so a figure can be redrawn or edited
  * by hand: `gnuplot NAME.gp` from the directory kvbench ran in.
  *
- * niah: the score heatmap of needle-in-a-haystack runs, context length x needle depth,
- * one panel per method and budget, mean score over the cases of a cell (status ok).
+ * niah: the heatmap of needle-in-a-haystack runs, context length x needle depth, one
+ * panel per method and budget: the mean score of the cases of a cell (infeasible and
+ * failed count as 0), or with --metric a fidelity metric (nll, kl: finished results;
+ * top1: failures as 0).
  * Depths are fractions of the context in the database (model runs take --depths in %
  * and store fractions); a run whose depths exceed 1 is taken to hold percentages.
  * memory, latency, budget, zoom: see plot_lines.c. */
@@ -50,12 +52,41 @@ static int panel_cmp(const void *a, const void *b) {
     return c ? c : (x->budget > y->budget) - (x->budget < y->budget);
 }
 
+/* The heatmap's metrics: the cell value and which results it averages. */
+static const struct {
+    const char *name, *value, *where, *title, *fmt;
+    int pct;
+} METRICS[] = {
+    {"score", "100.0 * avg(CASE WHEN r.status = 'ok' THEN r.score ELSE 0 END)", "(r.status <> 'ok' OR r.score IS NOT NULL)",
+     "NIAH score (%; infeasible and failed count as 0)", "%.0f", 1},
+    {"nll", "avg(r.ans_nll)", "r.status = 'ok' AND r.ans_nll IS NOT NULL",
+     "NIAH answer NLL (nats per token, teacher-forced; lower is better)", "%.2f", 0},
+    {"kl", "avg(r.kl)", "r.status = 'ok' AND r.kl IS NOT NULL",
+     "NIAH KL(FullKV || method) over FullKV's greedy answer (nats; lower is better)", "%.2f", 0},
+    {"top1", "100.0 * avg(CASE WHEN r.status = 'ok' THEN r.top1 ELSE 0 END)", "(r.status <> 'ok' OR r.top1 IS NOT NULL)",
+     "NIAH top-1 agreement with FullKV's greedy answer (%)", "%.0f", 1},
+};
+static int metric_ix = 0;
+
 /* Loads the cells; -1 after printing why. variant: NULL for all. */
 static int load_niah(sqlite3 *h, int64_t run, const char *variant, heatmap *m) {
-    static const char *cell_sql =
-        "SELECT r.method, r.budget, c.ctx, c.depth, avg(r.score) FROM results r JOIN cases c ON c.id = r.case_id"
-        " WHERE c.run_id = ?1 AND r.status = 'ok' AND r.score IS NOT NULL AND c.ctx > 0 AND c.depth IS NOT NULL"
-        " AND (?2 IS NULL OR c.variant = ?2) GROUP BY 1, 2, 3, 4";
+    char cell_sql[1024];
+    snprintf(cell_sql, sizeof cell_sql,
+             "SELECT r.method, r.budget, c.ctx, c.depth, %s FROM results r JOIN cases c ON c.id = r.case_id"
+             " WHERE c.run_id = ?1 AND %s AND c.ctx > 0 AND c.depth IS NOT NULL"
+             " AND (?2 IS NULL OR c.variant = ?2) GROUP BY 1, 2, 3, 4",
+             METRICS[metric_ix].value, METRICS[metric_ix].where);
+    if (metric_ix) {   /* the fidelity columns exist from schema version 3 on */
+        sqlite3_stmt *q = NULL;
+        int have = sqlite3_prepare_v2(h, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'kl'", -1,
+                                      &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0);
+        sqlite3_finalize(q);
+        if (!have) {
+            fprintf(stderr, "kvbench plot: --metric %s: this results file predates the fidelity metrics (schema 3)\n",
+                    METRICS[metric_ix].name);
+            return -1;
+        }
+    }
     static const char *axis_sql[2] = {
         "SELECT DISTINCT c.ctx FROM cases c JOIN results r ON r.case_id = c.id WHERE c.run_id = ?1 AND c.ctx > 0"
         " AND c.depth IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) ORDER BY 1",
@@ -125,7 +156,8 @@ static int load_niah(sqlite3 *h, int64_t run, const char *variant, heatmap *m) {
         for (int k = 0; k < m->ny; k++)
             if (m->depth[k] == depth) y = k;
         if (p < 0 || x < 0 || y < 0) continue;   /* cannot happen: same join as the axes */
-        m->score[((size_t)p * m->nx + x) * m->ny + y] = 100 * sqlite3_column_double(st, 4);
+        if (sqlite3_column_type(st, 4) == SQLITE_NULL) continue;
+        m->score[((size_t)p * m->nx + x) * m->ny + y] = sqlite3_column_double(st, 4);
         m->panels[p].n_points++;
     }
     sqlite3_finalize(st);
@@ -153,7 +185,8 @@ void gp_str(FILE *f, const char *s) {
 static int write_dat(const char *path, const heatmap *m) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    fprintf(f, "# one block per panel (gnuplot index): x = context index, y = depth index, score %%, ctx, depth %%\n");
+    fprintf(f, "# one block per panel (gnuplot index): x = context index, y = depth index, %s%s, ctx, depth %%\n",
+            METRICS[metric_ix].name, METRICS[metric_ix].pct ? " %" : "");
     int block = 0;
     for (int p = 0; p < m->np; p++) {
         if (!m->panels[p].n_points) continue;
@@ -177,7 +210,7 @@ static int write_gp(const char *path, const char *out, const char *dat, const kv
     int w = 460 * cols < 1000 ? 1000 : 460 * cols, h = 380 * rows + 80;   /* wide enough for the run line */
     char title[1400], line[1024];
     kv_runinfo_line(ri, line, sizeof line);
-    snprintf(title, sizeof title, "NIAH score (%%)%s%s", variant ? ", variant " : "", variant ? variant : "");
+    snprintf(title, sizeof title, "%s%s%s", METRICS[metric_ix].title, variant ? ", variant " : "", variant ? variant : "");
 
     gp_open(f, "niah", path, out, w, h);
     fprintf(f, "  set multiplot layout %d,%d title \"", rows, cols);   /* two lines: what, which run */
@@ -185,8 +218,17 @@ static int write_gp(const char *path, const char *out, const char *dat, const kv
     fprintf(f, "\\n");
     gp_dq_wrap(f, line, 110);
     fprintf(f, "\" font ',9'\n");
-    fprintf(f, "  set palette defined (0 '#d73027', 50 '#fee08b', 100 '#1a9850')\n");
-    fprintf(f, "  set cbrange [0:100]\n  set cblabel 'score %%'\n  set colorbox\n");
+    if (METRICS[metric_ix].pct) {
+        fprintf(f, "  set palette defined (0 '#d73027', 50 '#fee08b', 100 '#1a9850')\n");
+        fprintf(f, "  set cbrange [0:100]\n  set cblabel '%s %%'\n  set colorbox\n", METRICS[metric_ix].name);
+    } else {   /* lower is better: green at 0 */
+        double top = 0;
+        for (size_t i = 0; i < (size_t)m->np * m->nx * m->ny; i++)
+            if (!isnan(m->score[i]) && m->score[i] > top) top = m->score[i];
+        fprintf(f, "  set palette defined (0 '#1a9850', 0.5 '#fee08b', 1 '#d73027')\n");
+        fprintf(f, "  set cbrange [0:%g]\n  set cblabel '%s (nats)'\n  set colorbox\n", top > 0 ? top : 1,
+                METRICS[metric_ix].name);
+    }
     fprintf(f, "  set xrange [-0.5:%g]\n  set yrange [-0.5:%g]\n", m->nx - 0.5, m->ny - 0.5);
     fprintf(f, "  set xtics (");
     for (int x = 0; x < m->nx; x++) fprintf(f, "%s'%d' %d", x ? ", " : "", m->ctx[x], x);
@@ -207,7 +249,8 @@ static int write_gp(const char *path, const char *out, const char *dat, const kv
         gp_str(f, dat);
         fprintf(f, " index %d using 1:2:(0.5):(0.5):3 with boxxyerror lc palette notitle, \\\n       ", block);
         gp_str(f, dat);
-        fprintf(f, " index %d using 1:2:(sprintf('%%.0f', $3)) with labels font ',8' notitle\n", block);
+        fprintf(f, " index %d using 1:2:(sprintf('%s', $3)) with labels font ',8' notitle\n", block,
+                METRICS[metric_ix].fmt);
         block++;
     }
     fprintf(f, "  unset multiplot\n");
@@ -300,12 +343,15 @@ int gp_check_image(const char *path, const char *magic, size_t n) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvbench plot --db FILE [--run ID] [--figure F] [--variant V] [--out PATH]\n"
+            "usage: kvbench plot --db FILE [--run ID] [--figure F] [--metric M] [--variant V] [--out PATH]\n"
             "  Draws a figure of one run with gnuplot: PATH.png and PATH.svg, plus the data (PATH.dat)\n"
             "  and gnuplot script (PATH.gp) to redraw it. Every figure averages the finished (ok)\n"
-            "  results of each point; methods keep one colour in every figure.\n"
-            "  --figure niah     score heatmap, context length x needle depth, one panel per method\n"
-            "                    and budget; mean score (%%) of each cell (default)\n"
+            "  results of each point (the score figures count infeasible and failed results as 0);\n"
+            "  line figures draw each point's 95%% interval as an error bar; methods keep one colour.\n"
+            "  --figure niah     heatmap, context length x needle depth, one panel per method and budget;\n"
+            "                    the mean score (%%) of each cell (default), or --metric's\n"
+            "  --metric M        niah: score (default), nll (answer NLL), kl (KL(FullKV || method)) or\n"
+            "                    top1 (agreement with FullKV's greedy tokens, %%); see kvbench run --fidelity\n"
             "  --figure memory   fast-tier KV peak (MiB) vs context length, one line per method\n"
             "                    (and budget)\n"
             "  --figure latency  decode time per token (ms) vs context length, one line per method\n"
@@ -346,6 +392,8 @@ static int niah_write(sqlite3 *h, const kv_runinfo *ri, const char *path, const 
 int cmd_plot(int argc, char **argv) {
     const char *path = NULL, *figure = "niah", *out_arg = NULL, *variant = NULL;
     long long run = 0;
+    int metric_given = 0;
+    metric_ix = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -353,7 +401,7 @@ int cmd_plot(int argc, char **argv) {
             return 0;
         }
         int known = !strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--figure") || !strcmp(a, "--out") ||
-                    !strcmp(a, "--variant");
+                    !strcmp(a, "--variant") || !strcmp(a, "--metric");
         if (!known) {
             fprintf(stderr, "kvbench plot: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -367,6 +415,16 @@ int cmd_plot(int argc, char **argv) {
         else if (!strcmp(a, "--figure")) figure = v;
         else if (!strcmp(a, "--out")) out_arg = v;
         else if (!strcmp(a, "--variant")) variant = v;
+        else if (!strcmp(a, "--metric")) {
+            metric_ix = -1;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(v, METRICS[k].name)) metric_ix = k;
+            if (metric_ix < 0) {
+                fprintf(stderr, "kvbench plot: --metric '%s' is not score, nll, kl or top1\n", v);
+                return 2;
+            }
+            metric_given = 1;
+        }
         else {
             char *end;
             run = strtoll(v, &end, 10);
@@ -383,6 +441,10 @@ int cmd_plot(int argc, char **argv) {
     if (strcmp(figure, "niah") && !plot_lines_known(figure)) {
         fprintf(stderr, "kvbench plot: --figure '%s' is unknown (figures: niah, memory, latency, budget, zoom)\n",
                 figure);
+        return 2;
+    }
+    if (metric_given && strcmp(figure, "niah")) {
+        fprintf(stderr, "kvbench plot: --metric applies to --figure niah\n");
         return 2;
     }
     kv_runinfo ri;

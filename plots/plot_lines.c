@@ -8,18 +8,22 @@
  * zoom     SeKV's zoom rate per (layer, query head): head_stats events (spans expanded,
  *          summed over decode steps) / decode steps, mean over the cases; one panel per
  *          budget.
- * Only finished results (status ok) count. Colours are fixed per method (runinfo.c). */
+ * Memory and latency average the finished results (status ok); the budget figure counts an
+ * infeasible or failed result as 0, as the report does. Every point carries its 95%
+ * interval (stats.h: Wilson for binary scores, else a bootstrap over cases), drawn as an
+ * error bar. Colours are fixed per method (runinfo.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "plot_util.h"
+#include "stats.h"
 
 typedef struct {
     char *method;
     double budget;        /* NAN: every budget of the method (budget figure) */
     int n, cap;
-    double *x, *y;
+    double *x, *y, *lo, *hi;
 } series;
 
 typedef struct {
@@ -28,7 +32,8 @@ typedef struct {
 } series_set;
 
 static void set_free(series_set *ss) {
-    for (int i = 0; i < ss->n; i++) free(ss->s[i].method), free(ss->s[i].x), free(ss->s[i].y);
+    for (int i = 0; i < ss->n; i++)
+        free(ss->s[i].method), free(ss->s[i].x), free(ss->s[i].y), free(ss->s[i].lo), free(ss->s[i].hi);
     free(ss->s);
     memset(ss, 0, sizeof *ss);
 }
@@ -51,17 +56,18 @@ static series *series_get(series_set *ss, const char *method, double budget) {
     return s;
 }
 
-static int series_add(series *s, double x, double y) {
+static int series_add(series *s, double x, double y, double lo, double hi) {
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 16;
-        double *px = realloc(s->x, cap * sizeof *px);
-        if (!px) return -1;
-        s->x = px;
-        double *py = realloc(s->y, cap * sizeof *py);
-        if (!py) return -1;
-        s->y = py, s->cap = cap;
+        double **arr[] = {&s->x, &s->y, &s->lo, &s->hi};
+        for (int k = 0; k < 4; k++) {
+            double *p = realloc(*arr[k], cap * sizeof *p);
+            if (!p) return -1;
+            *arr[k] = p;
+        }
+        s->cap = cap;
     }
-    s->x[s->n] = x, s->y[s->n] = y, s->n++;
+    s->x[s->n] = x, s->y[s->n] = y, s->lo[s->n] = lo, s->hi[s->n] = hi, s->n++;
     return 0;
 }
 
@@ -73,17 +79,20 @@ static int series_cmp(const void *a, const void *b) {
     return (x->budget > y->budget) - (x->budget < y->budget);
 }
 
-/* The figures' queries: method, budget, x, y per point. */
+/* The figures' queries: method, budget, x, y per result; the points average y over the
+ * results of each (series, x). score: y is a score (Wilson when binary). */
 static const struct {
     const char *name, *x, *y, *where, *title, *xlabel, *ylabel;
     int per_method;   /* 1: one series per method over its budgets */
+    int score;
 } FIGS[] = {
-    {"memory", "c.ctx", "avg(r.fast_peak) / 1048576.0", "c.ctx > 0 AND r.fast_peak IS NOT NULL",
-     "fast-tier KV cache peak", "context length (tokens)", "fast-tier KV peak (MiB)", 0},
-    {"latency", "c.ctx", "avg(1000.0 * r.decode_s / r.decode_tokens)", "c.ctx > 0 AND r.decode_tokens > 0",
-     "decode latency", "context length (tokens)", "decode time per token (ms)", 0},
-    {"budget", "r.budget", "100.0 * avg(r.score)", "r.score IS NOT NULL", "score vs KV budget", NULL,
-     "mean score (%)", 1},
+    {"memory", "c.ctx", "r.fast_peak / 1048576.0", "r.status = 'ok' AND c.ctx > 0 AND r.fast_peak IS NOT NULL",
+     "fast-tier KV cache peak", "context length (tokens)", "fast-tier KV peak (MiB)", 0, 0},
+    {"latency", "c.ctx", "1000.0 * r.decode_s / r.decode_tokens", "r.status = 'ok' AND c.ctx > 0 AND r.decode_tokens > 0",
+     "decode latency", "context length (tokens)", "decode time per token (ms)", 0, 0},
+    {"budget", "r.budget", "CASE WHEN r.status = 'ok' THEN r.score ELSE 0 END",
+     "(r.status <> 'ok' OR r.score IS NOT NULL)", "score vs KV budget (infeasible and failed count as 0)", NULL,
+     "mean score (%)", 1, 1},
 };
 enum { N_FIGS = sizeof FIGS / sizeof FIGS[0] };
 
@@ -97,8 +106,7 @@ static int load_series(sqlite3 *h, int fig, int64_t run, const char *variant, se
     char sql[1024];
     snprintf(sql, sizeof sql,
              "SELECT r.method, r.budget, %s, %s FROM results r JOIN cases c ON c.id = r.case_id"
-             " WHERE c.run_id = ?1 AND r.status = 'ok' AND (?2 IS NULL OR c.variant = ?2) AND %s"
-             " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+             " WHERE c.run_id = ?1 AND (?2 IS NULL OR c.variant = ?2) AND %s ORDER BY 1, 2, 3",
              FIGS[fig].x, FIGS[fig].y, FIGS[fig].where);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -107,13 +115,40 @@ static int load_series(sqlite3 *h, int fig, int64_t run, const char *variant, se
     }
     sqlite3_bind_int64(st, 1, run);
     if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
-    int rc = 0;
-    while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
-        if (sqlite3_column_type(st, 3) == SQLITE_NULL) continue;
-        const char *m = (const char *)sqlite3_column_text(st, 0);
-        series *s = series_get(ss, m ? m : "?", FIGS[fig].per_method ? NAN : sqlite3_column_double(st, 1));
-        if (!s || series_add(s, sqlite3_column_double(st, 2), sqlite3_column_double(st, 3))) rc = -1;
+    /* rows come ordered by (method, budget, x): each run of equal keys is one point */
+    int rc = 0, n = 0, cap = 0, more = 1;
+    double *ys = NULL, px = NAN, pb = NAN;
+    char *pm = NULL;
+    while (rc == 0 && more) {
+        more = sqlite3_step(st) == SQLITE_ROW;
+        const char *m = more ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        double b = more ? sqlite3_column_double(st, 1) : NAN, x = more ? sqlite3_column_double(st, 2) : NAN;
+        if (more && sqlite3_column_type(st, 3) == SQLITE_NULL) continue;
+        if (n && (!more || strcmp(pm, m ? m : "?") || b != pb || x != px)) {   /* flush the point */
+            double lo, hi, y = st_interval(ys, NULL, n, FIGS[fig].score, &lo, &hi), k = FIGS[fig].score ? 100 : 1;
+            series *s = series_get(ss, pm, FIGS[fig].per_method ? NAN : pb);
+            if (!s || series_add(s, px, k * y, k * lo, k * hi)) rc = -1;
+            n = 0;
+        }
+        if (!more) break;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            double *p = realloc(ys, cap * sizeof *p);
+            if (!p) {
+                rc = -1;
+                break;
+            }
+            ys = p;
+        }
+        if (!n) {
+            free(pm);
+            pm = strdup(m ? m : "?");
+            if (!pm) rc = -1;
+            pb = b, px = x;
+        }
+        ys[n++] = sqlite3_column_double(st, 3);
     }
+    free(ys), free(pm);
     sqlite3_finalize(st);
     if (rc) fprintf(stderr, "kvbench plot: out of memory\n");
     if (ss->n) qsort(ss->s, ss->n, sizeof *ss->s, series_cmp);
@@ -171,7 +206,8 @@ static int write_lines(int fig, const series_set *ss, const kv_runinfo *ri, cons
     int use_pct = budget_fig && (fractions > 0 || tokens == 0);
     FILE *d = fopen(dat, "w");
     if (!d) return -1;
-    fprintf(d, "# kvbench plot --figure %s: one block per line (gnuplot index): x y\n", FIGS[fig].name);
+    fprintf(d, "# kvbench plot --figure %s: one block per line (gnuplot index): x y lo hi (95%% interval)\n",
+            FIGS[fig].name);
     int block = 0, dropped = 0;
     int *blk = calloc((size_t)ss->n + 1, sizeof *blk);
     if (!blk) {
@@ -190,7 +226,7 @@ static int write_lines(int fig, const series_set *ss, const kv_runinfo *ri, cons
                 continue;
             }
             if (!kept++) fprintf(d, "%s# %s @ %g\n", block ? "\n\n" : "", s->method, s->budget);
-            fprintf(d, "%.10g %.10g\n", use_pct ? 100 * x : x, s->y[k]);
+            fprintf(d, "%.10g %.10g %.10g %.10g\n", use_pct ? 100 * x : x, s->y[k], s->lo[k], s->hi[k]);
         }
         if (kept) blk[i] = block++;
     }
@@ -259,7 +295,7 @@ static int write_lines(int fig, const series_set *ss, const kv_runinfo *ri, cons
         if (blk[i] < 0) continue;
         fprintf(f, "%s", n_items++ ? ", \\\n       " : "");
         gp_str(f, dat);
-        fprintf(f, " index %d using 1:2 with linespoints lw 2 pt %d ps 1.2 dt %d lc rgb '%s' title ", blk[i],
+        fprintf(f, " index %d using 1:2:3:4 with yerrorlines lw 2 pt %d ps 1.2 dt %d lc rgb '%s' title ", blk[i],
                 1 + i % 13, budget_fig || !method_has_budgets(ss, s->method) ? 1 : budget_dash(ss, s->budget),
                 kv_method_color(s->method));
         gp_str(f, label);

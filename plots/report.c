@@ -13,6 +13,7 @@
 #include "../harness/commands.h"
 #include "report_tables.h"
 #include "runinfo.h"
+#include "stats.h"
 
 enum by { BY_VARIANT, BY_BUDGET, BY_CTX };
 
@@ -28,10 +29,12 @@ typedef struct {
 } col_key;
 
 typedef struct {
-    int n;                /* ok results with a score */
-    double score;         /* mean, in [0,1] */
-    double kv;            /* mean fast_peak bytes, NAN if none */
+    int n, nfail, ninf;   /* results in the mean; infeasible or failed among the results; infeasible */
+    double score;         /* mean of the metric (score in [0,1]) */
+    double lo, hi;        /* its 95% interval (stats.h) */
+    double kv;            /* mean fast_peak bytes of the finished results, NAN if none */
     double ms;            /* mean decode ms per token, NAN if none */
+    rt_samples s;         /* the values, for the paired test behind a bold */
 } cell;
 
 typedef struct {
@@ -40,6 +43,7 @@ typedef struct {
     col_key *cols;
     cell *cells;          /* [nr][nc+1]; the last column is the row average */
     int n_infeasible, n_error;
+    int metric;           /* RT_M_*: what the score column averages */
 } table;
 
 /* The three groupings, as fixed SQL; the run id is the only bound value. */
@@ -56,14 +60,15 @@ static const char *cols_sql[] = {
     [BY_CTX] = "SELECT c.ctx, c.ctx FROM cases c JOIN results r ON r.case_id = c.id"
                " WHERE c.run_id = ? GROUP BY 1 ORDER BY 1",
 };
-#define CELL_AGG                                                                                     \
-    " count(r.score), avg(r.score), avg(r.fast_peak),"                                                \
-    " avg(CASE WHEN r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END)"              \
-    " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? AND r.status = 'ok'"
+/* One line per result; %s: the fidelity columns (schema v3) or NULLs. */
+#define CELL_ROWS                                                                                    \
+    " r.status, r.score, r.fast_peak,"                                                                \
+    " CASE WHEN r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END, c.id, %s"         \
+    " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?"
 static const char *cells_sql[] = {
-    [BY_VARIANT] = "SELECT r.method, r.budget, ifnull(c.variant, '-')," CELL_AGG " GROUP BY 1, 2, 3",
-    [BY_BUDGET] = "SELECT r.method, NULL, r.budget," CELL_AGG " GROUP BY 1, 3",
-    [BY_CTX] = "SELECT r.method, r.budget, c.ctx," CELL_AGG " GROUP BY 1, 2, 3",
+    [BY_VARIANT] = "SELECT r.method, r.budget, ifnull(c.variant, '-')," CELL_ROWS,
+    [BY_BUDGET] = "SELECT r.method, NULL, r.budget," CELL_ROWS,
+    [BY_CTX] = "SELECT r.method, r.budget, c.ctx," CELL_ROWS,
 };
 
 static int row_cmp(const void *a, const void *b) {
@@ -78,6 +83,7 @@ static double col_real(sqlite3_stmt *st, int i) {
 }
 
 static void table_free(table *t) {
+    for (int i = 0; t->cells && i < t->nr * (t->nc + 1); i++) rt_samples_free(&t->cells[i].s);
     for (int i = 0; i < t->nr; i++) free(t->rows[i].method);
     for (int j = 0; j < t->nc; j++) free(t->cols[j].match);
     free(t->rows), free(t->cols), free(t->cells);
@@ -148,33 +154,63 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
     /* cells */
     t->cells = calloc((size_t)t->nr * (t->nc + 1) + 1, sizeof *t->cells);
     if (!t->cells) goto oom;
-    for (int i = 0; i < t->nr * (t->nc + 1); i++) t->cells[i] = (cell){0, NAN, NAN, NAN};
-    if (sqlite3_prepare_v2(h, cells_sql[by], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+    for (int i = 0; i < t->nr * (t->nc + 1); i++) t->cells[i] = (cell){.score = NAN, .lo = NAN, .hi = NAN};
+    int have_v3 = 0;
+    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'kl'", -1, &st, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        have_v3 = sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    char sql[1024];
+    snprintf(sql, sizeof sql, cells_sql[by], have_v3 ? "r.ans_nll, r.kl, r.top1" : "NULL, NULL, NULL");
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) goto sqlerr;
     sqlite3_bind_int64(st, 1, run);
+    /* per cell: the metric of every result (failures 0, or left out), the means of the
+     * finished results' KV bytes and ms/token */
+    double *kv = calloc((size_t)t->nr * (t->nc + 1) * 4 + 1, sizeof *kv);
+    if (!kv) goto oom;
     while (sqlite3_step(st) == SQLITE_ROW) {
         int i = find_row(t, text_or(st, 0, "?"), col_real(st, 1));
         int j = find_col(t, text_or(st, 2, "-"));
         if (i < 0 || j < 0) continue;   /* cannot happen: rows and columns came from the same join */
-        cell *c = &t->cells[i * (t->nc + 1) + j];
-        c->n = sqlite3_column_int(st, 3);
-        c->score = c->n ? col_real(st, 4) : NAN;
-        c->kv = col_real(st, 5);
-        c->ms = col_real(st, 6);
+        size_t k = (size_t)i * (t->nc + 1) + j;
+        cell *c = &t->cells[k];
+        rt_rec r = {.ok = !strcmp(text_or(st, 3, ""), "ok"), .score = col_real(st, 4), .nll = col_real(st, 8),
+                    .kl = col_real(st, 9), .top1 = col_real(st, 10)};
+        c->nfail += !r.ok;
+        c->ninf += !strcmp(text_or(st, 3, ""), "infeasible");
+        rt_samples_add(&c->s, rt_rec_value(&r, t->metric), 0, sqlite3_column_int(st, 7));
+        double b = col_real(st, 5), ms = col_real(st, 6);
+        if (r.ok && !isnan(b)) kv[4 * k] += b, kv[4 * k + 1]++;
+        if (r.ok && !isnan(ms)) kv[4 * k + 2] += ms, kv[4 * k + 3]++;
     }
     sqlite3_finalize(st);
-    /* row averages: the mean of the column values present */
     for (int i = 0; i < t->nr; i++) {
-        double s[3] = {0}; int k[3] = {0}, n = 0;
+        /* the row average: the metric grouped by column (the mean of the column means, its
+         * interval resampled within columns); bytes and ms: the mean of the column means */
+        cell *avg = &t->cells[i * (t->nc + 1) + t->nc];
+        double s[2] = {0};
+        int k2[2] = {0};
         for (int j = 0; j < t->nc; j++) {
-            const cell *c = &t->cells[i * (t->nc + 1) + j];
-            n += c->n;
-            if (!isnan(c->score)) s[0] += c->score, k[0]++;
-            if (!isnan(c->kv)) s[1] += c->kv, k[1]++;
-            if (!isnan(c->ms)) s[2] += c->ms, k[2]++;
+            size_t k = (size_t)i * (t->nc + 1) + j;
+            cell *c = &t->cells[k];
+            for (int q = 0; q < c->s.n; q++) rt_samples_add(&avg->s, c->s.x[q], j, c->s.cas[q]);
+            avg->nfail += c->nfail;
+            avg->ninf += c->ninf;
+            c->kv = kv[4 * k + 1] ? kv[4 * k] / kv[4 * k + 1] : NAN;
+            c->ms = kv[4 * k + 3] ? kv[4 * k + 2] / kv[4 * k + 3] : NAN;
+            if (!isnan(c->kv)) s[0] += c->kv, k2[0]++;
+            if (!isnan(c->ms)) s[1] += c->ms, k2[1]++;
         }
-        t->cells[i * (t->nc + 1) + t->nc] =
-            (cell){n, k[0] ? s[0] / k[0] : NAN, k[1] ? s[1] / k[1] : NAN, k[2] ? s[2] / k[2] : NAN};
+        avg->kv = k2[0] ? s[0] / k2[0] : NAN;
+        avg->ms = k2[1] ? s[1] / k2[1] : NAN;
+        for (int j = 0; j <= t->nc; j++) {
+            cell *c = &t->cells[i * (t->nc + 1) + j];
+            c->n = c->s.n;
+            c->score = c->n ? st_interval(c->s.x, c->s.g, c->n, t->metric == RT_M_SCORE, &c->lo, &c->hi) : NAN;
+        }
     }
+    free(kv);
     /* what was left out */
     if (sqlite3_prepare_v2(h,
                            "SELECT sum(r.status = 'infeasible'), sum(r.status = 'error') FROM results r"
@@ -201,21 +237,38 @@ static void fmt_ms(double ms, char *buf, size_t n) {
     else snprintf(buf, n, "%.2g", ms);
 }
 
-/* Bold marks the best score of each column (ties all bold). */
-static double column_best(const table *t, int j) {
-    double best = NAN;
+static int lower_better(const table *t) { return t->metric == RT_M_NLL || t->metric == RT_M_KL; }
+
+/* The row whose score is significantly best in column j (rt_significantly_best), or -1. */
+static int column_best(const table *t, int j) {
+    int best = -1, tie = 0, dir = lower_better(t) ? -1 : 1;
     for (int i = 0; i < t->nr; i++) {
-        double s = t->cells[i * (t->nc + 1) + j].score;
-        if (!isnan(s) && (isnan(best) || s > best)) best = s;
+        double s = t->cells[i * (t->nc + 1) + j].score, b = best < 0 ? NAN : t->cells[best * (t->nc + 1) + j].score;
+        if (isnan(s)) continue;
+        if (best < 0 || dir * (s - b) > 0) best = i, tie = 0;
+        else if (s == b) tie = 1;
     }
-    return best;
+    if (best < 0 || tie) return -1;
+    const rt_samples **cells = malloc(sizeof *cells * (t->nr + 1));
+    if (!cells) return -1;
+    for (int i = 0; i < t->nr; i++) cells[i] = &t->cells[i * (t->nc + 1) + j].s;
+    int ok = rt_significantly_best(cells, t->nr, best, dir);
+    free(cells);
+    return ok ? best : -1;
 }
 
-static void print_cell(FILE *f, const cell *c, double best) {
+static void print_cell(FILE *f, const table *t, const cell *c, int bold) {
     char kv[32], ms[32];
-    if (isnan(c->score)) fprintf(f, " - |");
-    else if (fabs(c->score - best) <= 1e-12) fprintf(f, " **%.1f** |", 100 * c->score);
-    else fprintf(f, " %.1f |", 100 * c->score);
+    int pct = t->metric == RT_M_SCORE || t->metric == RT_M_TOP1, dec = pct ? 1 : 3;
+    double sc = pct ? 100 : 1;
+    if (isnan(c->score)) fprintf(f, " -");
+    else fprintf(f, bold ? " **%.*f** [%.*f, %.*f]" : " %.*f [%.*f, %.*f]", dec, sc * c->score, dec, sc * c->lo, dec,
+                 sc * c->hi);
+    if (c->n || c->nfail) fprintf(f, " n=%d", c->n);
+    char why[64];
+    rt_fail_note(why, sizeof why, c->nfail, c->ninf);
+    fputs(why, f);
+    fprintf(f, " |");
     if (isnan(c->kv)) snprintf(kv, sizeof kv, "-");
     else kv_human_bytes(c->kv, kv, sizeof kv);
     fmt_ms(c->ms, ms, sizeof ms);
@@ -226,22 +279,26 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
     char line[1024], b[32];
     kv_runinfo_line(ri, line, sizeof line);
     fprintf(f, "## kvbench report, %s\n\n", line);
-    fprintf(f, "score: mean task score over cases, %%; KV: mean fast-tier peak bytes, with the prefill's transient"
-               " uncompressed layer (--table memory also gives the steady decode-time bytes); ms/tok: decode time"
-               " per token;"
-               " avg: mean of the %s columns. Best score per column in bold.\n\n",
-            by == BY_VARIANT ? "variant" : by == BY_BUDGET ? "budget" : "context");
+    static const char *what[] = {"mean task score over every case, % (infeasible and failed count as 0)",
+                                 "mean -ln p per token of the reference answer, teacher-forced, nats (failures left out)",
+                                 "mean KL(FullKV || method) over FullKV's greedy answer steps, nats (failures left out)",
+                                 "top-1 agreement with FullKV's greedy answer, % (failures count as 0)"};
+    fprintf(f, "%s: %s, [95%% interval: Wilson for binary scores, else a bootstrap over cases], n=cases, (k infeasible,"
+               " e failed): results that did not finish; KV: mean fast-tier peak bytes, with the prefill's transient uncompressed layer (--table memory also gives the steady decode-time bytes), and ms/tok: decode time per token, of the"
+               " finished results; avg: mean of the %s columns. Bold: best in its column and better than every other"
+               " row by an exact paired sign test (McNemar's on binary scores), Holm-adjusted p < 0.05.\n\n",
+            rt_metric_names[t->metric], what[t->metric], by == BY_VARIANT ? "variant" : by == BY_BUDGET ? "budget" : "context");
     fprintf(f, "| method |");
     if (by != BY_BUDGET) fprintf(f, " budget |");
     for (int j = 0; j <= t->nc; j++) {
         const char *l = j < t->nc ? t->cols[j].label : "avg";
-        fprintf(f, " %s score | %s KV | %s ms/tok |", l, l, l);
+        fprintf(f, " %s %s | %s KV | %s ms/tok |", l, rt_metric_names[t->metric], l, l);
     }
     fprintf(f, "\n|---|");
     if (by != BY_BUDGET) fprintf(f, "---:|");
     for (int j = 0; j <= t->nc; j++) fprintf(f, "---:|---:|---:|");
     fprintf(f, "\n");
-    double *best = malloc((t->nc + 1) * sizeof *best);
+    int *best = malloc((t->nc + 1) * sizeof *best);
     for (int j = 0; best && j <= t->nc; j++) best[j] = column_best(t, j);
     for (int i = 0; i < t->nr; i++) {
         fprintf(f, "| %s |", t->rows[i].method);
@@ -249,12 +306,13 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
             kv_budget_str(t->rows[i].budget, b, sizeof b);
             fprintf(f, " %s |", b);
         }
-        for (int j = 0; j <= t->nc; j++) print_cell(f, &t->cells[i * (t->nc + 1) + j], best ? best[j] : NAN);
+        for (int j = 0; j <= t->nc; j++) print_cell(f, t, &t->cells[i * (t->nc + 1) + j], best && best[j] == i);
         fprintf(f, "\n");
     }
     free(best);
     if (t->n_infeasible || t->n_error)
-        fprintf(f, "\nNot in the means: %d infeasible and %d failed results.\n", t->n_infeasible, t->n_error);
+        fprintf(f, "\nFailed: %d infeasible and %d failed results, %s.\n", t->n_infeasible, t->n_error,
+                lower_better(t) ? "left out of the means" : "counted as 0 in the means");
 }
 
 static void csv_field(FILE *f, const char *s, int last) {
@@ -274,8 +332,10 @@ static void print_csv(FILE *f, const kv_runinfo *ri, const table *t, enum by by)
     csv_field(f, "run", 0);
     csv_field(f, "method", 0);
     if (by != BY_BUDGET) csv_field(f, "budget", 0);
-    const char *head[] = {key, "n", "score_pct", "fast_peak_bytes", "decode_ms_per_token"};
-    for (int k = 0; k < 5; k++) csv_field(f, head[k], k == 4);
+    const char *head[] = {key,  "n",  "failed", "infeasible", "metric", "value", "lo", "hi", "fast_peak_bytes",
+                          "decode_ms_per_token"};
+    for (int k = 0; k < 10; k++) csv_field(f, head[k], k == 9);
+    double sc = t->metric == RT_M_SCORE || t->metric == RT_M_TOP1 ? 100 : 1;
     char run[32];
     snprintf(run, sizeof run, "%lld", (long long)ri->id);
     for (int i = 0; i < t->nr; i++)
@@ -288,7 +348,12 @@ static void print_csv(FILE *f, const kv_runinfo *ri, const table *t, enum by by)
             else if (by == BY_VARIANT) csv_field(f, t->cols[j].match, 0);
             else csv_num(f, t->cols[j].value, 0);
             csv_num(f, c->n, 0);
-            csv_num(f, 100 * c->score, 0);
+            csv_num(f, c->nfail, 0);
+            csv_num(f, c->ninf, 0);
+            csv_field(f, t->metric == RT_M_SCORE ? "score_pct" : t->metric == RT_M_TOP1 ? "top1_pct" : rt_metric_names[t->metric], 0);
+            csv_num(f, sc * c->score, 0);
+            csv_num(f, sc * c->lo, 0);
+            csv_num(f, sc * c->hi, 0);
             csv_num(f, c->kv, 0);
             csv_num(f, c->ms, 1);
         }
@@ -296,17 +361,26 @@ static void print_csv(FILE *f, const kv_runinfo *ri, const table *t, enum by by)
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvbench report --db FILE [--run ID] [--by variant|budget|ctx] [--csv [OUT]]\n"
-            "       kvbench report --db FILE --table NAME [--run ID|all] [--csv [OUT]]\n"
+            "usage: kvbench report --db FILE [--run ID] [--by variant|budget|ctx] [--metric M] [--csv [OUT]]\n"
+            "       kvbench report --db FILE --table NAME [--run ID|all] [--metric M] [--csv [OUT]]\n"
+            "       kvbench report --db FILE --table compare [--base METHOD] [--metric M] [--run ID|all]\n"
             "  Prints a Markdown table of one run: a row per method and budget, and per workload variant\n"
-            "  (or budget, or context length) the mean score (%%, status ok only), the mean fast-tier peak\n"
-            "  KV bytes and the decode ms per token, then their averages. Best score per column in bold.\n"
+            "  (or budget, or context length) the mean score (%%; infeasible and failed results count as 0)\n"
+            "  with its 95%% interval (Wilson for binary scores, else a bootstrap over cases), n (cases) and\n"
+            "  the failures, the mean fast-tier peak KV bytes and the decode ms per token, then their\n"
+            "  averages. A score is bold only when it is significantly best in its column (exact paired\n"
+            "  sign test / McNemar against every other row, Holm-adjusted p < 0.05).\n"
             "  --db FILE     results file written by kvbench run (never created here)\n"
             "  --run ID      run id (default: the latest run); with --table, all pools every run of the file\n"
             "                (rows by model, method, params and budget; columns by workload, context, ...);\n"
             "                runs that differ in code, split, oracle hints or method defaults are shown\n"
             "                side by side, the model labelled [git COMMIT, SPLIT, hints N, defaults HASH]\n"
             "  --by KEY      columns: variant (default), budget, or ctx\n"
+            "  --metric M    what the score cells average: score (default, the task's metric), nll (the\n"
+            "                reference answer's teacher-forced NLL, nats/token), kl (KL(FullKV || method) over\n"
+            "                FullKV's greedy answer), top1 (agreement with FullKV's greedy tokens, %%); the\n"
+            "                last three need runs with --fidelity (the default)\n"
+            "  --base M      --table compare: the method every row is compared with (default fullkv)\n"
             "  --table NAME  a paper-style table instead, rows = methods (with their params) and budgets:\n"
             "                main      score per workload (workload:task), Avg of the workloads\n"
             "                niah      score per context length, averaged over needle depths, overall\n"
@@ -317,6 +391,9 @@ static void usage(FILE *f) {
             "                          ratio to FullKV; iso-memory: each method at the budget whose fast-tier\n"
             "                          bytes are nearest to (not above) SeKV's, per context\n"
             "                latency   per context: prefill s, compression s, decode ms/token, tokens/s\n"
+            "                compare   each row against --base, paired over the cases both saw: difference,\n"
+            "                          95%% paired bootstrap interval, exact p (McNemar on binary scores, else\n"
+            "                          the sign test), Holm-adjusted over the table's rows, * where p < 0.05\n"
             "  --csv [OUT]   the same numbers as CSV, to OUT (the table still goes to stdout) or to stdout;\n"
             "                with --table one line per cell: run, table, section, model, method, params,\n"
             "                budget, column, value (in the column's units, full precision), n (cases)\n");
@@ -338,7 +415,8 @@ static int csv_close(FILE *f, const char *out) {
 }
 
 /* --table NAME of run `run` (0: the latest), or of every run of the file. */
-static int report_tables(const char *path, const char *tname, int64_t run, int run_all, int csv, const char *csv_out) {
+static int report_tables(const char *path, const char *tname, int64_t run, int run_all, int csv, const char *csv_out,
+                         int metric, const char *base) {
     kv_runinfo one;
     kv_db *db = kv_report_open("report", path, run, &one);
     if (!db) return 1;
@@ -347,7 +425,7 @@ static int report_tables(const char *path, const char *tname, int64_t run, int r
     kv_runinfo *all = run_all ? kv_runinfo_all("report", db, &n) : &one;
     FILE *f = NULL;
     if (all && (!csv || (f = csv_open(csv_out)))) {
-        rc = rt_write(kvdb_sqlite(db), tname, all, n, run, !csv || csv_out ? stdout : NULL, f);
+        rc = rt_write(kvdb_sqlite(db), tname, all, n, run, metric, base, !csv || csv_out ? stdout : NULL, f);
         if (csv_close(f, csv_out)) rc = -1;
         if (rc && f && f != stdout) remove(csv_out);   /* no half-written CSV */
     }
@@ -359,8 +437,8 @@ static int report_tables(const char *path, const char *tname, int64_t run, int r
 }
 
 int cmd_report(int argc, char **argv) {
-    const char *path = NULL, *csv_out = NULL, *tname = NULL;
-    int csv = 0, by_given = 0, run_all = 0;
+    const char *path = NULL, *csv_out = NULL, *tname = NULL, *base = NULL;
+    int csv = 0, by_given = 0, run_all = 0, metric = RT_M_SCORE;
     long long run = 0;
     enum by by = BY_VARIANT;
     for (int i = 1; i < argc; i++) {
@@ -373,11 +451,24 @@ int cmd_report(int argc, char **argv) {
             if (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) csv_out = argv[++i];
             if (csv_out && !strcmp(csv_out, "-")) csv_out = NULL;   /* stdout */
         } else if (i + 1 >= argc &&
-                   (!strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--by") || !strcmp(a, "--table"))) {
+                   (!strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--by") || !strcmp(a, "--table") ||
+                    !strcmp(a, "--metric") || !strcmp(a, "--base"))) {
             fprintf(stderr, "kvbench report: %s needs a value\n", a);
             return 2;
         } else if (!strcmp(a, "--db")) {
             path = argv[++i];
+        } else if (!strcmp(a, "--metric")) {
+            metric = rt_metric_known(argv[++i]);
+            if (metric < 0) {
+                fprintf(stderr, "kvbench report: --metric '%s' is not score, nll, kl or top1\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--base")) {
+            base = argv[++i];
+            if (!kv_method_find(base)) {
+                fprintf(stderr, "kvbench report: --base '%s' is not a method (kvbench methods lists them)\n", base);
+                return 2;
+            }
         } else if (!strcmp(a, "--table")) {
             tname = argv[++i];
             if (rt_table_known(tname) < 0) {
@@ -419,11 +510,15 @@ int cmd_report(int argc, char **argv) {
         fprintf(stderr, "kvbench report: --run all needs --table NAME (the default table is one run's)\n");
         return 2;
     }
-    if (tname) return report_tables(path, tname, run, run_all, csv, csv_out);
+    if (base && (!tname || strcmp(tname, "compare"))) {
+        fprintf(stderr, "kvbench report: --base applies to --table compare\n");
+        return 2;
+    }
+    if (tname) return report_tables(path, tname, run, run_all, csv, csv_out, metric, base);
     kv_runinfo ri;
     kv_db *db = kv_report_open("report", path, run, &ri);
     if (!db) return 1;
-    table t = {0};
+    table t = {.metric = metric};
     int rc = load(kvdb_sqlite(db), ri.id, by, &t);
     if (rc == 0 && t.nr == 0) {
         fprintf(stderr, "kvbench report: run %lld in '%s' has no results yet\n", (long long)ri.id, path);

@@ -7,6 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include "report_tables.h"
+#include "stats.h"
+
+const char *const rt_metric_names[] = {"score", "nll", "kl", "top1"};
+
+int rt_metric_known(const char *name) {
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, rt_metric_names[i])) return i;
+    return -1;
+}
+
+double rt_rec_value(const rt_rec *r, int metric) {
+    switch (metric) {
+    case RT_M_NLL: return r->ok ? r->nll : NAN;
+    case RT_M_KL: return r->ok ? r->kl : NAN;
+    case RT_M_TOP1: return r->ok ? r->top1 : 0;
+    default: return r->ok ? r->score : 0;
+    }
+}
 
 void rt_data_free(rt_data *d) {
     for (int i = 0; i < d->nfam; i++) free(d->fam[i].model), free(d->fam[i].method), free(d->fam[i].params);
@@ -209,21 +227,27 @@ static int has_column(sqlite3 *h, const char *name) {
 int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
     /* results.gpu_peak_bytes exists from schema version 2 on, fast_decode_peak and rss_peak
      * from 3 on; older files read as NULL */
-    int have_gpu = has_column(h, "gpu_peak_bytes"), have_v3 = has_column(h, "fast_decode_peak");
+    int have_gpu = has_column(h, "gpu_peak_bytes"), have_v3 = has_column(h, "fast_decode_peak"),
+        have_fid = has_column(h, "kl");   /* the fidelity columns and the load average: also 3 */
     sqlite3_stmt *st = NULL;
-    char sql[1024];
+    char sql[1536];
     snprintf(sql, sizeof sql,
              "SELECT ifnull(ru.model, '?'), ifnull(c.workload, ifnull(ru.workload, '?')), c.variant, ifnull(c.ctx, 0),"
              " c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak, r.fast_tokens,"
-             " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s, %s,"
+             " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s, c.case_key, c.id, %s, %s,"
              " ifnull(ru.git_commit, '?'), ifnull(ru.run_key, '')"
              " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id"
              " WHERE ?1 <= 0 OR c.run_id = ?1 ORDER BY c.id, r.id",
-             have_gpu ? "r.gpu_peak_bytes" : "NULL", have_v3 ? "r.fast_decode_peak, r.rss_peak" : "NULL, NULL");
+             have_gpu ? "r.gpu_peak_bytes" : "NULL",
+             have_fid ? "r.ans_nll, r.kl, r.top1, c.load_start, c.load_end" : "NULL, NULL, NULL, NULL, NULL",
+             have_v3 ? "r.fast_decode_peak, r.rss_peak" : "NULL, NULL");
     int tag = idents_differ(h, run_id);
     memset(d, 0, sizeof *d);
     int cap_fam = 0, cap_row = 0, cap_wl = 0, cap_rec = 0, cap_ctx = 0, cap_depth = 0, last_row = -1;
-    int *raw_ctx = NULL;
+    int *raw_ctx = NULL, cap_case = 0, *case_wl = NULL, cap_cwl = 0;
+    char **case_key = NULL;
+    int64_t last_cid = -1;
+    int last_cas = -1;
     double *raw_depth = NULL;
     void *tmp;
     if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -236,7 +260,7 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
         const char *model = text(st, 0, "?"), *workload = text(st, 1, "?"), *variant = text(st, 2, NULL);
         char tagged[768], ident[256];
         if (tag) {   /* the model as run by this code with these settings */
-            run_ident(text(st, 21, "?"), text(st, 22, ""), ident, sizeof ident);
+            run_ident(text(st, 28, "?"), text(st, 29, ""), ident, sizeof ident);
             snprintf(tagged, sizeof tagged, "%s [%s]", model, ident);
             model = tagged;
         }
@@ -284,6 +308,21 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
             goto oom;
         raw_ctx[d->nrec] = sqlite3_column_int(st, 3);
         raw_depth[d->nrec] = real(st, 4);
+        /* the case: the previous record's when the same row of cases, else (workload, key) */
+        int64_t cid = sqlite3_column_int64(st, 20);
+        int cas = cid == last_cid ? last_cas : -1;
+        const char *ckey = text(st, 19, "");
+        for (int k = d->ncase - 1; k >= 0 && cas < 0; k--)
+            if (case_wl[k] == wi && !strcmp(case_key[k], ckey)) cas = k;
+        if (cas < 0) {
+            if (ROOM(case_key, d->ncase, cap_case) || ROOM(case_wl, d->ncase, cap_cwl) ||
+                !(case_key[d->ncase] = strdup(ckey)))
+                goto oom;
+            case_wl[d->ncase] = wi;
+            cas = d->ncase++;
+        }
+        last_cid = cid, last_cas = cas;
+        double l0 = real(st, 24), l1 = real(st, 25);
         int ok = !strcmp(status, "ok");
         d->n_infeasible += !strcmp(status, "infeasible");
         d->n_error += !strcmp(status, "error");
@@ -292,9 +331,13 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
             .fam = fi, .row = ri, .wl = wi, .ok = ok, .score = real(st, 9), .fast_peak = real(st, 10),
             .slow_peak = real(st, 11), .fast_tokens = real(st, 12), .prefill_s = real(st, 13),
             .compress_s = real(st, 14), .ms_tok = dt > 0 ? 1000.0 * real(st, 15) / dt : NAN,
-            .tok_s = dt > 0 ? real(st, 17) : NAN, .gpu_peak = real(st, 18), .fast_decode = real(st, 19),
-            .rss_peak = real(st, 20)};
+            .tok_s = dt > 0 ? real(st, 17) : NAN, .gpu_peak = real(st, 18), .cas = cas, .nll = real(st, 21),
+            .kl = real(st, 22), .top1 = real(st, 23), .fast_decode = real(st, 26), .rss_peak = real(st, 27),
+            /* noisy: the 1-minute load average moved by more than 1 or by a quarter */
+            .noisy = !isnan(l0) && !isnan(l1) && fabs(l1 - l0) > fmax(1.0, 0.25 * l0)};
         d->n_gpu += ok && !isnan(d->rec[d->nrec - 1].gpu_peak);
+        d->n_noisy += ok && d->rec[d->nrec - 1].noisy;
+        d->rec[d->nrec - 1].infeasible = !strcmp(status, "infeasible");
         d->n_decode += ok && !isnan(d->rec[d->nrec - 1].fast_decode);
         d->n_rss += ok && !isnan(d->rec[d->nrec - 1].rss_peak);
     }
@@ -306,12 +349,16 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
     }
     if (finish(d, raw_ctx, raw_depth)) goto oom;
     free(raw_ctx), free(raw_depth);
+    for (int k = 0; k < d->ncase; k++) free(case_key[k]);
+    free(case_key), free(case_wl);
     return 0;
 oom:
     fprintf(stderr, "kvbench report: out of memory\n");
 bad:
     sqlite3_finalize(st);
     free(raw_ctx), free(raw_depth);
+    for (int k = 0; k < d->ncase; k++) free(case_key[k]);
+    free(case_key), free(case_wl);
     rt_data_free(d);
     return -1;
 }
@@ -325,17 +372,73 @@ int rt_grid_init(rt_grid *g, int nr, int nc) {
     g->cols = calloc((size_t)nc + 1, sizeof *g->cols);
     g->v = malloc(sizeof *g->v * ((size_t)nr * nc + 1));
     g->n = calloc((size_t)nr * nc + 1, sizeof *g->n);
-    if (!g->rows || !g->cols || !g->v || !g->n) {
+    g->lo = malloc(sizeof *g->lo * ((size_t)nr * nc + 1));
+    g->hi = malloc(sizeof *g->hi * ((size_t)nr * nc + 1));
+    g->nfail = calloc((size_t)nr * nc + 1, sizeof *g->nfail);
+    g->ninf = calloc((size_t)nr * nc + 1, sizeof *g->ninf);
+    g->nnoisy = calloc((size_t)nr * nc + 1, sizeof *g->nnoisy);
+    g->cell = calloc((size_t)nr * nc + 1, sizeof *g->cell);
+    if (!g->rows || !g->cols || !g->v || !g->n || !g->lo || !g->hi || !g->nfail || !g->ninf || !g->nnoisy || !g->cell) {
         rt_grid_free(g);
         return -1;
     }
-    for (int i = 0; i < nr * nc; i++) g->v[i] = NAN;
+    for (int i = 0; i < nr * nc; i++) g->v[i] = g->lo[i] = g->hi[i] = NAN;
     return 0;
 }
 
 void rt_grid_free(rt_grid *g) {
-    free(g->rows), free(g->cols), free(g->v), free(g->n);
+    for (int i = 0; g->cell && i < g->nr * g->nc; i++) rt_samples_free(&g->cell[i]);
+    free(g->rows), free(g->cols), free(g->v), free(g->n), free(g->lo), free(g->hi), free(g->nfail), free(g->ninf), free(g->nnoisy), free(g->cell);
     memset(g, 0, sizeof *g);
+}
+
+int rt_samples_add(rt_samples *s, double x, int g, int cas) {
+    if (isnan(x)) return 0;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        double *nx = realloc(s->x, sizeof *nx * cap);
+        if (nx) s->x = nx;
+        int *ng = realloc(s->g, sizeof *ng * cap);
+        if (ng) s->g = ng;
+        int *nc = realloc(s->cas, sizeof *nc * cap);
+        if (nc) s->cas = nc;
+        if (!nx || !ng || !nc) return -1;
+        s->cap = cap;
+    }
+    s->x[s->n] = x, s->g[s->n] = g, s->cas[s->n++] = cas;
+    return 0;
+}
+
+void rt_samples_free(rt_samples *s) {
+    free(s->x), free(s->g), free(s->cas);
+    memset(s, 0, sizeof *s);
+}
+
+double rt_samples_mean(const rt_samples *s) {
+    if (!s->n) return NAN;
+    double lo, hi;
+    return st_boot_mean(s->x, s->g, s->n, 0, 0, 0.95, &lo, &hi);   /* B = 0: the estimate alone */
+}
+
+void rt_fail_note(char *buf, size_t n, int nfail, int ninf) {
+    if (!nfail) snprintf(buf, n, "%s", "");
+    else if (ninf == nfail) snprintf(buf, n, " (%d infeasible)", ninf);
+    else if (!ninf) snprintf(buf, n, " (%d failed)", nfail);
+    else snprintf(buf, n, " (%d infeasible, %d failed)", ninf, nfail - ninf);
+}
+
+void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s) {
+    size_t k = (size_t)i * g->nc + j;
+    rt_samples_free(&g->cell[k]);
+    g->cell[k] = *s;
+    memset(s, 0, sizeof *s);
+    const rt_samples *c = &g->cell[k];
+    g->n[k] = c->n;
+    g->nfail[k] = c->nfail;
+    g->ninf[k] = c->ninf;
+    g->nnoisy[k] = c->nnoisy;
+    g->v[k] = c->n ? st_interval(c->x, c->g, c->n, g->cols[j].fmt == RT_PCT && !g->graded, &g->lo[k], &g->hi[k]) : NAN;
+    if (!c->n) g->lo[k] = g->hi[k] = NAN;
 }
 
 void rt_family_label(const rt_family *f, char *buf, size_t n) {
@@ -367,6 +470,97 @@ static void fmt_cell(const rt_col *c, double x, char *buf, size_t n) {
 
 static int is_best(double x, double best) { return !isnan(x) && fabs(x - best) <= 1e-12 * fmax(1, fabs(best)); }
 
+/* (case, group, value) sorted by case then group, for pairing two cells */
+typedef struct {
+    int cas, g;
+    double x;
+} keyed;
+static int keyed_cmp(const void *a, const void *b) {
+    const keyed *x = a, *y = b;
+    if (x->cas != y->cas) return x->cas < y->cas ? -1 : 1;
+    return (x->g > y->g) - (x->g < y->g);
+}
+static keyed *keyed_sorted(const rt_samples *s) {
+    keyed *k = malloc(sizeof *k * (s->n + 1));
+    if (!k) return NULL;
+    for (int i = 0; i < s->n; i++) k[i] = (keyed){s->cas[i], s->g[i], s->x[i]};
+    qsort(k, s->n, sizeof *k, keyed_cmp);
+    return k;
+}
+
+/* Sorted by case; the values of one case (several groups: budgets, columns) averaged. */
+static int per_case(const rt_samples *s, keyed **out) {
+    keyed *k = keyed_sorted(s);
+    if (!k) return -1;
+    int m = 0;
+    for (int i = 0; i < s->n;) {
+        int j = i;
+        double sum = 0;
+        while (j < s->n && k[j].cas == k[i].cas) sum += k[j++].x;
+        k[m++] = (keyed){k[i].cas, 0, sum / (j - i)};
+        i = j;
+    }
+    *out = k;
+    return m;
+}
+
+int rt_paired(const rt_samples *a, const rt_samples *b, double **xa, double **xb) {
+    keyed *ka = NULL, *kb = NULL;
+    int na = per_case(a, &ka), nb = per_case(b, &kb), n = 0, i = 0, j = 0, cap = a->n < b->n ? a->n : b->n;
+    *xa = malloc(sizeof **xa * (cap + 1));
+    *xb = malloc(sizeof **xb * (cap + 1));
+    if (na < 0 || nb < 0 || !*xa || !*xb) {
+        free(ka), free(kb), free(*xa), free(*xb);
+        *xa = *xb = NULL;
+        return -1;
+    }
+    while (i < na && j < nb) {
+        if (ka[i].cas < kb[j].cas) i++;
+        else if (ka[i].cas > kb[j].cas) j++;
+        else (*xa)[n] = ka[i++].x, (*xb)[n++] = kb[j++].x;
+    }
+    free(ka), free(kb);
+    return n;
+}
+
+int rt_significantly_best(const rt_samples *const *cells, int nr, int b, int better) {
+    const rt_samples *sb = cells[b];
+    double *p = malloc(sizeof *p * (nr + 1));
+    int m = 0, ok = sb && sb->n > 0 && p;
+    for (int k = 0; ok && k < nr; k++) {
+        const rt_samples *sk = cells[k];
+        if (k == b || !sk || !sk->n) continue;
+        double *xa, *xb;
+        int n = rt_paired(sb, sk, &xa, &xb);
+        if (n <= 0) {
+            ok = 0;   /* no common case: nothing shows it is better */
+        } else {
+            int pos = 0, neg = 0;
+            for (int i = 0; i < n; i++) pos += better * (xa[i] - xb[i]) > 0, neg += better * (xa[i] - xb[i]) < 0;
+            p[m++] = pos > neg ? st_sign_p(pos, neg) : 1;
+        }
+        free(xa), free(xb);
+    }
+    if (ok && m) {
+        st_holm(p, m, p);
+        for (int i = 0; i < m; i++) ok &= p[i] < 0.05;
+    }
+    free(p);
+    return ok && m > 0;
+}
+
+/* The same for row b of grid column j, among the rows of its model. */
+static int significantly_best(const rt_data *d, const rt_grid *g, int b, int j, int better) {
+    const rt_samples **cells = malloc(sizeof *cells * (g->nr + 1));
+    if (!cells) return 0;
+    const char *model = d->fam[g->rows[b].fam].model;
+    for (int k = 0; k < g->nr; k++)
+        cells[k] = strcmp(d->fam[g->rows[k].fam].model, model) ? NULL : &g->cell[(size_t)k * g->nc + j];
+    int ok = rt_significantly_best(cells, g->nr, b, better);
+    free(cells);
+    return ok;
+}
+
 void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g) {
     if (g->title[0]) fprintf(f, "### %s\n\n", g->title);
     if (g->note[0]) fprintf(f, "%s\n\n", g->note);
@@ -394,9 +588,22 @@ void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g) {
                 if (strcmp(d->fam[g->rows[k].fam].model, d->fam[r->fam].model)) continue;
                 if (!isnan(y) && (isnan(best) || (c->better > 0 ? y > best : y < best))) best = y;
             }
-            char s[64];
+            char s[64], lo[32], hi[32];
+            size_t k = (size_t)i * g->nc + j;
             fmt_cell(c, x, s, sizeof s);
-            fprintf(f, c->better && is_best(x, best) ? " **%s** |" : " %s |", s);
+            int bold = c->better && is_best(x, best) && g->cell[k].n && significantly_best(d, g, i, j, c->better);
+            fprintf(f, bold ? " **%s**" : " %s", s);
+            if (!isnan(g->lo[k]) && c->fmt != RT_BUDGET) {
+                fmt_cell(c, g->lo[k], lo, sizeof lo);
+                fmt_cell(c, g->hi[k], hi, sizeof hi);
+                fprintf(f, " [%s, %s]", lo, hi);
+            }
+            if (g->n[k] || g->nfail[k]) fprintf(f, " n=%d", g->n[k]);
+            char why[64];
+            rt_fail_note(why, sizeof why, g->nfail[k], g->ninf[k]);
+            fputs(why, f);
+            if (g->nnoisy[k]) fprintf(f, " (%d noisy)", g->nnoisy[k]);
+            fprintf(f, " |");
         }
         fprintf(f, "\n");
     }
@@ -416,8 +623,9 @@ static void fmt_exact(double x, char *buf, size_t n) {
 }
 
 void rt_csv_header(FILE *f) {
-    const char *h[] = {"run", "table", "section", "model", "method", "params", "budget", "column", "value", "n"};
-    for (int k = 0; k < 10; k++) csv_put(f, h[k], k == 9);
+    const char *h[] = {"run", "table", "section", "model", "method", "params", "budget", "column", "value", "n",
+                       "lo", "hi", "failed", "infeasible"};
+    for (int k = 0; k < 14; k++) csv_put(f, h[k], k == 13);
 }
 
 /* One line per cell; numbers in full precision, "" where the Markdown shows "-", in the
@@ -426,16 +634,21 @@ void rt_grid_csv(FILE *f, const char *run, const char *table, const rt_data *d, 
     for (int i = 0; i < g->nr; i++) {
         const rt_grow *r = &g->rows[i];
         const rt_family *fam = &d->fam[r->fam];
-        char b[64] = "", v[64], n[32];
+        char b[64] = "", v[64], n[32], lo[64], hi[64], nf[32], ni[32];
         if (!isnan(r->budget)) fmt_exact(r->budget, b, sizeof b);
         for (int j = 0; j < g->nc; j++) {
             double x = g->v[i * g->nc + j];
             if (isnan(x)) v[0] = 0;
             else fmt_exact(g->cols[j].fmt == RT_PCT ? 100 * x : x, v, sizeof v);
             snprintf(n, sizeof n, "%d", g->n[i * g->nc + j]);
-            const char *cells[] = {run,          table, g->title, fam->model, fam->method,
-                                   fam->params,  b,     g->cols[j].label, v, n};
-            for (int k = 0; k < 10; k++) csv_put(f, cells[k], k == 9);
+            snprintf(nf, sizeof nf, "%d", g->nfail[i * g->nc + j]);
+            snprintf(ni, sizeof ni, "%d", g->ninf[i * g->nc + j]);
+            double scale = g->cols[j].fmt == RT_PCT ? 100 : 1, l = g->lo[i * g->nc + j], h = g->hi[i * g->nc + j];
+            lo[0] = hi[0] = 0;
+            if (!isnan(l)) fmt_exact(scale * l, lo, sizeof lo), fmt_exact(scale * h, hi, sizeof hi);
+            const char *cells[] = {run,         table, g->title, fam->model,       fam->method, fam->params, b,
+                                   g->cols[j].label, v, n,     lo,       hi,               nf, ni};
+            for (int k = 0; k < 14; k++) csv_put(f, cells[k], k == 13);
         }
     }
 }

@@ -19,9 +19,9 @@
 #include "../methods/method.h"
 #include "report_tables.h"
 
-const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency";
-enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_COUNT };
-static const char *const names[T_COUNT] = {"main", "niah", "budget", "rank", "ablation", "memory", "latency"};
+const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency, compare";
+enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_COMPARE, T_COUNT };
+static const char *const names[T_COUNT] = {"main", "niah", "budget", "rank", "ablation", "memory", "latency", "compare"};
 
 int rt_table_known(const char *name) {
     for (int t = 0; t < T_COUNT; t++)
@@ -29,15 +29,46 @@ int rt_table_known(const char *name) {
     return -1;
 }
 
-typedef struct {
-    double s;
-    int n;
-} acc;
-static void acc_add(acc *a, double x) {
-    if (!isnan(x)) a->s += x, a->n++;
+/* The metric of the score-type cells (report --metric), set by rt_write. */
+static int metric = RT_M_SCORE;
+static int metric_fmt(void) { return metric == RT_M_NLL || metric == RT_M_KL ? RT_NUM : RT_PCT; }
+static int metric_better(void) { return metric == RT_M_NLL || metric == RT_M_KL ? -1 : +1; }
+
+/* What a score-type cell holds, for the table's legend. */
+static const char *metric_label(void) {
+    switch (metric) {
+    case RT_M_NLL: return "Answer NLL: mean -ln p per token of the reference answer, teacher-forced (nats; lower is better)";
+    case RT_M_KL: return "KL: mean KL(FullKV || method) of the next-token distribution over FullKV's greedy answer (nats)";
+    case RT_M_TOP1: return "Top-1: share (%) of FullKV's greedy steps where the method's argmax agrees";
+    default: return "Score: mean task score (%) over every case";
+    }
 }
-static double acc_mean(const acc *a) { return a->n ? a->s / a->n : NAN; }
-static int has_score(const rt_rec *r) { return r->ok && !isnan(r->score); }
+
+/* One record into a cell of the metric: failures counted, and 0 or left out (rt_rec_value). */
+static void push(rt_samples *s, const rt_rec *r, int g) {
+    s->nfail += !r->ok;
+    s->ninf += r->infeasible;
+    rt_samples_add(s, rt_rec_value(r, metric), g, r->cas);
+}
+/* A plain measurement (memory, latency) of a finished result. */
+static void push_x(rt_samples *s, const rt_rec *r, double x) {
+    if (!isnan(x)) s->nnoisy += r->noisy;
+    rt_samples_add(s, x, 0, r->cas);
+}
+
+static int samples_copy(rt_samples *dst, const rt_samples *src) {
+    memset(dst, 0, sizeof *dst);
+    for (int i = 0; i < src->n; i++)
+        if (rt_samples_add(dst, src->x[i], src->g[i], src->cas[i])) return -1;
+    dst->nfail = src->nfail;
+    dst->ninf = src->ninf;
+    dst->nnoisy = src->nnoisy;
+    return 0;
+}
+static void samples_free_all(rt_samples *a, size_t n) {
+    for (size_t i = 0; a && i < n; i++) rt_samples_free(&a[i]);
+    free(a);
+}
 
 enum { MAX_GRIDS = 64 };
 typedef struct {
@@ -57,6 +88,7 @@ static void set_col(rt_col *c, int fmt, int better, const char *label, ...) {
 
 static rt_grid *new_grid(rt_out *o, int nr, int nc) {
     if (o->n == MAX_GRIDS || rt_grid_init(&o->g[o->n], nr, nc)) return NULL;
+    o->g[o->n].graded = metric == RT_M_TOP1;   /* a per-case share of steps, not a 0/1 outcome */
     return &o->g[o->n++];
 }
 
@@ -66,10 +98,11 @@ static void row_label(const rt_data *d, int row, rt_grow *r) {
     rt_family_label(&d->fam[r->fam], r->label, sizeof r->label);
 }
 
-/* Mean score per (selected row, workload); columns = workloads with a score in these rows,
- * then Avg (the mean of the columns, only when every column has a score). */
+/* Mean of the metric per (selected row, workload); columns = workloads with results in
+ * these rows, then Avg (the mean of the columns, only when every column has results; its
+ * interval resamples cases within each workload). */
 static int workload_grid(rt_out *o, const rt_data *d, const int *sel, const rt_grow *labels, int ns) {
-    acc *a = calloc((size_t)d->nrow * d->nwl + 1, sizeof *a);
+    rt_samples *a = calloc((size_t)d->nrow * d->nwl + 1, sizeof *a);
     int *where = malloc(sizeof(int) * (d->nrow + 1)), *cols = malloc(sizeof(int) * (d->nwl + 1)), nc = 0;
     rt_grid *g = NULL;
     if (!a || !where || !cols) goto done;
@@ -77,7 +110,7 @@ static int workload_grid(rt_out *o, const rt_data *d, const int *sel, const rt_g
     for (int i = 0; i < ns; i++) where[sel[i]] = i;
     for (int k = 0; k < d->nrec; k++) {
         const rt_rec *r = &d->rec[k];
-        if (has_score(r) && where[r->row] >= 0) acc_add(&a[(size_t)where[r->row] * d->nwl + r->wl], r->score);
+        if (where[r->row] >= 0) push(&a[(size_t)where[r->row] * d->nwl + r->wl], r, 0);
     }
     for (int w = 0; w < d->nwl; w++) {
         int any = 0;
@@ -87,25 +120,26 @@ static int workload_grid(rt_out *o, const rt_data *d, const int *sel, const rt_g
     g = new_grid(o, ns, nc + 1);
     if (!g) goto done;
     g->has_budget = 1;
-    for (int j = 0; j < nc; j++) set_col(&g->cols[j], RT_PCT, +1, "%s", d->wl[cols[j]]);
-    set_col(&g->cols[nc], RT_PCT, +1, "Avg");
+    for (int j = 0; j < nc; j++) set_col(&g->cols[j], metric_fmt(), metric_better(), "%s", d->wl[cols[j]]);
+    set_col(&g->cols[nc], metric_fmt(), metric_better(), "Avg");
     for (int i = 0; i < ns; i++) {
         g->rows[i] = labels[i];
-        double s = 0;
-        int all = 1, n = 0;
+        rt_samples avg = {0};
+        int all = 1;
         for (int j = 0; j < nc; j++) {
-            const acc *c = &a[(size_t)i * d->nwl + cols[j]];
-            g->v[i * g->nc + j] = acc_mean(c);
-            g->n[i * g->nc + j] = c->n;
+            rt_samples *c = &a[(size_t)i * d->nwl + cols[j]];
             all &= c->n > 0;
-            s += c->n ? acc_mean(c) : 0;
-            n += c->n;
+            for (int k = 0; k < c->n; k++) rt_samples_add(&avg, c->x[k], j, c->cas[k]);
+            avg.nfail += c->nfail;
+            avg.ninf += c->ninf;
+            rt_grid_set(g, i, j, c);
         }
-        g->v[i * g->nc + nc] = all && nc ? s / nc : NAN;
-        g->n[i * g->nc + nc] = n;
+        if (all && nc) rt_grid_set(g, i, nc, &avg);
+        else rt_samples_free(&avg);
     }
 done:
-    free(a), free(where), free(cols);
+    samples_free_all(a, (size_t)d->nrow * d->nwl);
+    free(where), free(cols);
     return g ? 0 : -1;
 }
 
@@ -125,9 +159,8 @@ static int t_main(rt_out *o, const rt_data *d) {
     int ns = all_rows(d, &sel, &lab), rc = ns < 0 ? -1 : workload_grid(o, d, sel, lab, ns);
     free(sel), free(lab);
     snprintf(o->units, sizeof o->units,
-             "Score: mean task score (%%) over the cases that finished, per workload; Avg: mean of the workload"
-             " columns (- when one is missing). Rows: method (with its params when set) and budget. Best per"
-             " column in bold.");
+             "%s per workload; Avg: mean of the workload columns (- when one is missing). Rows: method (with its"
+             " params when set) and budget.", metric_label());
     return rc;
 }
 
@@ -211,9 +244,8 @@ static int t_rank(rt_out *o, const rt_data *d, char *why, size_t wn) {
                  "Only one rank setting was run; rank sensitivity needs runs with params rank=8, 32, 64.");
     snprintf(o->units, sizeof o->units,
              "Rank-cap sensitivity: rows are the rank settings of methods with a rank parameter (params with"
-             " rank= only; unset = the method's default), by budget. Score: mean task score (%%) over the cases"
-             " that finished, per workload; Avg: mean of the columns (- when one is missing). Best per column in"
-             " bold.");
+             " rank= only; unset = the method's default), by budget. %s per workload; Avg: mean of the columns (-"
+             " when one is missing).", metric_label());
 done:
     free(sel), free(dflt), free(rk), free(lab);
     return rc;
@@ -244,8 +276,7 @@ static int t_ablation(rt_out *o, const rt_data *d) {
                  "No method was run with more than one params setting; every method is listed.");
     snprintf(o->units, sizeof o->units,
              "Ablations: rows are the params settings (as recorded) of each method run with more than one, by"
-             " budget. Score: mean task score (%%) over the cases that finished, per workload; Avg: mean of the"
-             " columns (- when one is missing). Best per column in bold.");
+             " budget. %s per workload; Avg: mean of the columns (- when one is missing).", metric_label());
 done:
     free(sel), free(lab);
     return rc;
@@ -255,15 +286,17 @@ done:
 
 static int t_niah(rt_out *o, const rt_data *d, char *why, size_t wn) {
     int nx = d->nctx, ny = d->ndepth, rc = -1;
-    acc *a = calloc((size_t)d->nrow * nx * ny + 1, sizeof *a);
+    /* per (row, ctx): the metric grouped by depth; per row: grouped by (ctx, depth) */
+    rt_samples *a = calloc((size_t)d->nrow * nx + 1, sizeof *a), *all = calloc((size_t)d->nrow + 1, sizeof *all);
     int *rows = malloc(sizeof(int) * (d->nrow + 1)), *cols = malloc(sizeof(int) * (nx + 1)), nr = 0, nc = 0;
     char *rowseen = calloc((size_t)d->nrow + 1, 1), *ctxseen = calloc((size_t)nx + 1, 1);
-    if (!a || !rows || !cols || !rowseen || !ctxseen) goto done;
+    if (!a || !all || !rows || !cols || !rowseen || !ctxseen) goto done;
     for (int k = 0; k < d->nrec; k++) {
         const rt_rec *r = &d->rec[k];
         if (r->depth < 0) continue;
         rowseen[r->row] = ctxseen[r->ctx] = 1;
-        if (has_score(r)) acc_add(&a[((size_t)r->row * nx + r->ctx) * ny + r->depth], r->score);
+        push(&a[(size_t)r->row * nx + r->ctx], r, r->depth);
+        push(&all[r->row], r, r->ctx * ny + r->depth);
     }
     for (int i = 0; i < d->nrow; i++)
         if (rowseen[i]) rows[nr++] = i;
@@ -276,36 +309,27 @@ static int t_niah(rt_out *o, const rt_data *d, char *why, size_t wn) {
     rt_grid *g = new_grid(o, nr, nc + 1);
     if (!g) goto done;
     g->has_budget = 1;
-    for (int j = 0; j < nc; j++) set_col(&g->cols[j], RT_PCT, +1, "ctx %d", d->ctx[cols[j]]);
-    set_col(&g->cols[nc], RT_PCT, +1, "overall");
+    for (int j = 0; j < nc; j++) set_col(&g->cols[j], metric_fmt(), metric_better(), "ctx %d", d->ctx[cols[j]]);
+    set_col(&g->cols[nc], metric_fmt(), metric_better(), "overall");
     for (int i = 0; i < nr; i++) {
         row_label(d, rows[i], &g->rows[i]);
-        double s = 0;
-        int all = 1, n = 0;
+        int every = 1;
         for (int j = 0; j < nc; j++) {
-            acc depths = {0};
-            int cases = 0;
-            for (int y = 0; y < ny; y++) {
-                const acc *c = &a[((size_t)rows[i] * nx + cols[j]) * ny + y];
-                acc_add(&depths, acc_mean(c));
-                cases += c->n;
-            }
-            g->v[i * g->nc + j] = acc_mean(&depths);
-            g->n[i * g->nc + j] = cases;
-            all &= depths.n > 0;
-            s += depths.n ? acc_mean(&depths) : 0;
-            n += cases;
+            rt_samples *c = &a[(size_t)rows[i] * nx + cols[j]];
+            every &= c->n > 0;
+            rt_grid_set(g, i, j, c);
         }
-        g->v[i * g->nc + nc] = all && nc ? s / nc : NAN;
-        g->n[i * g->nc + nc] = n;
+        if (every && nc) rt_grid_set(g, i, nc, &all[rows[i]]);
     }
     snprintf(o->units, sizeof o->units,
-             "Needle retrieval: score (%%) per context length = mean over needle depths of the mean score of the"
-             " finished cases at that depth; overall = mean of the context columns (- when one is missing). Cases"
-             " without a depth are left out. Best per column in bold.");
+             "Needle retrieval: %s per context length = mean over needle depths of the mean at that depth;"
+             " overall = mean over every (context, depth) cell (- when a context is missing). Cases without a"
+             " depth are left out.", metric == RT_M_SCORE ? "score (%)" : rt_metric_names[metric]);
     rc = 0;
 done:
-    free(a), free(rows), free(cols), free(rowseen), free(ctxseen);
+    samples_free_all(a, (size_t)d->nrow * nx);
+    samples_free_all(all, (size_t)d->nrow);
+    free(rows), free(cols), free(rowseen), free(ctxseen);
     return rc;
 }
 
@@ -315,12 +339,11 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static int t_budget(rt_out *o, const rt_data *d) {
-    acc *a = calloc((size_t)d->nrow * d->nwl + 1, sizeof *a);
     double *bud = malloc(sizeof(double) * (d->nrow + 1));
     int *fams = malloc(sizeof(int) * (d->nfam + 1)), nb = 0, nf = 0, rc = -1;
+    rt_samples *a = calloc((size_t)d->nrow + 1, sizeof *a);   /* per row, grouped by workload */
     if (!a || !bud || !fams) goto done;
-    for (int k = 0; k < d->nrec; k++)
-        if (has_score(&d->rec[k])) acc_add(&a[(size_t)d->rec[k].row * d->nwl + d->rec[k].wl], d->rec[k].score);
+    for (int k = 0; k < d->nrec; k++) push(&a[d->rec[k].row], &d->rec[k], d->rec[k].wl);
     for (int i = 0; i < d->nrow; i++) {
         int seen = 0;
         for (int k = 0; k < nb && !seen; k++) seen = bud[k] == d->row[i].budget;
@@ -333,7 +356,7 @@ static int t_budget(rt_out *o, const rt_data *d) {
     for (int j = 0; j < nb; j++) {
         char b[32];
         kv_budget_str(bud[j], b, sizeof b);
-        set_col(&g->cols[j], RT_PCT, +1, "budget %s", b);
+        set_col(&g->cols[j], metric_fmt(), metric_better(), "budget %s", b);
     }
     for (int i = 0; i < nf; i++) {
         g->rows[i].fam = fams[i];
@@ -344,58 +367,56 @@ static int t_budget(rt_out *o, const rt_data *d) {
         int i = 0, j = 0;
         while (fams[i] != d->row[r].fam) i++;
         while (bud[j] != d->row[r].budget) j++;
-        acc w = {0};
-        int n = 0;
-        for (int k = 0; k < d->nwl; k++) {
-            const acc *c = &a[(size_t)r * d->nwl + k];
-            acc_add(&w, acc_mean(c));
-            n += c->n;
-        }
-        g->v[i * nb + j] = acc_mean(&w);
-        g->n[i * nb + j] = n;
+        rt_grid_set(g, i, j, &a[r]);
     }
     snprintf(o->units, sizeof o->units,
-             "Score (%%) per KV budget (fraction of the prompt, or tokens): mean over the workloads of the mean"
-             " score of the finished cases per workload. FullKV is recorded at budget 1. Best per column in bold.");
+             "%s per KV budget (fraction of the prompt, or tokens): mean over the workloads of the mean per"
+             " workload. FullKV is recorded at budget 1.", metric == RT_M_SCORE ? "Score (%)" : rt_metric_names[metric]);
     rc = 0;
 done:
-    free(a), free(bud), free(fams);
+    samples_free_all(a, (size_t)d->nrow);
+    free(bud), free(fams);
     return rc;
 }
 
 /* ------------------------------------------------ memory, latency */
 
-/* Per (row, ctx) means of the finished results' fields. */
+/* Per (row, ctx) the finished results' fields; score: the metric per (row, ctx), grouped
+ * by workload, failures included. */
 typedef struct {
-    acc *fast, *slow, *tok, *pf, *comp, *ms, *tps, *gpu, *dec, *rss, *score_wl;   /* score_wl: [row][wl][ctx] */
+    rt_samples *fast, *slow, *tok, *pf, *comp, *ms, *tps, *gpu, *dec, *rss, *score;
+    size_t n;
 } per_ctx;
 
 static void per_ctx_free(per_ctx *p) {
-    free(p->fast), free(p->slow), free(p->tok), free(p->pf), free(p->gpu), free(p->dec), free(p->rss);
-    free(p->comp), free(p->ms), free(p->tps), free(p->score_wl);
+    rt_samples *all[] = {p->fast, p->slow, p->tok, p->pf, p->comp, p->ms, p->tps, p->gpu, p->dec, p->rss, p->score};
+    for (int k = 0; k < 11; k++) samples_free_all(all[k], p->n);
 }
+
+static double mean_of(const rt_samples *s) { return rt_samples_mean(s); }
 
 static int per_ctx_fill(const rt_data *d, per_ctx *p) {
     size_t n = (size_t)d->nrow * d->nctx + 1;
-    acc **all[] = {&p->fast, &p->slow, &p->tok, &p->pf, &p->comp, &p->ms, &p->tps, &p->gpu, &p->dec, &p->rss};
-    for (int k = 0; k < 10; k++)
-        if (!(*all[k] = calloc(n, sizeof(acc)))) return -1;
-    if (!(p->score_wl = calloc((size_t)d->nrow * d->nwl * d->nctx + 1, sizeof(acc)))) return -1;
+    p->n = n;
+    rt_samples **all[] = {&p->fast, &p->slow, &p->tok, &p->pf, &p->comp, &p->ms, &p->tps, &p->gpu, &p->dec, &p->rss,
+                          &p->score};
+    for (int k = 0; k < 11; k++)
+        if (!(*all[k] = calloc(n, sizeof(rt_samples)))) return -1;
     for (int k = 0; k < d->nrec; k++) {
         const rt_rec *r = &d->rec[k];
-        if (!r->ok) continue;
         size_t i = (size_t)r->row * d->nctx + r->ctx;
-        acc_add(&p->fast[i], r->fast_peak), acc_add(&p->slow[i], r->slow_peak), acc_add(&p->tok[i], r->fast_tokens);
-        acc_add(&p->pf[i], r->prefill_s), acc_add(&p->comp[i], r->compress_s);
-        acc_add(&p->ms[i], r->ms_tok), acc_add(&p->tps[i], r->tok_s), acc_add(&p->gpu[i], r->gpu_peak);
-        acc_add(&p->dec[i], r->fast_decode), acc_add(&p->rss[i], r->rss_peak);
-        acc_add(&p->score_wl[((size_t)r->row * d->nwl + r->wl) * d->nctx + r->ctx], r->score);
+        push(&p->score[i], r, r->wl);
+        if (!r->ok) continue;
+        push_x(&p->fast[i], r, r->fast_peak), push_x(&p->slow[i], r, r->slow_peak), push_x(&p->tok[i], r, r->fast_tokens);
+        push_x(&p->pf[i], r, r->prefill_s), push_x(&p->comp[i], r, r->compress_s);
+        push_x(&p->ms[i], r, r->ms_tok), push_x(&p->tps[i], r, r->tok_s), push_x(&p->gpu[i], r, r->gpu_peak);
+        push_x(&p->dec[i], r, r->fast_decode), push_x(&p->rss[i], r, r->rss_peak);
     }
     return 0;
 }
 
-/* A rows x ctx grid of one per-(row, ctx) mean. */
-static rt_grid *ctx_grid(rt_out *o, const rt_data *d, const acc *a, const char *title, int fmt, int better) {
+/* A rows x ctx grid of one per-(row, ctx) field, with intervals. */
+static rt_grid *ctx_grid(rt_out *o, const rt_data *d, const rt_samples *a, const char *title, int fmt, int better) {
     rt_grid *g = new_grid(o, d->nrow, d->nctx);
     if (!g) return NULL;
     snprintf(g->title, sizeof g->title, "%s", title);
@@ -404,8 +425,9 @@ static rt_grid *ctx_grid(rt_out *o, const rt_data *d, const acc *a, const char *
     for (int i = 0; i < d->nrow; i++) {
         row_label(d, i, &g->rows[i]);
         for (int j = 0; a && j < d->nctx; j++) {
-            g->v[i * d->nctx + j] = acc_mean(&a[(size_t)i * d->nctx + j]);
-            g->n[i * d->nctx + j] = a[(size_t)i * d->nctx + j].n;
+            rt_samples c;
+            if (samples_copy(&c, &a[(size_t)i * d->nctx + j])) return NULL;
+            rt_grid_set(g, i, j, &c);
         }
     }
     return g;
@@ -415,17 +437,6 @@ static int is_method(const rt_data *d, int row, const char *name) {
     return !strcasecmp(d->fam[d->row[row].fam].method, name);
 }
 
-/* Score of a row at one context: mean over workloads of the mean of the finished cases. */
-static double ctx_score(const rt_data *d, const per_ctx *p, int row, int x, int *n) {
-    acc w = {0};
-    *n = 0;
-    for (int k = 0; k < d->nwl; k++) {
-        const acc *c = &p->score_wl[((size_t)row * d->nwl + k) * d->nctx + x];
-        acc_add(&w, acc_mean(c));
-        *n += c->n;
-    }
-    return acc_mean(&w);
-}
 
 /* For SeKV row ref: every family of its model at the budget whose fast-tier peak at each
  * context is the largest not above SeKV's there. */
@@ -452,11 +463,11 @@ static int iso_grid(rt_out *o, const rt_data *d, const per_ctx *p, int ref) {
                                   " largest not above %s @ %s's at that context:", lab, b);
     for (int x = 0; x < d->nctx; x++) {
         char h[32] = "-";
-        double t = acc_mean(&p->fast[(size_t)ref * d->nctx + x]);
+        double t = mean_of(&p->fast[(size_t)ref * d->nctx + x]);
         if (!isnan(t)) kv_human_bytes(t, h, sizeof h);
         if (len < sizeof g->note)
             len += (size_t)snprintf(g->note + len, sizeof g->note - len, "%s ctx %d: %s", x ? "," : "", d->ctx[x], h);
-        set_col(&g->cols[3 * x], RT_PCT, +1, "ctx %d score", d->ctx[x]);
+        set_col(&g->cols[3 * x], metric_fmt(), metric_better(), "ctx %d %s", d->ctx[x], rt_metric_names[metric]);
         set_col(&g->cols[3 * x + 1], RT_BUDGET, 0, "ctx %d budget", d->ctx[x]);
         set_col(&g->cols[3 * x + 2], RT_BYTES, 0, "ctx %d fast KV", d->ctx[x]);
     }
@@ -466,20 +477,23 @@ static int iso_grid(rt_out *o, const rt_data *d, const per_ctx *p, int ref) {
         g->rows[i].budget = NAN;
         rt_family_label(&d->fam[fams[i]], g->rows[i].label, sizeof g->rows[i].label);
         for (int x = 0; x < d->nctx; x++) {
-            double target = acc_mean(&p->fast[(size_t)ref * d->nctx + x]), best = NAN;
+            double target = mean_of(&p->fast[(size_t)ref * d->nctx + x]), best = NAN;
             int pick = -1;
             for (int r = 0; r < d->nrow && !isnan(target); r++) {
-                double m = acc_mean(&p->fast[(size_t)r * d->nctx + x]);
+                double m = mean_of(&p->fast[(size_t)r * d->nctx + x]);
                 if (d->row[r].fam == fams[i] && m <= target && (pick < 0 || m > best)) pick = r, best = m;
             }
             if (pick < 0) continue;
-            int n;
-            double *v = &g->v[i * g->nc + 3 * x];
-            v[0] = ctx_score(d, p, pick, x, &n);
-            v[1] = d->row[pick].budget;
-            v[2] = best;
-            g->n[i * g->nc + 3 * x] = n;
-            g->n[i * g->nc + 3 * x + 1] = g->n[i * g->nc + 3 * x + 2] = p->fast[(size_t)pick * d->nctx + x].n;
+            rt_samples sc, fb;
+            if (samples_copy(&sc, &p->score[(size_t)pick * d->nctx + x]) ||
+                samples_copy(&fb, &p->fast[(size_t)pick * d->nctx + x])) {
+                free(fams);
+                return -1;
+            }
+            rt_grid_set(g, i, 3 * x, &sc);
+            rt_grid_set(g, i, 3 * x + 2, &fb);
+            g->v[i * g->nc + 3 * x + 1] = d->row[pick].budget;
+            g->n[i * g->nc + 3 * x + 1] = g->n[i * g->nc + 3 * x + 2];
         }
     }
     free(fams);
@@ -510,8 +524,8 @@ static int ratio_grid(rt_out *o, const rt_data *d, const per_ctx *p) {
             if (is_method(d, k, "fullkv") && !strcmp(d->fam[d->row[k].fam].model, model)) ref = k;
         have_full |= ref >= 0;
         for (int x = 0; ref >= 0 && x < d->nctx; x++) {
-            const acc *mine = &p->fast[(size_t)i * d->nctx + x], *full = &p->fast[(size_t)ref * d->nctx + x];
-            g->v[i * d->nctx + x] = acc_mean(mine) / acc_mean(full);
+            const rt_samples *mine = &p->fast[(size_t)i * d->nctx + x], *full = &p->fast[(size_t)ref * d->nctx + x];
+            g->v[i * d->nctx + x] = mean_of(mine) / mean_of(full);
             g->n[i * d->nctx + x] = mine->n;
         }
     }
@@ -572,11 +586,10 @@ static int t_memory(rt_out *o, const rt_data *d) {
     snprintf(o->units, sizeof o->units,
              "Memory per context length, means over the finished cases: fast-tier (GPU) and slow-tier (host) KV"
              " peak bytes, K/V rows resident on the fast tier (all layers and kv heads), and the fast-tier peak over"
-             " FullKV's at the same context. The fast-tier peak (the headline figure, also in the main report)"
-             " includes the one uncompressed layer the layer-by-layer prefill holds; the steady figure is the most"
-             " held from the end of compression through decode. Lowest fast-tier figure per column in bold."
-             " Iso-memory: score (%%) at the budget chosen per context, that budget, and its fast-tier peak; best"
-             " score per column in bold.%s%s",
+             " FullKV's at the same context. Iso-memory: %s at the budget chosen per context, that budget, and its"
+             " fast-tier peak. The fast-tier peak (the headline figure, also in the main report) includes the"
+             " one uncompressed layer the layer-by-layer prefill holds; the steady figure is the most held from the"
+             " end of compression through decode.%s%s", metric == RT_M_SCORE ? "score (%)" : rt_metric_names[metric],
              d->n_rss ? " Peak RSS: the process's measured high-water mark (VmHWM) over each method's compression"
                         " and decode, model weights and the case's prefill outputs included: what the accounting"
                         " leaves out." : "",
@@ -596,7 +609,10 @@ static int t_latency(rt_out *o, const rt_data *d) {
     snprintf(o->units, sizeof o->units,
              "Latency per context length, means over the finished cases: the shared prefill (s), the method's"
              " compression of the prefill (s), decode time per generated token (ms) and decode throughput"
-             " (tokens/s). Lowest time and highest throughput per column in bold.");
+             " (tokens/s); with --repeat each result is the median of its repeats.%s",
+             d->n_noisy ? " Noisy: the machine's 1-minute load average moved (by more than 1, or a quarter) during"
+                          " the case of some results, so their times are noisy; see the note under the tables."
+                        : "");
     per_ctx_free(&p);
     return rc;
 }
@@ -623,21 +639,56 @@ static void header(FILE *f, const char *name, const kv_runinfo *ri, int n_runs, 
     fprintf(f, "\n");
 }
 
-int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int64_t run_id, FILE *md, FILE *csv) {
+/* 1 when two rows of one model were run over different sets of cases. */
+static int different_cases(const rt_data *d) {
+    unsigned char *seen = calloc((size_t)d->nrow * d->ncase + 1, 1);
+    int differ = 0;
+    if (!seen) return 0;
+    for (int k = 0; k < d->nrec; k++) seen[(size_t)d->rec[k].row * d->ncase + d->rec[k].cas] = 1;
+    for (int i = 0; i < d->nrow && !differ; i++)
+        for (int k = i + 1; k < d->nrow && !differ; k++)
+            differ = !strcmp(d->fam[d->row[i].fam].model, d->fam[d->row[k].fam].model) &&
+                     memcmp(seen + (size_t)i * d->ncase, seen + (size_t)k * d->ncase, d->ncase);
+    free(seen);
+    return differ;
+}
+
+static const char *legend =
+    "Each cell: value [95% interval] n=cases, and (k infeasible) or (k failed) when results were infeasible or failed: they count"
+    " as 0 in score and top-1 means and are left out of NLL and KL means. Intervals: Wilson for binary scores, else a"
+    " bootstrap over cases (2000 resamples, fixed seed; resampled within each workload, depth or context where a"
+    " column averages them). Bold: best in its column and better than every other row of its model by an exact"
+    " paired sign test over the cases both saw (McNemar's exact test on binary scores), Holm-adjusted p < 0.05; a"
+    " column without such a row has no bold.";
+
+int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int64_t run_id, int metric_, const char *base,
+             FILE *md, FILE *csv) {
     int t = rt_table_known(name);
     if (t < 0) {
         fprintf(stderr, "kvbench report: unknown --table '%s' (valid: %s)\n", name, rt_table_names);
         return -1;
     }
+    metric = metric_;
     rt_data d;
     if (rt_load(h, run_id, &d)) return -1;
-    char where[64], why[256] = "";
+    char where[64], why[256] = "", run[32];
     if (run_id > 0) snprintf(where, sizeof where, "run %lld", (long long)run_id);
     else snprintf(where, sizeof where, "the results file");
+    if (run_id > 0) snprintf(run, sizeof run, "%lld", (long long)run_id);
+    else snprintf(run, sizeof run, "all");
     if (!d.nrec) {
         fprintf(stderr, "kvbench report: %s has no results yet\n", where);
         rt_data_free(&d);
         return -1;
+    }
+    int differ = different_cases(&d);
+    if (t == T_COMPARE) {
+        if (md) header(md, name, ri, n_runs, run_id);
+        int rc = rt_compare(&d, metric, base, md, csv, run);
+        if (!rc && md && differ)
+            fprintf(md, "Rows were run over different sets of cases: each comparison uses the cases both saw (n).\n");
+        rt_data_free(&d);
+        return rc;
     }
     rt_out *o = calloc(1, sizeof *o);
     int rc = -1;
@@ -657,15 +708,20 @@ int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int
     }
     if (!rc && md) {
         header(md, name, ri, n_runs, run_id);
-        fprintf(md, "%s\n\n", o->units);
+        if (differ)
+            fprintf(md, "**Rows were run over different sets of cases** (compare n): their means are not over the"
+                        " same cases.\n\n");
+        fprintf(md, "%s\n\n%s\n\n", o->units, legend);
         for (int i = 0; i < o->n; i++) rt_grid_markdown(md, &d, &o->g[i]);
         if (d.n_infeasible || d.n_error)
-            fprintf(md, "Not in the means: %d infeasible and %d failed results.\n", d.n_infeasible, d.n_error);
+            fprintf(md, "Failed: %d infeasible and %d failed results, in the cells' n%s.\n", d.n_infeasible, d.n_error,
+                    metric == RT_M_NLL || metric == RT_M_KL ? " as failures (left out of these means)" : " as 0");
+        if (t == T_LATENCY && d.n_noisy)
+            fprintf(md, "Noisy: %d finished results ran while the load average moved, marked (k noisy) in their"
+                        " cells; their latency is not comparable. Rerun on a quiet machine (and with --repeat N).\n",
+                    d.n_noisy);
     }
     if (!rc && csv) {
-        char run[32];
-        if (run_id > 0) snprintf(run, sizeof run, "%lld", (long long)run_id);
-        else snprintf(run, sizeof run, "all");
         rt_csv_header(csv);
         for (int i = 0; i < o->n; i++) rt_grid_csv(csv, run, name, &d, &o->g[i]);
     }

@@ -10,10 +10,17 @@
 /* "main, niah, budget, rank, ablation, memory, latency" */
 extern const char *const rt_table_names;
 int rt_table_known(const char *name);
+/* What the score-type cells average (report --metric). score and top1 count an infeasible
+ * or failed result as 0; nll and kl have no such value and leave it out (counted). */
+enum { RT_M_SCORE, RT_M_NLL, RT_M_KL, RT_M_TOP1 };
+int rt_metric_known(const char *name);   /* the enum value, or -1 */
+extern const char *const rt_metric_names[];   /* "score", "nll", "kl", "top1" */
 /* Prints table `name` of the runs ri[0..n_runs) (run_id > 0: that run alone; <= 0: all of
- * them, pooled) as Markdown to md and/or CSV to csv (either may be NULL).
+ * them, pooled) as Markdown to md and/or CSV to csv (either may be NULL), the score-type
+ * cells in `metric`; base (compare table): the method the others are compared with.
  * 0, or -1 after printing "kvbench report: reason" to stderr. */
-int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int64_t run_id, FILE *md, FILE *csv);
+int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int64_t run_id, int metric,
+             const char *base, FILE *md, FILE *csv);
 
 /* ------------------------------------------------ shared by report_data.c and report_tables.c */
 
@@ -27,9 +34,13 @@ typedef struct {
     double budget;      /* NAN in grids whose rows are families */
 } rt_row;
 
-/* One result of the selection. Indices point into rt_data's lists; -1 = none. */
+/* One result of the selection. Indices point into rt_data's lists; -1 = none.
+ * cas: the case (workload column + case key), the same for every method that saw it. */
 typedef struct {
-    int fam, row, wl, ctx, depth, ok;
+    int fam, row, wl, ctx, depth, ok, cas;
+    int infeasible;         /* status infeasible (not ok and not an error) */
+    double nll, kl, top1;   /* fidelity against FullKV (schema v3; NAN = not measured) */
+    int noisy;              /* the load average moved during the case (latency is noisy) */
     double score, fast_peak, slow_peak, fast_tokens, prefill_s, compress_s, ms_tok, tok_s;   /* NAN = none */
     double gpu_peak;    /* measured device peak (CUDA runs; NAN on the CPU and in version-1 files) */
     double fast_decode; /* steady fast-tier bytes: compression through decode (NAN before schema 3) */
@@ -52,9 +63,17 @@ typedef struct {
     int n_models, n_infeasible, n_error;
     int n_gpu;          /* finished results with a measured device peak */
     int n_decode, n_rss; /* finished results with a steady fast-tier figure, a measured RSS */
+    int ncase;          /* distinct cases (rt_rec.cas) */
+    int n_noisy;        /* finished results of cases whose load average moved */
 } rt_data;
 
 int rt_load(sqlite3 *h, int64_t run_id, rt_data *d);
+/* A record's value under metric (NAN: left out of the mean); a failure is 0 for score and
+ * top1, left out for nll and kl. */
+double rt_rec_value(const rt_rec *r, int metric);
+/* report --table compare: each row against the base method's row of its model, paired
+ * over the cases both saw. 0, or -1 after printing why. */
+int rt_compare(const rt_data *d, int metric, const char *base, FILE *md, FILE *csv, const char *run);
 void rt_data_free(rt_data *d);
 
 /* How a column's numbers are printed, and which way is better (bold). */
@@ -70,6 +89,20 @@ typedef struct {
     double budget;      /* NAN: no budget column */
 } rt_grow;
 
+/* The values behind one cell: x[i] of case cas[i] in group g[i] (a workload, a depth).
+ * The cell's value is the mean of its group means; nfail results left out of it. */
+typedef struct {
+    double *x;
+    int *g, *cas;
+    int n, cap, nfail, ninf;   /* nfail: not ok, ninf of them infeasible */
+    int nnoisy;                /* values from cases whose load average moved (latency) */
+} rt_samples;
+/* " (k infeasible)", " (k failed)" or " (i infeasible, e failed)"; "" when none. */
+void rt_fail_note(char *buf, size_t n, int nfail, int ninf);
+int rt_samples_add(rt_samples *s, double x, int g, int cas);
+void rt_samples_free(rt_samples *s);
+double rt_samples_mean(const rt_samples *s);   /* mean of the group means; NAN when empty */
+
 /* One Markdown table (a section of a report table). v[i * nc + j], NAN = "-". */
 typedef struct {
     char title[256], note[1024];
@@ -78,7 +111,22 @@ typedef struct {
     rt_col *cols;
     double *v;
     int *n;             /* cases behind each cell */
+    double *lo, *hi;    /* its 95% interval (Wilson on binary values, else bootstrap), NAN = none */
+    int *nfail;         /* infeasible or failed results in the cell (counted as 0, or left out) */
+    int *ninf;          /* of them infeasible */
+    int *nnoisy;        /* values measured while the load average moved */
+    rt_samples *cell;   /* the values, for the paired tests behind a bold (NULL: no bold) */
+    int graded;         /* 1: % cells hold graded values (top-1), never Wilson */
 } rt_grid;
+/* The values of a and b on the cases both hold (a case's values in several groups
+ * averaged), into new arrays *xa, *xb (free both); the count, or -1 (out of memory). */
+int rt_paired(const rt_samples *a, const rt_samples *b, double **xa, double **xb);
+/* 1 when cells[b] is better (direction better: +1 higher, -1 lower) than every other
+ * non-NULL cell by the exact paired sign test over the cases both saw (McNemar's exact
+ * test on binary values), Holm-adjusted over those comparisons, p < 0.05. */
+int rt_significantly_best(const rt_samples *const *cells, int nr, int b, int better);
+/* Sets cell (i, j) from s: value, interval, n, failures; keeps s (the grid owns it). */
+void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s);
 
 int rt_grid_init(rt_grid *g, int nr, int nc);
 void rt_grid_free(rt_grid *g);

@@ -17,7 +17,7 @@ struct kv_db {
     sqlite3 *h;
     char *path;
     char err[512];
-    sqlite3_stmt *run_find, *run_add, *case_find, *case_add, *res_exists, *res_add, *head_add, *layer_add;
+    sqlite3_stmt *run_find, *run_add, *case_find, *case_add, *res_exists, *res_add, *head_add, *layer_add, *res_v3;
     int version;
 };
 
@@ -43,7 +43,7 @@ static const char *schema_sql =
     " case_key TEXT NOT NULL, workload TEXT, ctx INTEGER, depth REAL, variant TEXT,"
     " seed INTEGER, prefill_s REAL,"
     " gpu_peak_bytes INTEGER, gpu_used_bytes INTEGER, gpu_prefill_ms REAL, rss_peak INTEGER,"
-    " prompt_sha256 TEXT, prompt_tokens INTEGER,"
+    " prompt_sha256 TEXT, prompt_tokens INTEGER, load_start REAL, load_end REAL,"
     " UNIQUE(run_id, case_key));"
     "CREATE TABLE IF NOT EXISTS results("
     " id INTEGER PRIMARY KEY,"
@@ -56,6 +56,8 @@ static const char *schema_sql =
     " fast_bytes INTEGER, fast_peak INTEGER, fast_aux_bytes INTEGER,"
     " slow_bytes INTEGER, slow_peak INTEGER, fast_tokens INTEGER,"
     " output TEXT, gpu_peak_bytes INTEGER, fast_decode_peak INTEGER, rss_peak INTEGER,"
+    " ans_tokens INTEGER, ans_nll REAL, fid_steps INTEGER, kl REAL, top1 REAL, repeats INTEGER,"
+    " compress_spread REAL, decode_spread REAL,"
     " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
     " UNIQUE(case_id, method, budget));"
     "CREATE TABLE IF NOT EXISTS head_stats("
@@ -79,13 +81,24 @@ static const char *migrate_v2_sql =
 /* Version 2 -> 3: steady (decode-time) fast-tier bytes and the measured peak RSS; each
  * case's prompt, as SHA-256 of its exact text and its token count (NULL for the rows
  * already there); the plan table (empty for the runs already there: their plan is
- * unknown). */
+ * unknown); the fidelity metrics and repeated timings of results, the load average of
+ * cases. */
 static const char *migrate_v3_sql =
     "ALTER TABLE results ADD COLUMN fast_decode_peak INTEGER;"
     "ALTER TABLE results ADD COLUMN rss_peak INTEGER;"
     "ALTER TABLE cases ADD COLUMN rss_peak INTEGER;"
     "ALTER TABLE cases ADD COLUMN prompt_sha256 TEXT;"
     "ALTER TABLE cases ADD COLUMN prompt_tokens INTEGER;"
+    "ALTER TABLE results ADD COLUMN ans_tokens INTEGER;"
+    "ALTER TABLE results ADD COLUMN ans_nll REAL;"
+    "ALTER TABLE results ADD COLUMN fid_steps INTEGER;"
+    "ALTER TABLE results ADD COLUMN kl REAL;"
+    "ALTER TABLE results ADD COLUMN top1 REAL;"
+    "ALTER TABLE results ADD COLUMN repeats INTEGER;"
+    "ALTER TABLE results ADD COLUMN compress_spread REAL;"
+    "ALTER TABLE results ADD COLUMN decode_spread REAL;"
+    "ALTER TABLE cases ADD COLUMN load_start REAL;"
+    "ALTER TABLE cases ADD COLUMN load_end REAL;"
     PLAN_SQL "UPDATE version SET schema = 3;";
 
 /* "results db 'F': what: sqlite message" into db->err (after a failed SQLite call). */
@@ -142,7 +155,7 @@ static const char *path_problem(const char *path, int must_exist) {
 
 static void finalize_all(kv_db *db) {
     sqlite3_stmt **s[] = {&db->run_find, &db->run_add, &db->case_find, &db->case_add,
-                          &db->res_exists, &db->res_add, &db->head_add, &db->layer_add};
+                          &db->res_exists, &db->res_add, &db->head_add, &db->layer_add, &db->res_v3};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         sqlite3_finalize(*s[i]);
         *s[i] = NULL;
@@ -254,6 +267,17 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
             goto bad;
         }
     }
+    {   /* migrate an older file inside this transaction (one process does), step by step */
+        int v = 0;
+        if (prepare(db, &st, "SELECT schema FROM version") == 0) {
+            if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int(st, 0);
+            sqlite3_finalize(st);
+        }
+        if ((v == 1 && exec(db, migrate_v2_sql)) || (v <= 2 && v >= 1 && exec(db, migrate_v3_sql))) {
+            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+            goto bad;
+        }
+    }
     if (exec(db, "COMMIT")) goto bad;
     if (check_version(db, 0)) goto bad;
     if (prepare(db, &db->run_find, "SELECT id FROM runs WHERE run_key = ?") ||
@@ -271,7 +295,10 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
                 " fast_aux_bytes, slow_bytes, slow_peak, fast_tokens, output, gpu_peak_bytes, fast_decode_peak,"
                 " rss_peak) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
         prepare(db, &db->head_add, "INSERT INTO head_stats(result_id, layer, head, kept, events) VALUES (?,?,?,?,?)") ||
-        prepare(db, &db->layer_add, "INSERT INTO layer_err(result_id, layer, rel_err) VALUES (?,?,?)"))
+        prepare(db, &db->layer_add, "INSERT INTO layer_err(result_id, layer, rel_err) VALUES (?,?,?)") ||
+        prepare(db, &db->res_v3,
+                "UPDATE results SET ans_tokens = ?, ans_nll = ?, fid_steps = ?, kl = ?, top1 = ?, repeats = ?,"
+                " compress_spread = ?, decode_spread = ? WHERE id = ?"))
         goto bad;
     return db;
 bad:
@@ -428,6 +455,25 @@ int kvdb_case_rss(kv_db *db, int64_t case_id, int64_t bytes) {
     return 0;
 }
 
+int kvdb_case_load(kv_db *db, int64_t case_id, double load_start, double load_end) {
+    sqlite3_stmt *st = NULL;
+    if (prepare(db, &st, "UPDATE cases SET load_start = ?, load_end = ? WHERE id = ?")) return -1;
+    bind_real(st, 1, load_start);
+    bind_real(st, 2, load_end);
+    sqlite3_bind_int64(st, 3, case_id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        fail(db, "recording the load average of case %lld", (long long)case_id);
+        return -1;
+    }
+    if (sqlite3_changes(db->h) != 1) {
+        refuse(db, "load average for case %lld: no such case", (long long)case_id);
+        return -1;
+    }
+    return 0;
+}
+
 int kvdb_result_exists(kv_db *db, int64_t case_id, const char *method, double budget) {
     if (!method) {
         refuse(db, "result lookup without a method name");
@@ -482,6 +528,14 @@ static int put_rows(kv_db *db, int64_t case_id, const kvdb_result *r) {
         return -1;
     }
     int64_t rid = sqlite3_last_insert_rowid(db->h);
+    /* the version-3 columns, NULL where nothing was measured */
+    st = db->res_v3;
+    if (r->ans_tokens > 0) sqlite3_bind_int(st, 1, r->ans_tokens), bind_real(st, 2, r->ans_nll);
+    if (r->fid_steps > 0) sqlite3_bind_int(st, 3, r->fid_steps), bind_real(st, 4, r->kl), bind_real(st, 5, r->top1);
+    if (r->repeats > 0) sqlite3_bind_int(st, 6, r->repeats);
+    if (r->repeats > 1) bind_real(st, 7, r->compress_spread), bind_real(st, 8, r->decode_spread);
+    sqlite3_bind_int64(st, 9, rid);
+    if (step_done(db, st, "recording fidelity and repeated timings")) return -1;
     if (r->heads)
         for (int l = 0; l < r->n_layers; l++)
             for (int h = 0; h < r->n_heads; h++) {

@@ -15,7 +15,10 @@ typedef struct kv_db kv_db;
  * decode: the steady state, without the prefill transient) and rss_peak, cases gained
  * rss_peak (the process's measured peak resident set; NULL where it cannot be measured),
  * prompt_sha256 and prompt_tokens (the exact prompt's SHA-256 and token count), and the
- * plan table (run_id, case_key, method, budget): what each command asked for.
+ * plan table (run_id, case_key, method, budget): what each command asked for; results
+ * gained the fidelity metrics (ans_tokens, ans_nll, fid_steps, kl, top1) and the repeated
+ * timings (repeats, compress_spread, decode_spread); cases gained the load average at
+ * their start and end (load_start, load_end). NULL in rows written before.
  * kvdb_open migrates older files in place; kvdb_open_readonly reads any of them. */
 #define KVDB_SCHEMA_VERSION 3
 
@@ -62,6 +65,8 @@ int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_b
 /* The process's peak resident set over a case's shared prefill (Linux VmHWM, reset at the
  * prefill's start); bytes <= 0 stores NULL. 0 or -1. */
 int kvdb_case_rss(kv_db *db, int64_t case_id, int64_t bytes);
+/* The 1-minute load average at a case's start and end (getloadavg); 0 or -1. */
+int kvdb_case_load(kv_db *db, int64_t case_id, double load_start, double load_end);
 /* The file's schema version (1 or 2 for an old file opened read-only, else KVDB_SCHEMA_VERSION). */
 int kvdb_schema_version(const kv_db *db);
 
@@ -92,6 +97,15 @@ typedef struct {
     int n_layers, n_heads;
     const kv_headstat *heads;                /* [n_layers][n_heads] or NULL */
     const double *layer_err;                 /* [n_layers] or NULL */
+    /* Fidelity against FullKV (harness/fidelity.c); stored NULL while the count is 0. */
+    int ans_tokens;                          /* reference answer tokens scored */
+    double ans_nll;                          /* their mean -ln p, teacher-forced (nats/token) */
+    int fid_steps;                           /* steps of FullKV's greedy answer compared */
+    double kl, top1;                         /* mean KL(FullKV || method) (nats), top-1 agreement */
+    /* --repeat: the timed sections ran `repeats` times (0: not recorded); compress_s and
+     * decode_s are then medians, the spreads max - min in seconds. */
+    int repeats;
+    double compress_spread, decode_spread;
 } kvdb_result;
 /* Records one result with its per-layer/head rows in one transaction; 0 or -1.
  * A second put for the same (case, method, budget) is rejected (-1, nothing written):

@@ -61,7 +61,7 @@ def load(run):
     v3 = "r.fast_decode_peak, r.rss_peak" if "fast_decode_peak" in cols else "NULL, NULL"
     q = ("SELECT c.id, coalesce(ru.model, '?'), coalesce(c.workload, ru.workload, '?'), c.variant,"
          " coalesce(c.ctx, 0), c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak,"
-         f" r.fast_tokens, r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, {v3}"
+         f" r.fast_tokens, r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, {v3}, c.case_key"
          " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id")
     args = ()
     if run != "all":
@@ -69,14 +69,15 @@ def load(run):
         args = (int(run),)
     recs = []
     for (cid, model, wl, var, ctx, depth, m, params, b, st, sc, fp, sp, ft, pf, cs, ds, dt, tps, fdp,
-         rss) in db.execute(q, args):
+         rss, ckey) in db.execute(q, args):
         r = Rec()
         r.cid, r.model, r.ctx, r.depth, r.status = cid, model, ctx, depth, st
         r.wl = wl if var is None or var == wl else f"{wl}:{var}"
         r.fam = (model, m, norm_params(params))
         r.row = r.fam + (b,)
         r.ok = st == "ok"
-        r.score = sc if r.ok else None
+        r.score = sc if r.ok else 0.0   # infeasible and failed results count as 0
+        r.case = (r.wl, ckey)           # the same case for every method that saw it
         r.fast, r.slow, r.tok = fp, sp, ft
         r.dec, r.rss = fdp, rss
         r.pf, r.comp = pf, cs
@@ -96,25 +97,61 @@ class Section:
         self.rows, self.cols, self.vals, self.note = [], [], {}, None   # rows: (fam, label, budget or None)
 
 
+class Cell:
+    """The values of one cell: per group (workload, depth, ...) a list, per case a list."""
+    def __init__(self):
+        self.groups, self.cases, self.fail, self.inf = {}, {}, 0, 0
+
+    def add(self, r, x, g=0):
+        self.fail += not r.ok
+        self.inf += r.status == "infeasible"
+        if x is None:
+            return
+        self.groups.setdefault(g, []).append(x)
+        self.cases.setdefault(r.case, []).append(x)
+
+    def merge(self, other, g):
+        for xs in other.groups.values():
+            self.groups.setdefault(g, []).extend(xs)
+        for c, xs in other.cases.items():
+            self.cases.setdefault(c, []).extend(xs)
+        self.fail += other.fail
+        self.inf += other.inf
+
+    def n(self):
+        return sum(len(xs) for xs in self.groups.values())
+
+    def value(self):
+        return mean([mean(xs) for xs in self.groups.values()]) if self.groups else None
+
+    def per_case(self):
+        return {c: mean(xs) for c, xs in self.cases.items()}
+
+
+def cellv(c):
+    """(value, n, failed, cell) as a section stores it."""
+    return (c.value(), c.n(), (c.fail, c.inf), c)
+
+
 def workload_section(recs, rows, labels, title=""):
     s = Section(title, True)
     byrow = {}
     first = {}
     for r in recs:
         first[r.wl] = min(first.get(r.wl, r.cid), r.cid)
-        if r.row in rows and r.score is not None:
-            byrow.setdefault((r.row, r.wl), []).append(r.score)
-    wls = sorted({wl for (_, wl) in byrow}, key=lambda w: first[w])
+        if r.row in rows:
+            byrow.setdefault((r.row, r.wl), Cell()).add(r, r.score)
+    wls = sorted({wl for (_, wl), c in byrow.items() if c.n()}, key=lambda w: first[w])
     s.cols = [(w, PCT, 1) for w in wls] + [("Avg", PCT, 1)]
     for i, row in enumerate(rows):
         s.rows.append((row[:3], labels[i], row[3]))
-        vals = []
+        avg = Cell()
         for j, w in enumerate(wls):
-            xs = byrow.get((row, w), [])
-            s.vals[i, j] = (mean(xs), len(xs))
-            vals.append(mean(xs))
-        avg = sum(vals) / len(vals) if vals and all(v is not None for v in vals) else None
-        s.vals[i, len(wls)] = (avg, sum(s.vals[i, j][1] for j in range(len(wls))))
+            c = byrow.get((row, w), Cell())
+            s.vals[i, j] = cellv(c)
+            avg.merge(c, j)
+        every = wls and all(s.vals[i, j][1] for j in range(len(wls)))
+        s.vals[i, len(wls)] = cellv(avg) if every else (None, 0, (0, 0), None)
     return s
 
 
@@ -170,22 +207,18 @@ def t_niah(recs):
         return None, "no needle cases"
     rows = sorted({r.row for r in needle}, key=row_key)
     ctxs = sorted({r.ctx for r in needle})
-    cell = {}
+    cell, overall = {}, {}
     for r in needle:
-        if r.score is not None:
-            cell.setdefault((r.row, r.ctx), {}).setdefault(r.depth, []).append(r.score)
+        cell.setdefault((r.row, r.ctx), Cell()).add(r, r.score, r.depth)
+        overall.setdefault(r.row, Cell()).add(r, r.score, (r.ctx, r.depth))
     s = Section("", True)
     s.cols = [(f"ctx {c}", PCT, 1) for c in ctxs] + [("overall", PCT, 1)]
     for i, row in enumerate(rows):
         s.rows.append((row[:3], fam_label(row[:3]), row[3]))
-        vals = []
         for j, c in enumerate(ctxs):
-            by_depth = cell.get((row, c), {})
-            v = mean([mean(xs) for xs in by_depth.values()])
-            s.vals[i, j] = (v, sum(len(xs) for xs in by_depth.values()))
-            vals.append(v)
-        s.vals[i, len(ctxs)] = (sum(vals) / len(vals) if all(v is not None for v in vals) else None,
-                                sum(s.vals[i, j][1] for j in range(len(ctxs))))
+            s.vals[i, j] = cellv(cell.get((row, c), Cell()))
+        every = all(s.vals[i, j][1] for j in range(len(ctxs)))
+        s.vals[i, len(ctxs)] = cellv(overall[row]) if every else (None, 0, (0, 0), None)
     return [s], None
 
 
@@ -198,15 +231,13 @@ def t_budget(recs):
     budgets = sorted({r[3] for r in rows})
     per = {}
     for r in recs:
-        if r.score is not None:
-            per.setdefault((r.row, r.wl), []).append(r.score)
+        per.setdefault(r.row, Cell()).add(r, r.score, r.wl)
     s = Section("", False)
     s.cols = [(f"budget {gfmt(b)}", PCT, 1) for b in budgets]
     for i, f in enumerate(fams):
         s.rows.append((f, fam_label(f), None))
         for j, b in enumerate(budgets):
-            lists = [xs for (row, wl), xs in per.items() if row == f + (b,)]
-            s.vals[i, j] = (mean([mean(xs) for xs in lists]), sum(len(xs) for xs in lists))
+            s.vals[i, j] = cellv(per.get(f + (b,), Cell()))
     return [s], None
 
 
@@ -219,16 +250,24 @@ def ctx_means(recs, field):
     return acc
 
 
+def ctx_cells(recs, field):
+    acc = {}
+    for r in recs:
+        v = getattr(r, field)
+        if r.ok and v is not None:
+            acc.setdefault((r.row, r.ctx), Cell()).add(r, v)
+    return acc
+
+
 def ctx_section(recs, title, field, fmt, better):
     rows, ctxs = all_rows(recs), sorted({r.ctx for r in recs})
-    acc = ctx_means(recs, field) if field else {}
+    acc = ctx_cells(recs, field) if field else {}
     s = Section(title, True)
     s.cols = [(f"ctx {c}", fmt, better) for c in ctxs]
     for i, row in enumerate(rows):
         s.rows.append((row[:3], fam_label(row[:3]), row[3]))
         for j, c in enumerate(ctxs):
-            xs = acc.get((row, c), [])
-            s.vals[i, j] = (mean(xs), len(xs))
+            s.vals[i, j] = cellv(acc.get((row, c), Cell()))
     return s
 
 
@@ -258,11 +297,11 @@ def t_memory(recs):
         any_full |= ref is not None
         for j, c in enumerate(ctxs):
             if ref is None:
-                ratio.vals[i, j] = (None, 0)
+                ratio.vals[i, j] = (None, 0, (0, 0), None)
             else:
                 a, b = fm(row, c), fm(ref, c)
                 ratio.vals[i, j] = (a / b if a is not None and b is not None else None,
-                                    len(fast.get((row, c), [])))
+                                    len(fast.get((row, c), [])), (0, 0), None)
     if not any_full:
         ratio.note = "No FullKV results"
     secs.append(ratio)
@@ -281,8 +320,8 @@ def t_memory(recs):
         return secs + [s], None
     score = {}
     for r in recs:
-        if r.score is not None:
-            score.setdefault((r.row, r.ctx, r.wl), []).append(r.score)
+        score.setdefault((r.row, r.ctx), Cell()).add(r, r.score, r.wl)
+    fastc = ctx_cells(recs, "fast")
     for ref in refs:
         title = f"iso-memory at {fam_label(ref[:3])} @ {gfmt(ref[3])}"
         if len(models) > 1:
@@ -306,12 +345,11 @@ def t_memory(recs):
                         pick = r
                 if pick is None:
                     for k in range(3):
-                        s.vals[i, 3 * j + k] = (None, 0)
+                        s.vals[i, 3 * j + k] = (None, 0, (0, 0), None)
                     continue
-                lists = [xs for (row, cc, wl), xs in score.items() if row == pick and cc == c]
-                s.vals[i, 3 * j] = (mean([mean(xs) for xs in lists]), sum(len(xs) for xs in lists))
-                s.vals[i, 3 * j + 1] = (pick[3], len(fast[pick, c]))
-                s.vals[i, 3 * j + 2] = (fm(pick, c), len(fast[pick, c]))
+                s.vals[i, 3 * j] = cellv(score.get((pick, c), Cell()))
+                s.vals[i, 3 * j + 1] = (pick[3], len(fast[pick, c]), (0, 0), None)
+                s.vals[i, 3 * j + 2] = cellv(fastc[pick, c])
         secs.append(s)
     return secs, None
 
@@ -323,6 +361,68 @@ UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
 
 def close(a, b, tol):
     return abs(a - b) <= tol
+
+
+Z = 1.959963984540054
+
+
+def wilson(k, n):
+    p = k / n
+    den = 1 + Z * Z / n
+    mid, half = (p + Z * Z / (2 * n)) / den, Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / den
+    return (0.0 if k == 0 else max(0.0, mid - half)), (1.0 if k == n else min(1.0, mid + half))
+
+
+def sign_p(pos, neg):
+    n, k = pos + neg, min(pos, neg)
+    return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def holm(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [0.0] * len(ps), 0.0
+    for r, i in enumerate(order):
+        run = max(run, min(1.0, (len(ps) - r) * ps[i]))
+        adj[i] = run
+    return adj
+
+
+def sig_best(cells, b, better):
+    """cells[b] better than every other non-empty cell: paired sign test per case, Holm."""
+    mine, ps = cells[b].per_case(), []
+    for k, c in enumerate(cells):
+        if k == b or c is None or not c.n():
+            continue
+        other = c.per_case()
+        common = [x for x in mine if x in other]
+        if not common:
+            return False
+        pos = sum(better * (mine[x] - other[x]) > 0 for x in common)
+        neg = sum(better * (mine[x] - other[x]) < 0 for x in common)
+        ps.append(sign_p(pos, neg) if pos > neg else 1.0)
+    return bool(ps) and all(p < 0.05 for p in holm(ps))
+
+
+def parse_cell(t):
+    """'v [lo, hi] n=N (i infeasible, e failed)' -> (v text, lo text, hi text, n, (i + e, i), bold)."""
+    bold = t.startswith("**")
+    t = t.replace("**", "")
+    fail = inf = 0
+    if t.endswith(" failed)") or t.endswith(" infeasible)"):
+        t, f = t.rsplit(" (", 1)
+        for part in f.rstrip(")").split(", "):
+            k, what = part.split()
+            if what == "infeasible": inf = int(k)
+            fail += int(k)
+    n = 0
+    if " n=" in t:
+        t, nn = t.rsplit(" n=", 1)
+        n = int(nn)
+    lo = hi = None
+    if " [" in t:
+        t, iv = t.split(" [", 1)
+        lo, hi = iv.rstrip("]").split(", ")
+    return t, lo, hi, n, (fail, inf), bold
 
 
 def check_md_value(where, text, v, fmt):
@@ -385,7 +485,13 @@ def check(table, run):
     inf = sum(r.status == "infeasible" for r in recs)
     err_n = sum(r.status == "error" for r in recs)
     if inf or err_n:
-        assert f"Not in the means: {inf} infeasible and {err_n} failed results." in text, (table, run, "footnote")
+        assert f"Failed: {inf} infeasible and {err_n} failed results, in the cells' n as 0." in text, (
+            table, run, "footnote")
+    cases = {}
+    for r in recs:
+        cases.setdefault(r.row, set()).add(r.case)
+    differ = any(cases[a] != cases[b] for a in cases for b in cases if a[0] == b[0])
+    assert ("**Rows were run over different sets of cases**" in text) == differ, (table, run, "case-set note")
     n_models = len({r.model for r in recs})
     got = parse_md(text)
     assert [g[0] for g in got] == [s.title for s in secs], (table, run, [g[0] for g in got], [s.title for s in secs])
@@ -411,15 +517,38 @@ def check(table, run):
                 assert float(line[k0 - 1]) == budget, (where, "budget", line, budget)
         for j, (label, fmt, better) in enumerate(s.cols):
             for i, (fam, _, _) in enumerate(s.rows):
-                v = s.vals[i, j][0]
+                v, n, nfail, cell = s.vals[i, j]
                 t = body[i][k0 + j]
-                bold = t.startswith("**") and t.endswith("**")
-                check_md_value(where + (s.rows[i][1], label), t.strip("*"), v, fmt)
-                same = [s.vals[k, j][0] for k in range(len(s.rows))
-                        if s.rows[k][0][0] == fam[0] and s.vals[k, j][0] is not None]
-                best = (max(same) if better > 0 else min(same)) if better and same else None
-                want_bold = v is not None and best is not None and close(v, best, 1e-9 * max(1, abs(best)))
-                assert bold == want_bold, (where, s.rows[i][1], label, "bold", t, v, best)
+                vt, lo, hi, pn, pf, bold = parse_cell(t)
+                w = where + (s.rows[i][1], label, t)
+                check_md_value(w, vt, v, fmt)
+                assert pn == n and pf == nfail, (w, "n / failed", n, nfail)
+                # the interval: Wilson on a binary cell of one group, else around the value
+                if cell is not None and cell.n():
+                    xs = [x for g in cell.groups.values() for x in g]
+                    sizes = {len(g) for g in cell.groups.values()}
+                    scale = 100 if fmt == PCT else 1
+                    if fmt == PCT and len(sizes) == 1 and all(x in (0, 1) for x in xs):
+                        wl, wh = wilson(sum(x == 1 for x in xs), len(xs))
+                        check_md_value(w + ("lo",), lo, wl, fmt)
+                        check_md_value(w + ("hi",), hi, wh, fmt)
+                    elif fmt in (PCT, NUM, COUNT):
+                        # the bounds are printed to 0.1 (%), 1 (count) or 3 significant digits
+                        tol = (0.05 if fmt == PCT else 0.5 if fmt == COUNT else
+                               0.006 * max(abs(float(lo)), abs(float(hi)), abs(v)) + 1e-9)
+                        assert float(lo) <= scale * v + tol and scale * v <= float(hi) + tol, (w, "interval")
+                        assert float(lo) >= scale * min(xs) - tol and float(hi) <= scale * max(xs) + tol, (w, "range")
+                else:
+                    assert lo is None, (w, "an interval without values")
+                # bold: the one best row of its model, better than every other by the paired
+                # sign test over common cases, Holm-adjusted p < 0.05
+                same = [k for k in range(len(s.rows)) if s.rows[k][0][0] == fam[0] and s.vals[k, j][0] is not None]
+                vals = [s.vals[k, j][0] for k in same]
+                best = (max(vals) if better > 0 else min(vals)) if better and vals else None
+                tops = [k for k in same if close(s.vals[k, j][0], best, 1e-12 * max(1, abs(best)))] if best is not None else []
+                want_bold = (len(tops) == 1 and tops[0] == i and cell is not None and
+                             sig_best([s.vals[k, j][3] if k in same else None for k in range(len(s.rows))], i, better))
+                assert bold == want_bold, (w, "bold", v, best)
                 cells += 1
     # CSV: one line per cell of the sections with rows, in the same order, full precision
     recs_csv = list(csv.DictReader(open(f"{out}/{table}_{run}.csv", newline="")))
@@ -437,12 +566,13 @@ def check(table, run):
                 if budget is not None:
                     assert float(rec["budget"]) == budget, where
                 assert rec["column"] == col, where
-                v, cnt = s.vals[i, j]
+                v, cnt, nfail, cell = s.vals[i, j]
                 want = None if v is None else 100 * v if fmt == PCT else v
                 assert (rec["value"] == "") == (want is None), (where, want)
                 if want is not None:
                     assert close(float(rec["value"]), want, 1e-9 * max(1, abs(want))), (where, want)
-                assert int(rec["n"]) == cnt, (where, "n", cnt)
+                assert int(rec["n"]) == cnt and (int(rec["failed"]), int(rec["infeasible"])) == nfail, (where, "n", cnt, nfail)
+                assert (rec["lo"] == "") == (cell is None or not cell.n()), (where, "lo")
     assert n == len(recs_csv), (table, run, "csv lines", len(recs_csv), n)
     return cells, secs
 

@@ -58,6 +58,10 @@ static void rand_result(stored_result *s, const char *method, double budget, con
     for (int i = 0; i < L * H; i++) s->heads[i] = (kv_headstat){rand_double(), rand_double()};
     for (int l = 0; l < L; l++) s->lerr[l] = rand_double();
     r->heads = s->heads, r->layer_err = s->lerr;
+    /* version 3: fidelity and repeats, absent (NULL) about half the time */
+    if (test_int(0, 1)) r->ans_tokens = test_int(1, 64), r->ans_nll = rand_double();
+    if (test_int(0, 1)) r->fid_steps = test_int(1, 16), r->kl = rand_double(), r->top1 = test_unif();
+    if (test_int(0, 1)) r->repeats = test_int(1, 5), r->compress_spread = rand_double(), r->decode_spread = rand_double();
 }
 
 static const char *col_str(sqlite3_stmt *st, int i) { return (const char *)sqlite3_column_text(st, i); }
@@ -100,6 +104,23 @@ static void verify_result(const char *path, int64_t case_id, const kvdb_result *
     CHECK(str_eq(col_str(st, 17), r->output), "output");
     CHECK(col_str(st, 18) && strlen(col_str(st, 18)) == 20, "created timestamp");
     CHECK(sqlite3_step(st) == SQLITE_DONE, "exactly one row for %s", r->method);
+    sqlite3_finalize(st);
+
+    CHECK(sqlite3_prepare_v2(h, "SELECT ans_tokens, ans_nll, fid_steps, kl, top1, repeats, compress_spread, decode_spread"
+                                " FROM results WHERE id = ?", -1, &st, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_bind_int64(st, 1, rid);
+    CHECK(sqlite3_step(st) == SQLITE_ROW, "version-3 columns of %s", r->method);
+    CHECK(r->ans_tokens > 0 ? sqlite3_column_int(st, 0) == r->ans_tokens && real_eq(st, 1, r->ans_nll)
+                            : sqlite3_column_type(st, 0) == SQLITE_NULL && sqlite3_column_type(st, 1) == SQLITE_NULL,
+          "answer NLL of %s", r->method);
+    CHECK(r->fid_steps > 0 ? sqlite3_column_int(st, 2) == r->fid_steps && real_eq(st, 3, r->kl) && real_eq(st, 4, r->top1)
+                           : sqlite3_column_type(st, 3) == SQLITE_NULL && sqlite3_column_type(st, 4) == SQLITE_NULL,
+          "KL/top-1 of %s", r->method);
+    CHECK(r->repeats > 0 ? sqlite3_column_int(st, 5) == r->repeats &&
+                               (r->repeats > 1 ? real_eq(st, 6, r->compress_spread) && real_eq(st, 7, r->decode_spread)
+                                               : sqlite3_column_type(st, 6) == SQLITE_NULL)
+                         : sqlite3_column_type(st, 5) == SQLITE_NULL,
+          "repeats of %s", r->method);
     sqlite3_finalize(st);
 
     CHECK(sqlite3_prepare_v2(h, "SELECT layer, head, kept, events FROM head_stats WHERE result_id = ? ORDER BY layer, head",

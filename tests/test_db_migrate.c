@@ -1,5 +1,6 @@
 /* Results schema versions 2 (the device columns of cases) and 3 (steady fast-tier bytes,
- * measured peak RSS, the prompt hash and token count of cases, the plan table) and the migrations: a version-1 file written here with raw SQL (the old
+ * measured peak RSS, the prompt hash and token count of cases, the plan table, fidelity metrics, repeated timings,
+ * load average) and the migrations: a version-1 file written here with raw SQL (the old
  * schema, a run, a case, a result) is read as it is by kvdb_open_readonly; kvdb_open
  * migrates it in place through both steps (rows kept, the new columns NULL, version 3), a
  * second open migrates nothing; a version-2 file migrates to 3 the same way; kvdb_case_gpu
@@ -127,6 +128,19 @@ int main(void) {
                       q_int(db, "SELECT gpu_used_bytes FROM cases WHERE id = 1") == -1 &&
                       q_real(db, "SELECT gpu_prefill_ms FROM cases WHERE id = 1") == -1,
                   "an old case's device columns must be NULL");
+        /* version 3: the fidelity and repeat columns of results, the load of cases, NULL in old rows */
+        CHECK(q_int(db, "SELECT count(*) FROM pragma_table_info('results') WHERE name IN ('ans_tokens','ans_nll',"
+                        "'fid_steps','kl','top1','repeats','compress_spread','decode_spread')") == 8 &&
+                  q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name IN ('load_start','load_end')") == 2,
+              "round %d: the version-3 columns", round);
+        if (round == 0)
+            CHECK(q_int(db, "SELECT count(*) FROM results WHERE ans_nll IS NULL AND kl IS NULL AND top1 IS NULL AND"
+                            " repeats IS NULL") == 1, "an old result's version-3 columns must be NULL");
+        double l0 = test_unif() * 8, l1 = test_unif() * 8;
+        CHECK(kvdb_case_load(db, 1, l0, l1) == 0 && q_real(db, "SELECT load_start FROM cases WHERE id = 1") == l0 &&
+                  q_real(db, "SELECT load_end FROM cases WHERE id = 1") == l1,
+              "load average read back differs: %s", kvdb_errmsg(db));
+        CHECK(kvdb_case_load(db, 99, 1, 1) == -1 && strstr(kvdb_errmsg(db), "no such case"), "load of an unknown case");
         /* values, then NULLs */
         long long peak = (long long)test_int(1, 1 << 30) << 8, used = (long long)test_int(1, 1 << 30) << 9;
         double ms = test_unif() * 1e4;
@@ -205,12 +219,12 @@ int main(void) {
     }
 
     /* a newer file is refused, naming the version */
-    CHECK(raw_exec(future, v1_sql) == 0 && raw_exec(future, "UPDATE version SET schema = 4") == 0, "future file");
+    CHECK(raw_exec(future, v1_sql) == 0 && raw_exec(future, "UPDATE version SET schema = 99") == 0, "future file");
     db = kvdb_open_readonly(future, err, sizeof err);
-    CHECK(!db && strstr(err, "schema version 4") && strstr(err, future), "version 4 read-only: got '%s'", db ? "" : err);
+    CHECK(!db && strstr(err, "schema version 99") && strstr(err, future), "version 99 read-only: got '%s'", db ? "" : err);
     kvdb_close(db);
     db = kvdb_open(future, err, sizeof err);
-    CHECK(!db && strstr(err, "schema version 4"), "version 4 read-write: got '%s'", db ? "" : err);
+    CHECK(!db && strstr(err, "schema version 99"), "version 99 read-write: got '%s'", db ? "" : err);
     kvdb_close(db);
 
     const char *names[] = {v1, v2, fresh, future};

@@ -45,40 +45,107 @@ def rank(m):
 def mean(xs):
     return sum(xs) / len(xs) if xs else None
 
+Z = 1.959963984540054
+def wilson(k, n):
+    p = k / n
+    den = 1 + Z * Z / n
+    mid, half = (p + Z * Z / (2 * n)) / den, Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / den
+    return (0.0 if k == 0 else max(0.0, mid - half)), (1.0 if k == n else min(1.0, mid + half))
+
+def sign_p(pos, neg):
+    n, k = pos + neg, min(pos, neg)
+    return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+def holm(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [0.0] * len(ps), 0.0
+    for r, i in enumerate(order):
+        run = max(run, min(1.0, (len(ps) - r) * ps[i]))
+        adj[i] = run
+    return adj
+
+def sig_best(vals, b):
+    """vals: row -> {case: value}; 1 when row b beats every other row (sign test, Holm)."""
+    ps = []
+    for k, v in vals.items():
+        if k == b or not v:
+            continue
+        common = [c for c in vals[b] if c in v]
+        if not common:
+            return False
+        pos = sum(vals[b][c] > v[c] for c in common)
+        neg = sum(vals[b][c] < v[c] for c in common)
+        ps.append(sign_p(pos, neg) if pos > neg else 1.0)
+    return bool(ps) and all(p < 0.05 for p in holm(ps))
+
+def parse_cell(s):
+    """'v [lo, hi] n=N (i infeasible, e failed)' -> (v, lo, hi, n, (i + e, i), bold); '-' as None."""
+    bold = s.startswith("**")
+    s = s.replace("**", "")
+    fail = inf = 0
+    if s.endswith(" failed)") or s.endswith(" infeasible)"):
+        s, f = s.rsplit(" (", 1)
+        for part in f.rstrip(")").split(", "):
+            k, what = part.split()
+            if what == "infeasible": inf = int(k)
+            fail += int(k)
+    n = 0
+    if " n=" in s:
+        s, nn = s.rsplit(" n=", 1)
+        n = int(nn)
+    lo = hi = None
+    if "[" in s:
+        s, iv = s.split(" [", 1)
+        lo, hi = (float(x) for x in iv.rstrip("]").split(", "))
+    return (None if s == "-" else float(s)), lo, hi, n, (fail, inf), bold
+
 def expected(run, by):
     raw = db.execute("SELECT r.method, r.budget, r.status, r.score, r.fast_peak, r.decode_s, r.decode_tokens,"
                      " c.variant, c.ctx, c.id FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
                      (run,)).fetchall()
-    rows, cols, first, acc = set(), set(), {}, {}
+    rows, cols, first, acc, byc = set(), set(), {}, {}, {}
     for m, b, st, sc, peak, ds, dt, var, ctx, cid in raw:
         row = m if by == "budget" else (m, b)
         col = {"variant": var, "budget": b, "ctx": ctx}[by]
         rows.add(row); cols.add(col); first[col] = min(first.get(col, cid), cid)
-        a = acc.setdefault((row, col), ([], [], []))
+        a = acc.setdefault((row, col), ([], [], [], [0, 0]))
         if st == "ok":
-            if sc is not None: a[0].append(100 * sc)
+            if sc is not None:
+                a[0].append(100 * sc)
+                byc.setdefault((row, col), {})[cid] = 100 * sc
+                byc.setdefault((row, "avg"), {}).setdefault(cid, []).append(100 * sc)
             a[1].append(peak)
             if dt > 0: a[2].append(1000 * ds / dt)
+        else:   # infeasible and failed results count as 0
+            a[0].append(0.0)
+            a[3][0] += 1
+            a[3][1] += st == "infeasible"
+            byc.setdefault((row, col), {})[cid] = 0.0
+            byc.setdefault((row, "avg"), {}).setdefault(cid, []).append(0.0)
     rows = sorted(rows, key=lambda r: rank(r) if by == "budget" else rank(r[0]) + (r[1],))
     cols = sorted(cols, key=lambda c: first[c]) if by == "variant" else sorted(cols)
     cell = {}
     for r in rows:
         for c in cols:
-            a = acc.get((r, c), ([], [], []))
-            cell[r, c] = (len(a[0]), mean(a[0]), mean(a[1]), mean(a[2]))
+            a = acc.get((r, c), ([], [], [], [0, 0]))
+            cell[r, c] = (len(a[0]), mean(a[0]), mean(a[1]), mean(a[2]), tuple(a[3]), a[0])
         vals = [cell[r, c] for c in cols]
         cell[r, "avg"] = (sum(v[0] for v in vals),) + tuple(
-            mean([v[k] for v in vals if v[k] is not None]) for k in (1, 2, 3))
+            mean([v[k] for v in vals if v[k] is not None]) for k in (1, 2, 3)) + (
+            (sum(v[4][0] for v in vals), sum(v[4][1] for v in vals)), [x for v in vals for x in v[5]])
     nonok = {s: n for s, n in db.execute("SELECT r.status, count(*) FROM results r JOIN cases c ON c.id = r.case_id"
                                         " WHERE c.run_id = ? GROUP BY 1", (run,))}
-    return rows, cols + ["avg"], cell, nonok
+    for k, v in byc.items():   # a case's values over several columns (budgets) averaged
+        if k[1] == "avg":
+            byc[k] = {cid: sum(xs) / len(xs) for cid, xs in v.items()}
+    return rows, cols + ["avg"], cell, nonok, byc
 
 def close(a, b, tol):
     return abs(a - b) <= tol
 
 UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
 def check_md(path, run, by):
-    rows, cols, cell, nonok = expected(run, by)
+    rows, cols, cell, nonok, byc = expected(run, by)
     text = open(path).read()
     (seed, model, git, backend, workload), = db.execute(
         "SELECT seed, model, git_commit, backend, workload FROM runs WHERE id = ?", (run,))
@@ -100,15 +167,25 @@ def check_md(path, run, by):
         js, jk, jm = (hdr.index(f"{label} {k}") for k in ("score", "KV", "ms/tok"))
         scores = [cell[r, c][1] for r in rows if cell[r, c][1] is not None]
         best = max(scores) if scores else None
+        tops = [r for r in rows if cell[r, c][1] is not None and close(cell[r, c][1], best, 1e-9)]
+        vals = {r: byc.get((r, c), {}) for r in rows}
         for r, line in zip(rows, body):
-            n, sc, kv, ms = cell[r, c]
-            s = line[js]
+            n, sc, kv, ms, nfail, xs = cell[r, c]
+            v, lo, hi, pn, pf, bold = parse_cell(line[js])
+            assert pn == n and pf == nfail, (path, r, c, line[js], n, nfail)
             if sc is None:
-                assert s == "-", (path, r, c, s)
+                assert v is None, (path, r, c, line[js])
             else:
-                bold = s.startswith("**")
-                assert close(float(s.strip("*")), sc, 0.05 + 1e-9), (path, r, c, s, sc)
-                assert bold == close(sc, best, 1e-9), (path, r, c, "bold", s, sc, best)
+                assert close(v, sc, 0.05 + 1e-9), (path, r, c, line[js], sc)
+                # bold: the one best row, better than every other by the paired sign test (Holm)
+                want_bold = len(tops) == 1 and tops[0] == r and sig_best(vals, r)
+                assert bold == want_bold, (path, r, c, "bold", line[js], sc, best)
+                if c != "avg" and all(x in (0.0, 100.0) for x in xs):
+                    wl, wh = wilson(sum(x == 100.0 for x in xs), len(xs))
+                    assert close(lo, 100 * wl, 0.05 + 1e-9) and close(hi, 100 * wh, 0.05 + 1e-9), (path, r, c, line[js])
+                else:
+                    assert lo <= v + 0.05 and v <= hi + 0.05 and lo >= min(xs) - 0.05 and hi <= max(xs) + 0.05, (
+                        path, r, c, line[js])
             if kv is None:
                 assert line[jk] == "-", (path, r, c, line[jk])
             else:
@@ -121,14 +198,14 @@ def check_md(path, run, by):
             else:
                 assert close(float(line[jm]), ms, 0.005 + 0.01 * ms), (path, r, c, line[jm], ms)
     if nonok.get("infeasible") or nonok.get("error"):
-        want = f"{nonok.get('infeasible', 0)} infeasible and {nonok.get('error', 0)} failed"
+        want = f"{nonok.get('infeasible', 0)} infeasible and {nonok.get('error', 0)} failed results, counted as 0"
         assert want in text, (path, "footnote", want)
     return rows, cols
 
 def num(x):
     return None if x == "" else float(x)
 def check_csv(path, run, by):
-    rows, cols, cell, _ = expected(run, by)
+    rows, cols, cell, _, _ = expected(run, by)
     recs = list(csv.DictReader(open(path, newline="")))
     assert len(recs) == len(rows) * len(cols), (path, len(recs))
     it = iter(recs)
@@ -140,9 +217,10 @@ def check_csv(path, run, by):
             if by != "budget": assert float(rec["budget"]) == r[1], (path, rec, r)
             key = rec[by]
             assert key == "avg" if c == "avg" else (key == c if by == "variant" else float(key) == c), (path, key, c)
-            n, sc, kv, ms = cell[r, c]
-            assert int(float(rec["n"])) == n, (path, rec, n)
-            for got, want in ((rec["score_pct"], sc), (rec["fast_peak_bytes"], kv), (rec["decode_ms_per_token"], ms)):
+            n, sc, kv, ms, nfail, _ = cell[r, c]
+            assert int(float(rec["n"])) == n and (int(float(rec["failed"])), int(float(rec["infeasible"]))) == nfail, (path, rec, n)
+            assert rec["metric"] == "score_pct" and (sc is None or float(rec["lo"]) <= sc + 1e-9 <= float(rec["hi"]) + 2e-9)
+            for got, want in ((rec["value"], sc), (rec["fast_peak_bytes"], kv), (rec["decode_ms_per_token"], ms)):
                 g = num(got)
                 assert (g is None) == (want is None), (path, rec, want)
                 if g is not None: assert close(g, want, 1e-9 * max(1, abs(want))), (path, rec, want)
@@ -156,13 +234,13 @@ check_csv(f"{d}/budget.csv", run2, "budget")
 check_md(f"{d}/ctx1.md", 1, "ctx")
 check_csv(f"{d}/ctx1.csv", 1, "ctx")
 
-# The heatmap data: one block per (method, budget) with finished cases, in report order,
-# each cell the mean score (%) of its (ctx, depth) over the ok results.
+# The heatmap data: one block per (method, budget) with results, in report order, each
+# cell the mean score (%) of its (ctx, depth), infeasible and failed results as 0.
 want = {}
-for m, b, ctx, depth, sc in db.execute(
-        "SELECT r.method, r.budget, c.ctx, c.depth, r.score FROM results r JOIN cases c ON c.id = r.case_id"
-        " WHERE c.run_id = ? AND r.status = 'ok' AND r.score IS NOT NULL", (run2,)):
-    want.setdefault((m, b), {}).setdefault((ctx, round(100 * depth, 6)), []).append(100 * sc)
+for m, b, ctx, depth, st, sc in db.execute(
+        "SELECT r.method, r.budget, c.ctx, c.depth, r.status, r.score FROM results r JOIN cases c ON c.id = r.case_id"
+        " WHERE c.run_id = ? AND (r.status <> 'ok' OR r.score IS NOT NULL)", (run2,)):
+    want.setdefault((m, b), {}).setdefault((ctx, round(100 * depth, 6)), []).append(100 * sc if st == "ok" else 0.0)
 blocks = open(f"{d}/niah.dat").read().split("\n\n\n")
 panels = sorted(want, key=lambda p: rank(p[0]) + (p[1],))
 assert len(blocks) == len(panels), ("panels", len(blocks), len(panels))
@@ -199,6 +277,41 @@ python3 tests/report_tables_ref.py "$dir/t.db" "$dir/registry" "$dir/methods" "$
 "${KV[@]}" report --db "$dir/t.db" --table niah --run all --csv >"$dir/niah_stdout.csv"
 cmp -s "$dir/niah_stdout.csv" "$dir/tables/niah_all.csv" || fail "--csv to stdout differs from --csv FILE"
 
+# --table compare: each row against the base method's row of its model, paired by case,
+# recomputed from the raw rows (tests/report_compare_ref.py).
+for s in compare:1 compare:all; do
+    "${KV[@]}" report --db "$dir/t.db" --table compare --base fullkv --run "${s#*:}" --csv "$dir/tables/${s/:/_}.csv" \
+        >"$dir/tables/${s/:/_}.md" || fail "report --table compare --run ${s#*:}"
+done
+cat "$dir/tables/compare_1.md"
+python3 tests/report_compare_ref.py "$dir/t.db" "$dir/tables" 1 all
+# --metric: the fidelity metrics (absent in this fixture: empty cells, not an error)
+"${KV[@]}" report --db "$dir/t.db" --table main --run 1 --metric nll >"$dir/nll.md" || fail "report --metric nll"
+"${KV[@]}" report --db "$dir/f.db" --metric top1 >"$dir/top1.md" || fail "report --metric top1"
+grep -q "top1" "$dir/top1.md" || fail "report --metric top1: no top1 column"
+
+# The line figures carry each point's 95% interval (x y lo hi) and draw it as error bars.
+"${KV[@]}" plot --db "$dir/f.db" --figure budget --out "$dir/budget" >/dev/null || fail "plot --figure budget"
+grep -q "yerrorlines" "$dir/budget.gp" || fail "budget figure without error bars"
+awk '!/^#/ && NF { if (NF != 4 || $3 > $2 + 1e-9 || $2 > $4 + 1e-9) bad++; n++ } END { exit !(n > 0 && !bad) }' \
+    "$dir/budget.dat" || fail "budget.dat: points without a lo <= y <= hi interval"
+expect_fail_early() { local rc=0; "$@" >/dev/null 2>"$dir/err" || rc=$?; [ "$rc" -eq 2 ] || fail "'$*' exit $rc"; }
+expect_fail_early "${KV[@]}" plot --db "$dir/f.db" --figure memory --metric kl
+expect_fail_early "${KV[@]}" plot --db "$dir/f.db" --metric acc
+
+# Latency measured while the load average moved is marked noisy, per cell and in a note.
+cp "$dir/t.db" "$dir/noisy.db"
+sqlite3 "$dir/noisy.db" "UPDATE cases SET load_start = 0.5, load_end = CASE WHEN id % 2 = 0 THEN 4.0 ELSE 0.9 END WHERE run_id = 1"
+want=$(sqlite3 "$dir/noisy.db" "SELECT count(*) FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = 1
+       AND r.status = 'ok' AND c.id % 2 = 0")
+"${KV[@]}" report --db "$dir/noisy.db" --table latency --run 1 >"$dir/noisy.md" || fail "report --table latency (noisy)"
+grep -q "^Noisy: $want finished results ran while the load average moved" "$dir/noisy.md" || fail "noisy note: want $want"
+got=$(awk '/^### / {on = ($0 == "### compression (s)")} on' "$dir/noisy.md" | grep -o "([0-9]* noisy)" | tr -dc '0-9\n' |
+      awk '{s += $1} END {print s + 0}')
+[ "$got" = "$want" ] || fail "noisy marks in the compression cells: $got, want $want"
+quiet=$("${KV[@]}" report --db "$dir/t.db" --table latency --run 1)
+[[ "$quiet" != *noisy* ]] || fail "a file without load averages marked noisy"
+
 # Errors: a clear message and a non-zero status; a missing file is not created.
 expect_fail() {   # expect_fail "message part" command...
     local want=$1; shift
@@ -223,10 +336,13 @@ expect_fail "--figure" "${KV[@]}" plot --db "$dir/f.db" --figure pie
 expect_fail "gnuplot not found" env PATH=/nonexistent "${KV[@]}" plot --db "$dir/f.db" --out "$dir/nognuplot"
 # the latest run (the default) recorded nothing yet
 expect_fail "run 11 has no results yet" "${KV[@]}" report --db "$dir/t.db" --table main
-expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency)" \
+expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency, compare)" \
     "${KV[@]}" report --db "$dir/t.db" --table pie
 expect_fail "needs a value" "${KV[@]}" report --db "$dir/t.db" --table
 expect_fail "no needle cases" "${KV[@]}" report --db "$dir/t.db" --table niah --run 2
+expect_fail "--metric 'acc'" "${KV[@]}" report --db "$dir/t.db" --table main --metric acc
+expect_fail "--base 'nosuch'" "${KV[@]}" report --db "$dir/t.db" --table compare --base nosuch
+expect_fail "--base applies to --table compare" "${KV[@]}" report --db "$dir/t.db" --table main --base fullkv
 expect_fail "rank parameter" "${KV[@]}" report --db "$dir/f.db" --table rank --run 2
 expect_fail "--by applies to the default table" "${KV[@]}" report --db "$dir/t.db" --table main --by ctx
 expect_fail "--run all needs --table" "${KV[@]}" report --db "$dir/t.db" --run all
@@ -234,7 +350,7 @@ expect_fail "not a positive run id or all" "${KV[@]}" report --db "$dir/t.db" --
 expect_fail "no run 99" "${KV[@]}" report --db "$dir/t.db" --table main --run 99
 expect_fail "no runs" "${KV[@]}" report --db "$dir/empty.db" --table main
 expect_fail "cannot write --csv" "${KV[@]}" report --db "$dir/t.db" --table main --run 1 --csv "$dir/no/such/dir.csv"
-"${KV[@]}" report --help | grep -q -- "--table NAME" || fail "report --help lacks --table"
-"${KV[@]}" report --help | grep -q usage || fail "report --help"
-"${KV[@]}" plot --help | grep -q usage || fail "plot --help"
+"${KV[@]}" report --help | grep -c -- "--table NAME" >/dev/null || fail "report --help lacks --table"
+"${KV[@]}" report --help | grep -c usage >/dev/null || fail "report --help"
+"${KV[@]}" plot --help | grep -c usage >/dev/null || fail "plot --help"
 echo "test_report: all checks passed"

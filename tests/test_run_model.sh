@@ -16,6 +16,8 @@
 #    the zoom figure draws them;
 #  - FullKV answers the same whether the question is compressed or fed after (exact cache);
 #  - the memory/latency/budget figures draw from the file;
+#  - fidelity against FullKV (answer NLL, KL, top-1, per-layer error; FullKV exactly 0 against
+#    itself), report --metric, --table compare, plot --metric; --fidelity 0; --repeat 3;
 #  - an unknown workload, a context beyond the model, a missing model file or haystack,
 #    an unknown backend each give one line on stderr and a non-zero exit, before any work;
 #  - --backend cuda without a usable device says so in one line and runs on the CPU,
@@ -108,6 +110,35 @@ cfg=$(q "$T/a.db" "SELECT json_extract(config_json,'$.template') || ' ' || json_
 [ "$cfg" = "chatml [0,2] 0 1" ] || fail "run config lacks template/stop tokens: $cfg"
 grep -q "^3 results written, 0 already present" "$T/out1" || fail "summary line: $(tail -2 "$T/out1")"
 grep -q "ETA" "$T/err1" || fail "no progress lines with an ETA"
+
+# ---------------------------------------------------------------- fidelity against FullKV, load average
+# FullKV against itself: KL 0, top-1 1, layer errors 0; the others: KL >= 0, top-1 in [0,1],
+# an answer NLL for the same reference tokens, one layer error per layer; the case's load average.
+[ "$(q "$T/a.db" "SELECT count(*) FROM results WHERE method='fullkv' AND kl = 0 AND top1 = 1 AND rel_err = 0
+       AND fid_steps BETWEEN 1 AND 16 AND ans_tokens > 5 AND ans_nll > 0")" = 1 ] \
+    || fail "fullkv fidelity: $(q "$T/a.db" "SELECT kl, top1, rel_err, fid_steps, ans_tokens, ans_nll FROM results WHERE method='fullkv'")"
+[ "$(q "$T/a.db" "SELECT count(*) FROM results WHERE method<>'fullkv' AND kl >= 0 AND top1 BETWEEN 0 AND 1 AND rel_err > 0
+       AND fid_steps = (SELECT fid_steps FROM results WHERE method='fullkv')
+       AND ans_tokens = (SELECT ans_tokens FROM results WHERE method='fullkv') AND ans_nll > 0")" = 2 ] \
+    || fail "fidelity of the compressed methods: $(q "$T/a.db" 'SELECT method, kl, top1, rel_err, fid_steps, ans_tokens, ans_nll FROM results')"
+[ "$(q "$T/a.db" "SELECT count(*) FROM layer_err")" = $((3 * 30)) ] || fail "per-layer errors: $(q "$T/a.db" 'SELECT count(*) FROM layer_err')"
+[ "$(q "$T/a.db" "SELECT count(*) FROM results r WHERE abs(r.rel_err - (SELECT avg(rel_err) FROM layer_err l
+       WHERE l.result_id = r.id)) < 1e-12")" = 3 ] || fail "rel_err is not the mean of the layer errors"
+[ "$(q "$T/a.db" "SELECT count(*) FROM cases WHERE load_start >= 0 AND load_end >= 0")" = 1 ] || fail "load average not recorded"
+"$KVBENCH" report --db "$T/a.db" --metric kl >"$T/kl.md" || fail "report --metric kl"
+grep -q "| fullkv | 1 | 0.000 \[0.000, 0.000\] n=1" "$T/kl.md" || fail "report --metric kl: $(grep fullkv "$T/kl.md")"
+"$KVBENCH" report --db "$T/a.db" --table compare --base fullkv >"$T/cmp.md" || fail "report --table compare"
+grep -q "^| snapkv | 0.2 | 1 |" "$T/cmp.md" || fail "compare table: $(cat "$T/cmp.md")"
+"$KVBENCH" plot --db "$T/a.db" --metric nll --out "$T/nll" >/dev/null 2>"$T/perr" || fail "plot --metric nll: $(cat "$T/perr")"
+[ "$(grep -c '^[0-9]' "$T/nll.dat")" = 3 ] || fail "nll heatmap: expected one cell per method"
+# --fidelity 0: nothing measured (NULL); --repeat 3: the medians of three runs, with their spread
+"$KVBENCH" "${RUN[@]/fullkv,snapkv,streamingllm/fullkv}" --fidelity 0 --repeat 3 --db "$T/r.db" >/dev/null 2>"$T/errr" \
+    || { cat "$T/errr"; fail "--fidelity 0 --repeat 3 exited non-zero"; }
+[ "$(q "$T/r.db" "SELECT count(*) FROM results WHERE kl IS NULL AND ans_nll IS NULL AND repeats = 3
+       AND compress_spread >= 0 AND decode_spread >= 0 AND decode_s > 0")" = 1 ] \
+    || fail "--fidelity 0 --repeat 3: $(q "$T/r.db" 'SELECT kl, ans_nll, repeats, compress_spread, decode_spread FROM results')"
+[ "$(q "$T/r.db" "SELECT output FROM results")" = "$(q "$T/a.db" "SELECT output FROM results WHERE method='fullkv'")" ] \
+    || fail "--repeat changed FullKV's answer"
 
 # ---------------------------------------------------------------- resume
 "$KVBENCH" "${RUN[@]}" --db "$T/a.db" >"$T/out2" 2>&1 || fail "rerun exited non-zero"

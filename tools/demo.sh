@@ -33,6 +33,8 @@ echo
 echo
 ./kvbench report --db "$DB" --by ctx
 echo
+./kvbench report --db "$DB" --table compare --base fullkv
+echo
 ./kvbench plot --db "$DB" --figure niah --out "$OUT"/demo-niah
 ./kvbench plot --db "$DB" --figure memory --out "$OUT"/demo-memory
 ./kvbench plot --db "$DB" --figure latency --out "$OUT"/demo-latency

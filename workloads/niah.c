@@ -241,7 +241,8 @@ int niah_build(niah_builder *b, int length, double depth, tc_case *out, char *er
     c.id = sb_take(&id);
     c.task = strdup("niah");
     c.question = strdup(question_of(&b->o));
-    if (!c.id || !c.task || !c.question || nk < 1 || tc_set_answers(&c, kw, nk)) goto oom;
+    c.reference = strdup(needle_of(&b->o));   /* scored by keywords; its likelihood is the whole needle's */
+    if (!c.id || !c.task || !c.question || !c.reference || nk < 1 || tc_set_answers(&c, kw, nk)) goto oom;
     c.scorer = TC_SCORE_NIAH;
     c.max_new_tokens = b->o.max_new_tokens;
     c.length = length;

@@ -29,7 +29,7 @@ static void free_strs(char **v, int n) {
 void tc_case_free(tc_case *c) {
     free(c->id); free(c->task); free(c->context); free(c->question);
     free(c->tpl_head); free(c->body_context); free(c->body_question); free(c->tpl_tail);
-    free(c->answer_prefix); free(c->prompt);
+    free(c->answer_prefix); free(c->prompt); free(c->reference);
     free_strs(c->answers, c->n_answers);
     free_strs(c->classes, c->n_classes);
     tc_case_init(c);

@@ -57,6 +57,8 @@ typedef struct {
     char *tpl_head, *body_context, *body_question, *tpl_tail, *answer_prefix;
     char *prompt;             /* the five pieces concatenated */
     char **answers;           /* references */
+    char *reference;          /* the reference answer as text, for its teacher-forced likelihood
+                                 (NULL: answers[0]) */
     int n_answers;
     char **classes;           /* classification: all class names */
     int n_classes;

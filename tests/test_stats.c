@@ -1,0 +1,187 @@
+/* plots/stats.c against hand-computed values (Wilson bounds, exact McNemar/sign-test
+ * p-values, Holm), bootstrap determinism and behaviour on fresh random data.
+ * test_stats --eval FILE answers the cases of tests/stats_ref.py (test_stats_ref.sh). */
+#include "../plots/stats.h"
+#include "check.h"
+
+static int close_to(double x, double y, double tol) { return fabs(x - y) <= tol * fmax(1, fabs(y)); }
+
+static int eval(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return fprintf(stderr, "test_stats: cannot read %s\n", path), 1;
+    char op[16];
+    while (fscanf(f, "%15s", op) == 1) {
+        if (!strcmp(op, "wilson")) {
+            int k, n;
+            double lo, hi;
+            if (fscanf(f, "%d %d", &k, &n) != 2) return 1;
+            st_wilson(k, n, ST_Z95, &lo, &hi);
+            printf("%.17g %.17g\n", lo, hi);
+        } else if (!strcmp(op, "sign")) {
+            int a, b;
+            if (fscanf(f, "%d %d", &a, &b) != 2) return 1;
+            printf("%.17g\n", st_sign_p(a, b));
+        } else if (!strcmp(op, "holm")) {
+            int m;
+            if (fscanf(f, "%d", &m) != 1 || m < 1) return 1;
+            double *p = malloc(sizeof(double) * m);
+            for (int i = 0; i < m; i++)
+                if (fscanf(f, "%lf", &p[i]) != 1) return 1;
+            st_holm(p, m, p);
+            for (int i = 0; i < m; i++) printf("%.17g%c", p[i], i == m - 1 ? '\n' : ' ');
+            free(p);
+        } else if (!strcmp(op, "boot") || !strcmp(op, "paired")) {
+            int B, n;
+            unsigned long long seed;
+            if (fscanf(f, "%d %llu %d", &B, &seed, &n) != 3 || n < 1) return 1;
+            double *a = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n);
+            int *g = malloc(sizeof(int) * n);
+            for (int i = 0; i < n; i++)
+                if (fscanf(f, "%lf", &a[i]) != 1) return 1;
+            for (int i = 0; i < n; i++)
+                if (op[0] == 'b' ? fscanf(f, "%d", &g[i]) != 1 : fscanf(f, "%lf", &b[i]) != 1) return 1;
+            double lo, hi, est;
+            if (op[0] == 'b') {
+                est = st_boot_mean(a, g, n, B, seed, 0.95, &lo, &hi);
+                printf("%.17g %.17g %.17g\n", est, lo, hi);
+            } else {
+                est = st_boot_paired(a, b, n, B, seed, 0.95, &lo, &hi);
+                printf("%.17g %.17g %.17g %.17g\n", est, lo, hi, st_paired_p(a, b, n));
+            }
+            free(a), free(b), free(g);
+        } else if (!strcmp(op, "perm")) {
+            int B, n;
+            unsigned long long seed;
+            if (fscanf(f, "%d %llu %d", &B, &seed, &n) != 3 || n < 1) return 1;
+            double *d = malloc(sizeof(double) * n);
+            for (int i = 0; i < n; i++)
+                if (fscanf(f, "%lf", &d[i]) != 1) return 1;
+            printf("%.17g\n", st_perm_p(d, n, B, seed));
+            free(d);
+        } else return fprintf(stderr, "test_stats: unknown op %s\n", op), 1;
+    }
+    fclose(f);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--eval")) return eval(argv[2]);
+    test_seed();
+    const double z = ST_Z95, z2 = z * z;
+    double lo, hi;
+    /* Wilson: k = 0 and k = n have closed forms z^2/(n+z^2) and n/(n+z^2) */
+    for (int n = 1; n <= 40; n += 13) {
+        lo = hi = NAN;
+        st_wilson(0, n, z, &lo, &hi);
+        CHECK(lo == 0 && close_to(hi, z2 / (n + z2), 1e-14), "wilson 0/%d = [%g, %g]", n, lo, hi);
+        st_wilson(n, n, z, &lo, &hi);
+        CHECK(hi == 1 && close_to(lo, n / (n + z2), 1e-14), "wilson %d/%d = [%g, %g]", n, n, lo, hi);
+    }
+    st_wilson(5, 10, z, &lo, &hi);   /* the textbook 0.2366 - 0.7634 */
+    CHECK(close_to(lo, 0.236593090, 1e-8) && close_to(hi, 0.763406910, 1e-8), "wilson 5/10 = [%.9f, %.9f]", lo, hi);
+    st_wilson(7, 15, z, &lo, &hi);   /* 46.7% of 15: roots of (p - q)^2 = z^2 q(1-q)/n, by bisection */
+    CHECK(close_to(lo, 0.248095353657, 1e-10) && close_to(hi, 0.698830199745, 1e-10), "wilson 7/15 = [%.6f, %.6f]", lo, hi);
+    st_wilson(0, 0, z, &lo, &hi);
+    CHECK(isnan(lo) && isnan(hi), "wilson of nothing is undefined");
+
+    /* exact McNemar / sign test: 2 * sum_{i<=k} C(n,i) / 2^n */
+    CHECK(st_sign_p(0, 5) == 0.0625, "p(0,5) = %.17g", st_sign_p(0, 5));
+    CHECK(close_to(st_sign_p(1, 9), 22.0 / 1024, 1e-13), "p(1,9) = %.17g", st_sign_p(1, 9));
+    CHECK(close_to(st_sign_p(8, 2), 112.0 / 1024, 1e-13), "p(8,2) = %.17g", st_sign_p(8, 2));
+    CHECK(st_sign_p(0, 0) == 1 && st_sign_p(3, 3) == 1 && st_sign_p(0, 1) == 1, "no evidence gives p = 1");
+    CHECK(close_to(st_sign_p(0, 20), 2.0 / 1048576, 1e-12), "p(0,20) = %.17g", st_sign_p(0, 20));
+    double a8[] = {1, 1, 0, 1, 0.5, 1, 0, 1}, b8[] = {0, 1, 0, 0, 0.25, 0, 0, 0};
+    CHECK(st_paired_p(a8, b8, 8) == 0.0625, "paired signs 5:0 give 0.0625, got %g", st_paired_p(a8, b8, 8));
+
+    /* paired permutation: {1, 2, 3} -> 2 of 8 sign vectors reach |6|; ones -> the sign test */
+    double d3[] = {1, 0, -2, 3};
+    CHECK(st_perm_p((double[]){1, 2, 3}, 3, 0, 1) == 0.25, "perm {1,2,3}: %g", st_perm_p((double[]){1, 2, 3}, 3, 0, 1));
+    CHECK(st_perm_p(d3, 4, 0, 1) == 0.75, "perm {1,0,-2,3}: 6 of 8 sums reach |2|, got %g", st_perm_p(d3, 4, 0, 1));
+    for (int t = 0; t < 20; t++) {
+        int m = test_int(1, ST_PERM_EXACT), pos = 0, neg = 0;
+        double d[ST_PERM_EXACT + 5];
+        for (int i = 0; i < m; i++) {
+            d[i] = test_int(0, 2) - 1.0;
+            pos += d[i] > 0, neg += d[i] < 0;
+        }
+        CHECK(close_to(st_perm_p(d, m, 0, 1), st_sign_p(pos, neg), 1e-12), "perm on 0/1 = sign test (%d/%d): %g vs %g", pos,
+              neg, st_perm_p(d, m, 0, 1), st_sign_p(pos, neg));
+    }
+    double d40[40];
+    for (int i = 0; i < 40; i++) d40[i] = i < 27 ? 1 : -1;   /* 27:13 -> exact sign p 0.0385 */
+    double pm = st_perm_p(d40, 40, 20000, 5), ps = st_sign_p(27, 13);
+    CHECK(fabs(pm - ps) < 0.01 && pm == st_perm_p(d40, 40, 20000, 5), "Monte Carlo perm %g vs exact %g", pm, ps);
+    CHECK(st_perm_p(d40, 0, 100, 5) == 1, "no pairs: p = 1");
+
+    /* Holm */
+    double p[] = {0.01, 0.04, 0.03, 0.005}, want[] = {0.03, 0.06, 0.06, 0.02}, adj[4];
+    st_holm(p, 4, adj);
+    for (int i = 0; i < 4; i++) CHECK(close_to(adj[i], want[i], 1e-15), "holm[%d] = %g, want %g", i, adj[i], want[i]);
+    double big[] = {0.5, 0.6}, adjb[2];
+    st_holm(big, 2, adjb);
+    CHECK(adjb[0] == 1 && adjb[1] == 1, "holm caps at 1: %g %g", adjb[0], adjb[1]);
+
+    /* bootstrap: deterministic for a seed, different for another, degenerate on constants */
+    enum { N = 400 };
+    static double x[N], y[N];
+    static int g[N];
+    double s = 0, ss = 0;
+    for (int i = 0; i < N; i++) {
+        x[i] = 3 + test_normal();
+        g[i] = i % 3;
+        s += x[i];
+    }
+    double mean = s / N;
+    for (int i = 0; i < N; i++) ss += (x[i] - mean) * (x[i] - mean);
+    double se = sqrt(ss / (N - 1) / N), l1, h1, l2, h2, l3, h3;
+    double e1 = st_boot_mean(x, NULL, N, 4000, 7, 0.95, &l1, &h1);
+    double e2 = st_boot_mean(x, NULL, N, 4000, 7, 0.95, &l2, &h2);
+    st_boot_mean(x, NULL, N, 4000, 8, 0.95, &l3, &h3);
+    CHECK(e1 == e2 && l1 == l2 && h1 == h2, "same seed, same interval");
+    CHECK(l1 != l3 || h1 != h3, "another seed, another interval");
+    CHECK(close_to(e1, mean, 1e-12), "estimate is the mean: %g vs %g", e1, mean);
+    CHECK(fabs((h1 - l1) / (2 * z * se) - 1) < 0.12, "width %g vs normal theory %g", h1 - l1, 2 * z * se);
+    CHECK(l1 < mean && mean < h1, "the mean inside its interval");
+    /* stratified: the mean of group means */
+    double gm[3] = {0}, gn[3] = {0};
+    for (int i = 0; i < N; i++) gm[g[i]] += x[i], gn[g[i]]++;
+    double want_s = (gm[0] / gn[0] + gm[1] / gn[1] + gm[2] / gn[2]) / 3;
+    CHECK(close_to(st_boot_mean(x, g, N, 100, 1, 0.95, &l1, &h1), want_s, 1e-12), "stratified estimate");
+    for (int i = 0; i < N; i++) y[i] = 0.25;
+    double ec = st_boot_mean(y, NULL, N, 500, 3, 0.95, &l1, &h1);
+    CHECK(ec == 0.25 && l1 == 0.25 && h1 == 0.25, "constant data: [%g, %g]", l1, h1);
+    /* paired: a shift of 0.5 plus noise is found, with its interval around it */
+    for (int i = 0; i < N; i++) y[i] = x[i] - 0.5 + 0.1 * test_normal();
+    double d = st_boot_paired(x, y, N, 2000, ST_SEED, 0.95, &l1, &h1);
+    CHECK(l1 < d && d < h1 && l1 > 0.45 && h1 < 0.55, "paired diff %g [%g, %g]", d, l1, h1);
+    CHECK(st_paired_p(x, y, N) < 1e-50, "a clear shift is significant: p %g", st_paired_p(x, y, N));
+    /* the cell interval: Wilson on binary, bootstrap on graded */
+    double bin[10] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+    double m = st_interval(bin, NULL, 10, 1, &l1, &h1);
+    CHECK(m == 0.5 && close_to(l1, 0.236593090, 1e-8), "binary cell uses Wilson: %g [%g, %g]", m, l1, h1);
+    bin[0] = 0.5;
+    m = st_interval(bin, NULL, 10, 1, &l1, &h1);
+    CHECK(close_to(m, 0.45, 1e-15) && l1 < m && m < h1 && !close_to(l1, 0.236593090, 1e-3), "graded cell: %g [%g, %g]", m,
+          l1, h1);
+    /* balanced groups are pooled: the same as no groups (one case per depth must not give a
+     * zero-width interval) */
+    int g10[10] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4};
+    double a10[10] = {0, 1, 0, 0, 1, 1, 0, 1, 0, 0}, ml, mh;
+    m = st_interval(a10, g10, 10, 1, &l1, &h1);
+    st_wilson(4, 10, ST_Z95, &ml, &mh);
+    CHECK(m == 0.4 && l1 == ml && h1 == mh, "balanced binary groups use Wilson: %g [%g, %g]", m, l1, h1);
+    int g5[5] = {0, 1, 2, 3, 4};
+    double c5[5] = {0.1, 0.9, 0.4, 0.7, 0.2};
+    m = st_interval(c5, g5, 5, 1, &l1, &h1);
+    CHECK(close_to(m, 0.46, 1e-15) && h1 - l1 > 0.2, "one case per group: %g [%g, %g]", m, l1, h1);
+    /* unequal groups: the stratified estimate and bootstrap */
+    int gu[6] = {0, 0, 0, 0, 1, 1};
+    double xu[6] = {1, 1, 1, 0, 0, 0.5};
+    double su = st_boot_mean(xu, gu, 6, ST_BOOT_B, ST_SEED, 0.95, &ml, &mh);
+    m = st_interval(xu, gu, 6, 1, &l1, &h1);
+    CHECK(close_to(m, 0.5, 1e-15) && m == su && l1 == ml && h1 == mh, "unequal groups: %g [%g, %g]", m, l1, h1);
+    double zeros[4] = {0, 0, 0, 0};
+    m = st_interval(zeros, NULL, 4, 0, &l1, &h1);
+    CHECK(m == 0 && l1 == 0 && h1 == 0, "a measurement of zeros is not a proportion: [%g, %g]", l1, h1);
+    return check_done("test_stats");
+}
