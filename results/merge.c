@@ -18,7 +18,8 @@ static int ends_with(const char *s, const char *tail) {
 
 int merge_is_measurement(const char *c) {
     return ends_with(c, "_s") || ends_with(c, "_ms") || strstr(c, "_s_") || strstr(c, "rss") ||
-           strstr(c, "peak_bytes") || !strncmp(c, "gpu_", 4) || !strcmp(c, "created");
+           strstr(c, "peak_bytes") || !strncmp(c, "gpu_", 4) || !strcmp(c, "created") || ends_with(c, "_spread") ||
+           !strncmp(c, "load_", 5);
 }
 
 static int say(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -2,7 +2,7 @@
 """Exits 0 when two kvbench results files hold the same results, else prints the first
 differences and exits 1. Rows are matched by their natural keys (run_key; case_key;
 method and budget; layer and head), never by row ids; timing and device columns (names
-ending in _s or _ms, gpu_*, *rss*, *peak_bytes*, created) and the per-machine run columns
+ending in _s, _ms or _spread, gpu_*, load_*, *rss*, *peak_bytes*, created) and the per-machine run columns
 (host, cpu, config_json, created) are left aside. Used by tests/test_shard.sh and
 tests/slurm/test_slurm.sh: an independent check of `kvbench merge`, in Python.
 
@@ -13,7 +13,7 @@ import sys
 
 def measurement(c):
     return (c.endswith("_s") or c.endswith("_ms") or "_s_" in c or "rss" in c or "peak_bytes" in c
-            or c.startswith("gpu_") or c == "created")
+            or c.startswith("gpu_") or c == "created" or c.endswith("_spread") or c.startswith("load_"))
 
 
 def columns(db, table):

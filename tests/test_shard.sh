@@ -25,7 +25,7 @@ q() { sqlite3 "$1" "$2"; }
 same() { python3 tests/same_results.py "$@" >"$T/same.out" 2>&1 || { cat "$T/same.out" >&2; return 1; }; }
 
 SYN=(run --workload synthetic-niah,synthetic-multikey --methods fullkv,snapkv,h2o,chunkkv --budget 0.1,0.25
-     --ctx 256,384,512 --depths 0.1,0.5,0.9 --layers 2 --decode 4 --quiet)
+     --ctx 256,384,512 --depths 0.1,0.5,0.9 --layers 2 --steps 4 --quiet)
 "$KVBENCH" "${SYN[@]}" --db "$T/full.db" >/dev/null || fail "unsharded run"
 for k in 0 1 2; do "$KVBENCH" "${SYN[@]}" --shard $k/3 --db "$T/s$k.db" >/dev/null || fail "shard $k/3"; done
 
