@@ -94,7 +94,7 @@ int cmd_methods(int argc, char **argv) {
         if (!first) printf("\n");
         first = 0;
         print_method(m);
-        if (m == &kv_sekv) print_sekv_count(model_path);
+        if (kv_is_sekv(m)) print_sekv_count(model_path);
     }
     return 0;
 }

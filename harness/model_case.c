@@ -110,7 +110,7 @@ static int piece_has_newline(const kv_tokenizer *t, int id) {
 }
 
 static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
-    if (m != &kv_sekv) return;
+    if (!kv_is_sekv(m)) return;
     const sekv_zoom_event *ev = NULL;
     size_t n = sekv_zoom_log(st, &ev);
     if (!n) return;

@@ -5,6 +5,7 @@
 #include "sekv_state.h"
 #include "../kernels/core.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,7 +186,7 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
     sekv_layer *ly = &st->layer[layer];
     if (!ly->ingested) sekv_die("attend before ingest", layer);
     int d = st->d, ns = ly->ns, H = st->H, Hkv = st->Hkv, P = ly->n_rows;
-    int room = st->B - P;
+    int room = st->uncapped ? INT_MAX / 4 : st->B - P;   /* uncapped: every candidate expands */
     /* scratch */
     size_t need_scores = (size_t)H * ns + (size_t)ns * sizeof(cand) / sizeof(float) + 1;
     if ((size_t)st->scores_cap < need_scores) {
@@ -194,23 +195,26 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
         if (!st->scores) sekv_die("out of memory", layer);
         st->scores_cap = (int)need_scores;
     }
+    memset(ly->zoom_h, 0, (size_t)H * ly->span_cap);
+    int n_tasks = 0, most = 0;
+    for (int j = 0; j < Hkv; j++) ly->n_sel[j] = 0, ly->kv[j].n_recon = 0;
+    if (st->zoom && ns > 0 && room > 0) {
+        route(st, layer, q, st->scores);
+        cand *cs = (cand *)(st->scores + (size_t)H * ns);
+        for (int j = 0; j < Hkv; j++) {
+            int used = select_group(st, layer, j, st->scores, room, cs);
+            if (used > most) most = used;
+            n_tasks += ly->n_sel[j];
+        }
+    }
+    /* room for the rebuilt rows (only uncapped can outgrow the rows sized for B) */
+    if (sekv_grow_rows(st, ly, P + most)) sekv_die("out of memory", layer);
     if (st->idx_cap < ly->row_cap) {
         free(st->idx), free(st->bias);
         st->idx = malloc((size_t)ly->row_cap * sizeof *st->idx);
         st->bias = malloc((size_t)ly->row_cap * sizeof *st->bias);
         if (!st->idx || !st->bias) sekv_die("out of memory", layer);
         st->idx_cap = ly->row_cap;
-    }
-    memset(ly->zoom_h, 0, (size_t)H * ly->span_cap);
-    int n_tasks = 0;
-    for (int j = 0; j < Hkv; j++) ly->n_sel[j] = 0, ly->kv[j].n_recon = 0;
-    if (st->zoom && ns > 0 && room > 0) {
-        route(st, layer, q, st->scores);
-        cand *cs = (cand *)(st->scores + (size_t)H * ns);
-        for (int j = 0; j < Hkv; j++) {
-            select_group(st, layer, j, st->scores, room, cs);
-            n_tasks += ly->n_sel[j];
-        }
     }
     /* On the CUDA backend the spans are rebuilt on the device (sekv_dev.c), else here. */
     int on_dev = sekv_dev_prepare(st, layer);

@@ -230,13 +230,14 @@ static void merge_to_budget(kv_state *st, int layer) {
     for (int r; ly->n_rows > st->B && (r = pick_pair(st, ly)) >= 0;) merge(st, layer, r);
 }
 
-/* Keeps P <= B: once P passes B/2, tokens that left the local window are folded into
- * spans in chunks of c = min(l_max, B - B/2) (at least 2) tokens. If P exceeds B anyway
+/* Keeps P <= B: once P passes p_max*B, tokens that left the local window are folded into
+ * spans in chunks of c = min(l_max, B - p_max*B) (at least 2) tokens. If P exceeds B anyway
  * (anchors, spans piling up over a long decode, a tiny budget), neighbouring settled rows
- * are merged, then the local window is folded too. */
+ * are merged, then the local window is folded too. Uncapped: nothing (P grows). */
 void sekv_keep_budget(kv_state *st, int layer) {
+    if (st->uncapped) return;
     sekv_layer *ly = &st->layer[layer];
-    int cap = st->B / 2, out_of_window = ly->total - st->local;
+    int cap = (int)(st->p_max * st->B), out_of_window = ly->total - st->local;
     int c = st->l_max < st->B - cap ? st->l_max : st->B - cap;
     if (c < 2) c = 2;
     if (ly->n_rows > cap && out_of_window - ly->frontier >= c) compact(st, layer, out_of_window, 0);

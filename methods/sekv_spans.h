@@ -21,6 +21,9 @@ typedef struct {
     int32_t start, len;         /* tokens start .. start+len-1 */
 } sekv_span;
 
+/* l_max meaning "no cap": spans are the maximal runs between anchors (the paper). */
+#define SEKV_LMAX_NONE (1 << 20)
+
 /* Token kinds in a segmentation. */
 enum {
     SEKV_SPAN = 0,      /* inside a compressed span */

@@ -47,10 +47,13 @@ typedef struct {
 } sekv_layer;
 
 struct kv_state {
+    const kv_method *m;         /* kv_sekv or kv_sekv_spread: the parameter defaults */
     int L, H, Hkv, d, g, eb, n_prompt, B;
     /* parameters */
     double alpha;               /* < 0: auto */
     int l_min, l_max, sinks, local, rank, zoom, trained_zoom, fixed_chunk, gate, route;
+    double p_max;               /* P <= p_max * B after ingest */
+    int uncapped;               /* no budget: P unchecked, every span over tau expands */
     /* l_max, local: -1 = auto until the first ingest, then the values chosen */
     int lmax_auto, local_auto, lmin_given;
     double tau_override;        /* < 0: from the params */
@@ -91,6 +94,14 @@ static inline void sekv_rows_moved(const kv_state *st, sekv_layer *ly, int r) {
 }
 
 /* sekv.c */
+/* init with m's parameter defaults (kv_sekv, kv_sekv_spread) */
+kv_state *sekv_init_as(const kv_method *m, const kv_setup *s, char *err, size_t errlen);
+/* the rest of kv_sekv's table, shared by kv_sekv_spread */
+void sekv_needs(const kv_state *st, kv_needs *out);
+int  sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen);
+void sekv_memory(const kv_state *st, kv_mem *out);
+void sekv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out);
+void sekv_free(kv_state *st);
 int  sekv_grow_rows(kv_state *st, sekv_layer *ly, int need);
 int  sekv_grow_spans(kv_state *st, sekv_layer *ly, int need);
 /* Builds span s of a layer for kv head j from its rows K, V [len][d] and surprisal
