@@ -339,12 +339,19 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
                 pc[k * d + i] = k < f.r ? (float)(f.s[k] / sqrt((double)len) * f.Vt[(size_t)k * d + i]) : 0.0f;
         free(c);
     }
+    /* The slow tier keeps whichever is smaller: the factors, or the len rows they rebuild
+     * (gate applied), so a span costs at most its raw rows and R changes the approximation
+     * alone. Either way decode attends to the same numbers. */
     sekv_basis *b = &ly->kv[j].basis[s];
     size_t nf = sekv_factor_floats(len, d, R);
-    b->buf = sekv_slow_alloc(st, 2 * nf);
-    if (!b->buf) return -1;
-    if (sekv_factorize(K, len, d, R, b->buf, &b->fk) || sekv_factorize(V, len, d, R, b->buf + nf, &b->fv))
+    b->rows = sekv_store_rows(len, d, R);
+    float *fb = b->rows ? malloc(2 * nf * sizeof *fb) : sekv_slow_alloc(st, 2 * nf);
+    if (!b->rows) b->buf = fb;
+    if (!fb) return -1;
+    if (sekv_factorize(K, len, d, R, fb, &b->fk) || sekv_factorize(V, len, d, R, fb + nf, &b->fv)) {
+        if (b->rows) free(fb);
         return -1;
+    }
     int r = b->fk.r;
     if (st->gate == 0) {
         for (int i = 0; i < r; i++) b->mk[i] = b->mv[i] = 1;
@@ -358,11 +365,29 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
                 b->mv[i] = b->mv[i] > 0.5f;
             }
     }
+    if (b->rows) {
+        b->buf = sekv_slow_alloc(st, 2 * (size_t)len * d);
+        if (b->buf) sekv_reconstruct(&b->fk, b->mk, b->buf), sekv_reconstruct(&b->fv, b->mv, b->buf + (size_t)len * d);
+        free(fb);
+        b->fk.U = b->fk.s = b->fk.Vt = b->fv.U = b->fv.s = b->fv.Vt = NULL;
+        if (!b->buf) return -1;
+    }
     int dp = st->prm.dp;
     for (int h = j * st->g; h < (j + 1) * st->g && st->route == 0; h++)
         sekv_route_key(st->prm.W + ((size_t)layer * st->H + h) * dp * d, kbar, d, dp,
                        ly->khat + ((size_t)h * ly->span_cap + s) * dp);
     return 0;
+}
+
+void sekv_basis_rows(const sekv_basis *b, int gated, float *K, float *V) {
+    if (b->rows) {
+        size_t n = (size_t)b->fk.len * b->fk.d;
+        memcpy(K, b->buf, n * sizeof *K);
+        memcpy(V, b->buf + n, n * sizeof *V);
+        return;
+    }
+    sekv_reconstruct(&b->fk, gated ? b->mk : NULL, K);
+    sekv_reconstruct(&b->fv, gated ? b->mv : NULL, V);
 }
 
 void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) { kb_parallel_for(n, fn, ctx); }
@@ -529,7 +554,7 @@ int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
         return -1;
     }
     for (int s = 0; s < ly->ns; s++)
-        st->slow_bytes += st->Hkv * 2 * sekv_factor_floats(ly->span[s].len, d, st->rank) * sizeof(float);
+        st->slow_bytes += st->Hkv * sekv_store_floats(ly->span[s].len, d, st->rank) * sizeof(float);
     if (st->slow_bytes > st->slow_peak) st->slow_peak = st->slow_bytes;
     ly->total = n;
     int lw = st->local < n ? st->local : n;
@@ -677,9 +702,7 @@ void sekv_row(const kv_state *st, int layer, int kv_head, int r, const float **k
 }
 
 void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *K, float *V) {
-    const sekv_basis *b = &st->layer[layer].kv[kv_head].basis[s];
-    sekv_reconstruct(&b->fk, NULL, K);
-    sekv_reconstruct(&b->fv, NULL, V);
+    sekv_basis_rows(&st->layer[layer].kv[kv_head].basis[s], 0, K, V);
 }
 
 const float *sekv_span_factors(const kv_state *st, int layer, int kv_head, int s) {

@@ -48,13 +48,15 @@ sekv_span sekv_span_at(const kv_state *st, int layer, int s);
 int sekv_rows(const kv_state *st, int layer, int32_t *pos, int32_t *span);
 /* Row r of kv head j: its key and value (d floats each). */
 void sekv_row(const kv_state *st, int layer, int kv_head, int r, const float **k, const float **v);
-/* Span s of kv head j rebuilt from its factors with every component (no gate): K, V [len][d]. */
+/* Span s of kv head j rebuilt from its factors with every component (no gate), or the
+ * rows stored in their place (gate applied when built): K, V [len][d]. */
 void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *K, float *V);
 /* Spans expanded for query head h at the last attend(): writes their indices (ascending)
  * and returns the count. */
 int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans);
 
-/* Span s's factor buffer for kv head j (K's U, s, Vt, then V's): pinned host memory
+/* Span s's slow-tier buffer for kv head j (K's U, s, Vt, then V's; or K's rows then V's
+ * when sekv_store_rows): pinned host memory
  * when the state was made with the CUDA backend selected. */
 const float *sekv_span_factors(const kv_state *st, int layer, int kv_head, int s);
 /* Device bytes the state's device tiers hold now (0 unless the CUDA backend attends). */

@@ -66,8 +66,7 @@ static void recon_task(void *c_, int i) {
     int j = c->task_j[i], s = c->ly->sel[(size_t)j * c->ly->span_cap + c->task_k[i]];
     const sekv_basis *b = &c->ly->kv[j].basis[s];
     size_t row = (size_t)c->ly->recon_row[(size_t)j * c->ly->span_cap + s] * c->st->d;
-    sekv_reconstruct(&b->fk, b->mk, c->ly->kv[j].K + row);
-    sekv_reconstruct(&b->fv, b->mv, c->ly->kv[j].V + row);
+    sekv_basis_rows(b, 1, c->ly->kv[j].K + row, c->ly->kv[j].V + row);
 }
 
 /* The selected spans of every group rebuilt into the host rows, on the worker threads. */

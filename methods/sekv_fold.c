@@ -106,7 +106,7 @@ static void compact(kv_state *st, int layer, int end, int all) {
     sekv_rows_moved(st, ly, r0);
     sekv_refresh_span_rows(ly);
     for (int i = s0; i < ly->ns; i++)
-        st->slow_bytes += Hkv * 2 * sekv_factor_floats(ly->span[i].len, d, st->rank) * sizeof(float);
+        st->slow_bytes += Hkv * sekv_store_floats(ly->span[i].len, d, st->rank) * sizeof(float);
     if (st->slow_bytes > st->slow_peak) st->slow_peak = st->slow_bytes;
     free(tk);
     free(ck);
@@ -119,7 +119,7 @@ static int row_len(const sekv_layer *ly, int r) {
 }
 
 static size_t span_bytes(const kv_state *st, int len) {
-    return (size_t)st->Hkv * 2 * sekv_factor_floats(len, st->d, st->rank) * sizeof(float);
+    return (size_t)st->Hkv * sekv_store_floats(len, st->d, st->rank) * sizeof(float);
 }
 
 /* Opens (delta = +1) or closes (delta = -1) span slot k, moving the later spans' arrays. */
@@ -166,8 +166,7 @@ static void merge(kv_state *st, int layer, int r) {
             float *V = K + (size_t)Hkv * len * d;
             int s = side ? sb : sa, row = r + side;
             if (s >= 0) {
-                sekv_reconstruct(&ly->kv[j].basis[s].fk, NULL, K);
-                sekv_reconstruct(&ly->kv[j].basis[s].fv, NULL, V);
+                sekv_basis_rows(&ly->kv[j].basis[s], 0, K, V);
             } else {
                 memcpy(K, ly->kv[j].K + (size_t)row * d, d * sizeof *K);
                 memcpy(V, ly->kv[j].V + (size_t)row * d, d * sizeof *V);

@@ -5,11 +5,14 @@
 #include "sekv.h"
 #include "../kernels/core.h"
 
-/* One span's factors for one kv head (slow tier) and its gate masks. */
+/* One span's slow-tier store for one kv head and its gate masks: the factors (buf holds
+ * fk's and fv's arrays), or, when rows is set (sekv_store_rows: no larger), the rows the
+ * gated factors rebuild, K [len][d] then V [len][d] (fk, fv keep len, d, r only). */
 typedef struct {
-    float *buf;                 /* fk's and fv's arrays */
+    float *buf;
     sekv_factor fk, fv;
     float mk[SEKV_RMAX], mv[SEKV_RMAX];
+    int rows;
 } sekv_basis;
 
 /* One kv head of one layer: K/V rows. Rows [0, n_rows) are the persistent rows, in
@@ -111,6 +114,9 @@ int  sekv_grow_spans(kv_state *st, sekv_layer *ly, int need);
 int  sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const float *V,
                      const float *surp, float *kbar, float *vbar);
 void sekv_refresh_span_rows(sekv_layer *ly);
+/* The span's rows K, V [len][d] from its store: factors with the gate masks (gated) or
+ * every component; stored rows as they are (gated when built). */
+void sekv_basis_rows(const sekv_basis *b, int gated, float *K, float *V);
 void sekv_track_peak(kv_state *st, size_t extra_fast);
 size_t sekv_fast_bytes(const kv_state *st, size_t *aux, long *tokens);
 /* Runs fn(ctx, i) for i < n on the worker threads (the span work is plain C: factors by

@@ -41,8 +41,8 @@ static scen make_scen(int L, int H, int Hkv, int d, int n, int steps) {
 }
 static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->surp); }
 
-/* kvbench's fit (the sekv-spread variant) is what most tests here exercise; the paper's
- * defaults are tested in test_sekv_paper.c. */
+/* The method under test: kvbench's fit (the sekv-spread variant) is what most tests here
+ * exercise; the paper's defaults (kv_sekv) are tested at the end (test_paper_*). */
 static const kv_method *M = &kv_sekv_spread;
 
 static kv_state *start(const scen *s, const char *params, int budget, char *err, size_t errlen) {
@@ -702,6 +702,142 @@ static void test_tiny(void) {
     }
 }
 
+
+/* ---------------------------------------------------------------- the paper's defaults */
+
+/* Brute-force segmentation of the paper (alpha 1, no span cap, no sinks or window): mu,
+ * sigma (population) of the surprisal in double; anchors = token 0 and H_t > mu + sigma;
+ * spans = maximal runs between anchors of at least l_min = 4 tokens. Writes the spans'
+ * (start, len) to sp and returns their count; *P gets the persistent rows. */
+static int paper_spans(const scen *s, int32_t (*sp)[2], int *P) {
+    double mu = 0, var = 0;
+    for (int t = 0; t < s->n; t++) mu += s->surp[t];
+    mu /= s->n;
+    for (int t = 0; t < s->n; t++) var += (s->surp[t] - mu) * (s->surp[t] - mu);
+    double thr = mu + sqrt(var / s->n);
+    int ns = 0, full = 0;
+    for (int t = 0; t < s->n;) {
+        if (t == 0 || s->surp[t] > thr) {
+            full++, t++;
+            continue;
+        }
+        int e = t;
+        while (e < s->n && s->surp[e] <= thr) e++;
+        if (e - t >= 4) sp[ns][0] = t, sp[ns++][1] = e - t;
+        else full += e - t;
+        t = e;
+    }
+    *P = full + ns;
+    return ns;
+}
+
+/* sekv's defaults segment as the paper does; a budget one row short of P is infeasible
+ * (never evicted), P itself fits; the recorded params say alpha=1, l_max=none, route=0. */
+static void test_paper_segmentation(void) {
+    M = &kv_sekv;
+    scen s = make_scen(2, 4, 2, 16, 700, 1);
+    int32_t (*sp)[2] = malloc((size_t)s.n * sizeof *sp);
+    int P, ns = paper_spans(&s, sp, &P);
+    char err[512], used[700];
+    kv_state *st = start(&s, "params_file=none", P, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "B=P=%d: %s", P, err);
+    const sekv_seg *sg = st ? sekv_segmentation(st) : NULL;
+    int same = sg && sg->n_spans == ns && sekv_seg_persistent(sg) == P;
+    for (int i = 0; same && i < ns; i++) same = sg->span[i].start == sp[i][0] && sg->span[i].len == sp[i][1];
+    CHECK(same, "spans differ from the maximal runs between anchors (%d spans, P=%d expected; got %d, P=%d)", ns, P,
+          sg ? sg->n_spans : -1, sg ? sekv_seg_persistent(sg) : -1);
+    int longest = 0;
+    for (int i = 0; i < ns; i++) longest = sp[i][1] > longest ? sp[i][1] : longest;
+    CHECK(longest > 32, "no span longer than 32 tokens (longest %d): the test says nothing about the cap", longest);
+    if (st) sekv_params_used(st, used, sizeof used), M->free(st);
+    CHECK(st && strstr(used, "alpha=1,") && strstr(used, "l_max=none") && strstr(used, "route=0") &&
+              strstr(used, "gate=2") && strstr(used, "p_max=1,") && strstr(used, "uncapped=0"),
+          "recorded params: %s", used);
+    st = start(&s, "params_file=none", P - 1, err, sizeof err);
+    int rc = st ? ingest_all(st, &s, err, sizeof err) : 0;
+    CHECK(st && rc == -1 && strstr(err, "infeasible") && strstr(err, "l_max=none"), "B=P-1=%d: rc %d '%s'", P - 1, rc,
+          err);
+    if (st) M->free(st);
+    free(sp);
+    free_scen(&s);
+    M = &kv_sekv_spread;
+}
+
+/* uncapped=1 with a budget far below P: feasible, every span over tau (0 here) expands,
+ * the rows grow past B, and at full rank without the gate attention is exact. */
+static void test_paper_uncapped(void) {
+    M = &kv_sekv;
+    scen s = make_scen(2, 4, 2, 16, 500, 3);
+    char err[512];
+    kv_state *st = start(&s, "params_file=none,uncapped=1,tau=0,rank=64,gate=0", 10, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "uncapped: %s", err);
+    if (!st) return free_scen(&s), (void)(M = &kv_sekv_spread);
+    float *out = malloc((size_t)s.L * s.H * s.d * sizeof *out);
+    double worst = 0;
+    for (int k = 0; k < s.steps; k++) {
+        step(st, &s, k, out);
+        worst = fmax(worst, err_vs_full(&s, k, s.n + k + 1, out));
+    }
+    int P, R, lens = 0;
+    sekv_resident(st, 1, 1, &P, &R);
+    for (int i = 0; i < sekv_span_count(st, 1); i++) lens += sekv_span_at(st, 1, i).len;
+    CHECK(R == lens && P + R > 10, "uncapped: %d rebuilt rows, the spans hold %d (P=%d, B=10)", R, lens, P);
+    CHECK(worst < 2e-5, "uncapped, every span expanded at full rank: off exact attention by %g", worst);
+    M->free(st);
+    free(out);
+    free_scen(&s);
+    M = &kv_sekv_spread;
+}
+
+/* The slow tier holds, per span and kv head, the smaller of the rank-r factors (len*r + r
+ * + r*d floats, r = min(len, d, R)) and the raw rows (len*d), K and V: the bytes it
+ * reports are recomputed here, both kinds occur, nothing costs more than its rows, and a
+ * span stored as rows at full rank gives back its tokens exactly. */
+static void test_paper_storage(void) {
+    M = &kv_sekv;
+    scen s = make_scen(2, 4, 2, 16, 900, 1);
+    char err[512];
+    kv_state *st = start(&s, "params_file=none,rank=8,gate=0,uncapped=1", 10, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "storage: %s", err);
+    if (!st) return free_scen(&s), (void)(M = &kv_sekv_spread);
+    size_t want = 0, raw = 0;
+    int n_rows = 0, n_fac = 0, d = s.d;
+    double worst = 0;
+    float *K = malloc((size_t)s.n * d * sizeof *K), *V = malloc((size_t)s.n * d * sizeof *V);
+    for (int l = 0; l < s.L; l++)
+        for (int i = 0; i < sekv_span_count(st, l); i++) {
+            sekv_span sp = sekv_span_at(st, l, i);
+            size_t r = sp.len < d ? sp.len : d;
+            r = r < 8 ? r : 8;
+            size_t fac = (size_t)sp.len * r + r + r * d, rows = (size_t)sp.len * d;
+            int as_rows = rows <= fac;
+            n_rows += as_rows, n_fac += !as_rows;
+            want += (size_t)s.Hkv * 2 * (as_rows ? rows : fac) * sizeof(float);
+            raw += (size_t)s.Hkv * 2 * rows * sizeof(float);
+            if (!as_rows || sp.len > 8) continue;
+            for (int j = 0; j < s.Hkv; j++) {
+                test_poison(K, (size_t)sp.len * d), test_poison(V, (size_t)sp.len * d);
+                sekv_span_tokens(st, l, j, i, K, V);
+                for (int t = 0; t < sp.len; t++) {
+                    double rk[64], rv[64];
+                    for (int c = 0; c < d; c++) rk[c] = krow(&s, l, j, sp.start + t)[c], rv[c] = vrow(&s, l, j, sp.start + t)[c];
+                    worst = fmax(worst, fmax(rel_l2(K + (size_t)t * d, rk, d), rel_l2(V + (size_t)t * d, rv, d)));
+                }
+            }
+        }
+    kv_mem m;
+    M->memory(st, &m);
+    CHECK(m.slow_bytes == want, "slow tier %zu bytes, expected %zu (min of factors and rows per span)", m.slow_bytes,
+          want);
+    CHECK(n_rows > 0 && n_fac > 0, "storage kinds: %d spans as rows, %d as factors (want both)", n_rows, n_fac);
+    CHECK(m.slow_bytes <= raw, "slow tier %zu bytes exceeds the spans' raw rows %zu", m.slow_bytes, raw);
+    CHECK(worst < 1e-5, "full-rank spans stored as rows: off their tokens by %g", worst);
+    M->free(st);
+    free(K), free(V);
+    free_scen(&s);
+    M = &kv_sekv_spread;
+}
+
 int main(void) {
     test_seed();
     test_exact(0);
@@ -722,5 +858,8 @@ int main(void) {
     test_bad_params();
     test_default_params();
     test_tiny();
+    test_paper_segmentation();
+    test_paper_uncapped();
+    test_paper_storage();
     return check_done("test_sekv");
 }
