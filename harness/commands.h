@@ -8,4 +8,5 @@ int cmd_methods(int argc, char **argv);   /* harness/methods_cmd.c */
 int cmd_info(int argc, char **argv);      /* model/cmd_model.c */
 int cmd_generate(int argc, char **argv);  /* model/cmd_model.c */
 int cmd_train_sekv(int argc, char **argv); /* harness/train_sekv.c */
+int cmd_sekv_probe(int argc, char **argv); /* harness/sekv_probe.c */
 #endif

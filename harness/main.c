@@ -15,6 +15,7 @@ static const struct {
     {"info", cmd_info, "describe a GGUF model file"},
     {"generate", cmd_generate, "answer a prompt with a model, optionally through a method"},
     {"train-sekv", cmd_train_sekv, "train SeKV's zoom-in (routing, thresholds, rank gate) on a corpus"},
+    {"sekv-probe", cmd_sekv_probe, "SeKV's zoom-in on NIAH dev cases: answer NLL, zoom precision and recall"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -313,6 +313,11 @@ static void usage(FILE *f) {
             "                          ratio to FullKV; iso-memory: each method at the budget whose fast-tier\n"
             "                          bytes are nearest to (not above) SeKV's, per context\n"
             "                latency   per context: prefill s, compression s, decode ms/token, tokens/s\n"
+            "                paper     the SeKV paper's claims a NIAH run can test (NIAH at 10%% and 5%%, vs\n"
+            "                          SentenceKV and ChunkKV, ablations zoom=0, trained_zoom=0, fixed_chunk,\n"
+            "                          rank 8/32/64): the paper's figure, kvbench's number, n, whether the\n"
+            "                          direction holds; plus SeKV uncapped=1 against every method at its\n"
+            "                          measured fast-tier bytes (iso-memory). Pool runs with --run all\n"
             "  --csv [OUT]   the same numbers as CSV, to OUT (the table still goes to stdout) or to stdout;\n"
             "                with --table one line per cell: run, table, section, model, method, params,\n"
             "                budget, column, value (in the column's units, full precision), n (cases)\n");

@@ -19,9 +19,9 @@
 #include "../methods/method.h"
 #include "report_tables.h"
 
-const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency";
-enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_COUNT };
-static const char *const names[T_COUNT] = {"main", "niah", "budget", "rank", "ablation", "memory", "latency"};
+const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency, paper";
+enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_PAPER, T_COUNT };
+static const char *const names[T_COUNT] = {"main", "niah", "budget", "rank", "ablation", "memory", "latency", "paper"};
 
 int rt_table_known(const char *name) {
     for (int t = 0; t < T_COUNT; t++)
@@ -629,6 +629,15 @@ int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int
         fprintf(stderr, "kvbench report: %s has no results yet\n", where);
         rt_data_free(&d);
         return -1;
+    }
+    if (t == T_PAPER) {   /* report_paper.c prints its own sections */
+        char run[32];
+        snprintf(run, sizeof run, run_id > 0 ? "%lld" : "all", (long long)run_id);
+        if (md) header(md, name, ri, n_runs, run_id);
+        int rc = rt_paper(&d, md, csv, run, why, sizeof why);
+        if (rc) fprintf(stderr, "kvbench report: --table paper: %s\n", why);
+        rt_data_free(&d);
+        return rc;
     }
     rt_out *o = calloc(1, sizeof *o);
     int rc = -1;
