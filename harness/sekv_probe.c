@@ -63,6 +63,7 @@ static int parse_list(const char *flag, const char *s, double *out, int *n) {
 typedef struct {
     double nll, hit, exp, rec_hit, rec_all, rows;
     int n_nll, n_rows, infeasible;
+    char desc[512];         /* sekv_describe of the first case */
 } probe_acc;
 
 /* [lo, hi): the prompt tokens of the needle's answer words ("a sandwich and sit in
@@ -145,6 +146,7 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
             goto done;
         }
     }
+    if (!a->desc[0]) sekv_describe(st, a->desc, sizeof a->desc);
     memcpy(logits, pf->last_logits, (size_t)cf->n_vocab * sizeof *logits);
     for (int pos = n_pf; pos < n + n_ans; pos++) {   /* question tokens (question-after), then the answer */
         int id = pos < n ? ids[pos] : ans[pos - n];
@@ -268,9 +270,10 @@ int cmd_sekv_probe(int argc, char **argv) {
         }
     for (int k = 0; !rc && k < n_sets; k++) {
         const probe_acc *a = &acc[k];
-        printf("params \"%s\": cases %d, infeasible %d, nll %.4f, precision %.4f, recall %.4f, rows %.1f\n", sets[k],
-               n_cases, a->infeasible, a->n_nll ? a->nll / a->n_nll : NAN, a->exp ? a->hit / a->exp : NAN,
-               a->rec_all ? a->rec_hit / a->rec_all : NAN, a->n_rows ? a->rows / a->n_rows : NAN);
+        printf("params \"%s\": cases %d, infeasible %d, nll %.4f, precision %.4f, recall %.4f, rows %.1f\n  %s\n",
+               sets[k], n_cases, a->infeasible, a->n_nll ? a->nll / a->n_nll : NAN, a->exp ? a->hit / a->exp : NAN,
+               a->rec_all ? a->rec_hit / a->rec_all : NAN, a->n_rows ? a->rows / a->n_rows : NAN,
+               a->desc[0] ? a->desc : "(no case got past ingest)");
     }
     if (nb) niah_close(nb);
     free(hay);
