@@ -139,6 +139,7 @@ typedef struct {
 } verdict;
 
 static void pct(char *buf, size_t len, double x, double half, int sign) {
+    if (x == 0) x = 0;   /* no "-0.0" */
     if (isnan(x)) snprintf(buf, len, "-");
     else if (isnan(half)) snprintf(buf, len, sign ? "%+.1f" : "%.1f", 100 * x);
     else snprintf(buf, len, sign ? "%+.1f ± %.1f" : "%.1f ± %.1f", 100 * x, 100 * half);
