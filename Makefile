@@ -16,7 +16,7 @@ CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-SRC_DIRS := kernels methods workloads harness results plots model
+SRC_DIRS := kernels methods methods/sekv workloads harness harness/train results plots model
 LIB_SRC  := $(filter-out harness/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 CU_SRC   := $(wildcard kernels/*.cu)
 ifeq ($(CUDA),1)
@@ -49,7 +49,7 @@ $(BUILD)/libkvbench.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/%.o: %.c $(wildcard */*.h)
+$(BUILD)/%.o: %.c $(wildcard */*.h */*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 

@@ -2,7 +2,7 @@
  * and SeKV's trainable-parameter count for the model's shape. */
 #include "commands.h"
 #include "../methods/method.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 #include "../model/model.h"
 
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * prefill's logits, so a generation of k tokens that ends on a stop token takes k passes
  * and one that hits max_new takes k - 1. */
 #include "model_case.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 
 #include <math.h>
 #include <stdio.h>

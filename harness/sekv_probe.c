@@ -10,7 +10,7 @@
  *   recall     share of the (step, layer, query head) decisions that expanded a needle span
  *   rows       mean rows attended per (layer, head) and step, against the budget B */
 #include "commands.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 #include "../model/model.h"
 #include "../workloads/haystack.h"
 #include "../workloads/niah.h"

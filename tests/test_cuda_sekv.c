@@ -16,7 +16,7 @@
  *     at least its rows, none with the CPU backend selected, and the allocator back to its
  *     value before init after free. */
 #include "../kernels/core.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 #include "cuda_check.h"
 #ifdef KB_CUDA
 #include "../kernels/cuda_backend.h"

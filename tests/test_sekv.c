@@ -5,7 +5,7 @@
  * at every step; infeasible budgets and bad parameters are reported; auto alpha is the
  * smallest that fits; zoom events reach SQLite. */
 #include "check.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 #include "../results/db.h"
 #include <math.h>
 #include <sqlite3.h>

@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #ifdef KB_CUDA
-#include "../kernels/cuda_backend.h"
-#include "../kernels/cuda_sekv.h"
+#include "../../kernels/cuda_backend.h"
+#include "../../kernels/cuda_sekv.h"
 #endif
 
 #ifdef KB_CUDA

@@ -3,7 +3,7 @@
 #ifndef KV_SEKV_STATE_H
 #define KV_SEKV_STATE_H
 #include "sekv.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
 /* One span's slow-tier store for one kv head and its gate masks: the factors (buf holds
  * fk's and fv's arrays), or, when rows is set (sekv_store_rows: no larger), the rows the

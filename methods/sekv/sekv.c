@@ -10,7 +10,7 @@
  * (the iso-memory view). `sekv-spread` (sekv_spread.c) is kvbench's own fit: P <= B/2,
  * alpha, span cap and window searched, an untrained spread router. */
 #include "sekv_state.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
 #include <limits.h>
 #include <unistd.h>

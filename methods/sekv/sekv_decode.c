@@ -3,7 +3,7 @@
  * relevant ones per kv group within B - P (gap fix 4) and runs one softmax per head over
  * full, coarse and reconstructed rows. */
 #include "sekv_state.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
 #include <limits.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * them only on a state made by kv_sekv or kv_sekv_spread. */
 #ifndef KV_SEKV_H
 #define KV_SEKV_H
-#include "method.h"
+#include "../method.h"
 #include "sekv_spans.h"
 
 /* kv_sekv: the paper's method and defaults; kv_sekv_spread: the same code with kvbench's

@@ -6,8 +6,8 @@
 #ifndef KV_SEKV_TEACHER_H
 #define KV_SEKV_TEACHER_H
 #include <stdint.h>
-#include "../model/model.h"
-#include "../methods/sekv_train.h"
+#include "../../model/model.h"
+#include "sekv_train.h"
 
 typedef struct {
     int candidates;       /* evenly spaced candidate positions (reference: 512) */

@@ -1,7 +1,7 @@
 /* SeKV teacher data: prefill, query capture at candidate positions, mining (see
  * sekv_teacher.h). */
 #include "sekv_teacher.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
 #include <math.h>
 #include <stdio.h>
