@@ -730,7 +730,7 @@ const kv_method kv_sekv = {
                "Repairs of the reference code (methods.md gaps): 1 decoded tokens join P at full "
                "resolution (folded into spans only past p_max*B); 2 causal spans in training; 3 STE z in "
                "the budget loss; 4 spans picked per kv group by the max relevance of its heads; 5 P > B is "
-               "infeasible, not evicted; 6 token 0 is always an anchor",
+               "infeasible, not evicted; 6 token 0 is always an anchor; 7 the official benchmark definitions (workloads/)",
     .params = params,
     .init = sekv_init,
     .needs = sekv_needs,
