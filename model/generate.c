@@ -2,7 +2,7 @@
  * step), and plainly, with the engine's own full cache and attention loop, which is
  * the yardstick FullKV-through-the-method-interface must match token for token. */
 #include "engine.h"
-#include "../methods/sekv_params.h"
+#include "../methods/sekv/sekv_params.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -394,6 +394,11 @@ static void usage(FILE *f) {
             "                compare   each row against --base, paired over the cases both saw: difference,\n"
             "                          95%% paired bootstrap interval, exact p (McNemar on binary scores, else\n"
             "                          the sign test), Holm-adjusted over the table's rows, * where p < 0.05\n"
+            "                paper     the SeKV paper's claims a NIAH run can test (NIAH at 10%% and 5%%, vs\n"
+            "                          SentenceKV and ChunkKV, ablations zoom=0, trained_zoom=0, fixed_chunk,\n"
+            "                          rank 8/32/64): the paper's figure, kvbench's number, n, whether the\n"
+            "                          direction holds; plus SeKV uncapped=1 against every method at its\n"
+            "                          measured fast-tier bytes (iso-memory). Pool runs with --run all\n"
             "  --csv [OUT]   the same numbers as CSV, to OUT (the table still goes to stdout) or to stdout;\n"
             "                with --table one line per cell: run, table, section, model, method, params,\n"
             "                budget, column, value (in the column's units, full precision), n (cases)\n");

@@ -19,9 +19,10 @@
 #include "../methods/method.h"
 #include "report_tables.h"
 
-const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency, compare";
-enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_COMPARE, T_COUNT };
-static const char *const names[T_COUNT] = {"main", "niah", "budget", "rank", "ablation", "memory", "latency", "compare"};
+const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency, compare, paper";
+enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_COMPARE, T_PAPER, T_COUNT };
+static const char *const names[T_COUNT] = {"main", "niah", "budget", "rank", "ablation", "memory", "latency", "compare",
+                                           "paper"};
 
 int rt_table_known(const char *name) {
     for (int t = 0; t < T_COUNT; t++)
@@ -680,6 +681,13 @@ int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int
         fprintf(stderr, "kvbench report: %s has no results yet\n", where);
         rt_data_free(&d);
         return -1;
+    }
+    if (t == T_PAPER) {   /* report_paper.c prints its own sections */
+        if (md) header(md, name, ri, n_runs, run_id);
+        int rc = rt_paper(&d, md, csv, run, why, sizeof why);
+        if (rc) fprintf(stderr, "kvbench report: --table paper: %s\n", why);
+        rt_data_free(&d);
+        return rc;
     }
     int differ = different_cases(&d);
     if (t == T_COMPARE) {

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include "runinfo.h"
 
-/* "main, niah, budget, rank, ablation, memory, latency" */
+/* "main, niah, budget, rank, ablation, memory, latency, paper" */
 extern const char *const rt_table_names;
 int rt_table_known(const char *name);
 /* What the score-type cells average (report --metric). score and top1 count an infeasible
@@ -135,4 +135,8 @@ void rt_family_label(const rt_family *f, char *buf, size_t n);
 void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g);
 void rt_grid_csv(FILE *f, const char *run, const char *table, const rt_data *d, const rt_grid *g);
 void rt_csv_header(FILE *f);
+
+/* --table paper (report_paper.c): the SeKV paper's claims next to kvbench's NIAH numbers,
+ * as Markdown to md and/or CSV rows to csv (run: the CSV's run column). 0, or -1 with why. */
+int rt_paper(const rt_data *d, FILE *md, FILE *csv, const char *run, char *why, size_t wn);
 #endif

@@ -3,7 +3,7 @@
  * (append + routing + reconstruction + attention) per layer, at two budgets. */
 #include "check.h"
 #include "../kernels/core.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 #include <time.h>
 
 static double now(void) {

@@ -273,6 +273,11 @@ for s in "${specs[@]}"; do
 done
 cat "$dir/tables/memory_1.md"
 python3 tests/report_tables_ref.py "$dir/t.db" "$dir/registry" "$dir/methods" "$dir/tables" "${specs[@]}"
+# --table paper: the SeKV paper's claims, recomputed from the raw rows (tests/report_paper_ref.py)
+"${KV[@]}" report --db "$dir/t.db" --table paper --run all --csv "$dir/tables/paper_all.csv" >"$dir/tables/paper_all.md" \
+    || fail "report --table paper --run all"
+grep -q "| C6 | without SVD" "$dir/tables/paper_all.md" || fail "paper table lacks the zoom=0 ablation"
+python3 tests/report_paper_ref.py "$dir/t.db" "$dir/tables/paper_all.csv" || fail "paper table differs from the reference"
 # --csv alone: the same CSV on stdout and no Markdown
 "${KV[@]}" report --db "$dir/t.db" --table niah --run all --csv >"$dir/niah_stdout.csv"
 cmp -s "$dir/niah_stdout.csv" "$dir/tables/niah_all.csv" || fail "--csv to stdout differs from --csv FILE"
@@ -336,9 +341,10 @@ expect_fail "--figure" "${KV[@]}" plot --db "$dir/f.db" --figure pie
 expect_fail "gnuplot not found" env PATH=/nonexistent "${KV[@]}" plot --db "$dir/f.db" --out "$dir/nognuplot"
 # the latest run (the default) recorded nothing yet
 expect_fail "run 11 has no results yet" "${KV[@]}" report --db "$dir/t.db" --table main
-expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency, compare)" \
+expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency, compare, paper)" \
     "${KV[@]}" report --db "$dir/t.db" --table pie
 expect_fail "needs a value" "${KV[@]}" report --db "$dir/t.db" --table
+expect_fail "no sekv results on NIAH cases" "${KV[@]}" report --db "$dir/t.db" --table paper --run 2
 expect_fail "no needle cases" "${KV[@]}" report --db "$dir/t.db" --table niah --run 2
 expect_fail "--metric 'acc'" "${KV[@]}" report --db "$dir/t.db" --table main --metric acc
 expect_fail "--base 'nosuch'" "${KV[@]}" report --db "$dir/t.db" --table compare --base nosuch

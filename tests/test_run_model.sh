@@ -290,7 +290,7 @@ done
 # (this machine has no GPU; in a CPU-only build there is no CUDA backend at all): one line
 # saying so, the run on the CPU, recorded as cpu. A random model with a text workload.
 "$KVBENCH" run --model random:tiny-llama --backend cuda --workload niah --ctx 450 --depths 50 \
-    --methods fullkv,sekv --max-new 2 --haystack "$T/hay.txt" --db "$T/cuda.db" --quiet >"$T/co" 2>"$T/ce" ||
+    --methods fullkv,sekv-spread --max-new 2 --haystack "$T/hay.txt" --db "$T/cuda.db" --quiet >"$T/co" 2>"$T/ce" ||
     fail "run --backend cuda without a device failed: $(cat "$T/ce")"
 if ! command -v nvidia-smi >/dev/null 2>&1; then
     grep -q "^kvbench run: --backend cuda: .*running on the CPU" "$T/ce" || fail "--backend cuda fallback not said: $(cat "$T/ce")"

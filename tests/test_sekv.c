@@ -5,7 +5,7 @@
  * at every step; infeasible budgets and bad parameters are reported; auto alpha is the
  * smallest that fits; zoom events reach SQLite. */
 #include "check.h"
-#include "../methods/sekv.h"
+#include "../methods/sekv/sekv.h"
 #include "../results/db.h"
 #include <math.h>
 #include <sqlite3.h>
@@ -41,17 +41,21 @@ static scen make_scen(int L, int H, int Hkv, int d, int n, int steps) {
 }
 static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->surp); }
 
+/* The method under test: kvbench's fit (the sekv-spread variant) is what most tests here
+ * exercise; the paper's defaults (kv_sekv) are tested at the end (test_paper_*). */
+static const kv_method *M = &kv_sekv_spread;
+
 static kv_state *start(const scen *s, const char *params, int budget, char *err, size_t errlen) {
     kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s->L, .n_heads = s->H, .n_kv_heads = s->Hkv, .head_dim = s->d, .n_prompt = s->n,
                    .max_decode = s->steps, .budget_tokens = budget, .elem_bytes = 2, .params = params};
-    return kv_sekv.init(&su, err, errlen);
+    return M->init(&su, err, errlen);
 }
 
 static int ingest_all(kv_state *st, const scen *s, char *err, size_t errlen) {
     for (int l = 0; l < s->L; l++) {
         kv_prefill p = {.layer = l, .n = s->n, .K = krow(s, l, 0, 0), .V = vrow(s, l, 0, 0),
                         .kv_stride = s->stride, .surprisal = s->surp};
-        if (kv_sekv.ingest(st, &p, err, errlen)) return -1;
+        if (M->ingest(st, &p, err, errlen)) return -1;
     }
     return 0;
 }
@@ -66,9 +70,9 @@ static void step(kv_state *st, const scen *s, int k, float *out) {
             memcpy(vv + (size_t)j * d, vrow(s, l, j, s->n + k), d * sizeof *vv);
         }
         kv_token t = {s->n + k, s->surp[s->n + k], 0};
-        kv_sekv.append(st, l, kk, vv, &t);
+        M->append(st, l, kk, vv, &t);
         test_poison(out + (size_t)l * s->H * d, (size_t)s->H * d);
-        kv_sekv.attend(st, l, qrow(s, k, l), out + (size_t)l * s->H * d);
+        M->attend(st, l, qrow(s, k, l), out + (size_t)l * s->H * d);
     }
     free(kk), free(vv);
 }
@@ -185,7 +189,7 @@ static void test_exact(int gate) {
     CHECK(all, "not every span was expanded");
     CHECK(worst < 2e-5, "gate=%d: every span expanded at full rank differs from exact attention by %g", gate, worst);
     printf("exact (gate=%d, n=%d, %d spans): worst rel err %.2e\n", gate, s.n, sekv_span_count(st, 0), worst);
-    kv_sekv.free(st);
+    M->free(st);
     free(out), free(buf);
     free_scen(&s);
 }
@@ -216,7 +220,7 @@ static void test_compaction_exact(void) {
     CHECK(all && worst < 2e-5, "after compaction: all expanded %d, rel err %g", all, worst);
     CHECK(!over, "budget exceeded");
     printf("compaction: spans %d -> %d over %d steps, worst rel err %.2e\n", ns0, ns1, s.steps, worst);
-    kv_sekv.free(st);
+    M->free(st);
     free(out), free(buf);
     free_scen(&s);
 }
@@ -271,12 +275,12 @@ static void test_coarse_only(void) {
         double e = rel_l2(out + (size_t)h * d, ref, d);
         if (e > worst) worst = e;
         kv_headstat hs;
-        kv_sekv.head_stats(st, 0, h, &hs);
+        M->head_stats(st, 0, h, &hs);
         CHECK(hs.kept == m && hs.events == 0, "head %d: kept %g (want %d), events %g", h, hs.kept, m, hs.events);
         free(lg), free(vs);
     }
     CHECK(worst < 1e-5, "coarse-only attention differs from the reference by %g", worst);
-    kv_sekv.free(st);
+    M->free(st);
     free(out);
     free_scen(&s);
 }
@@ -346,7 +350,7 @@ static void test_targeted(int trained_zoom, int route, float scale, int sparse) 
     for (size_t i = 0; i < nev; i++) per_head[ev[i].head] += ev[i].expanded;
     for (int h = 0; h < 4; h++) {
         kv_headstat hs;
-        kv_sekv.head_stats(st, 0, h, &hs);
+        M->head_stats(st, 0, h, &hs);
         CHECK(hs.events == per_head[h], "head %d: events %g vs zoom log %g", h, hs.events, per_head[h]);
     }
     if (trained_zoom && scale == 1) {   /* the zoom log into SQLite */
@@ -379,7 +383,7 @@ static void test_targeted(int trained_zoom, int route, float scale, int sparse) 
         free(z);
         unlink(path);
     }
-    kv_sekv.free(st);
+    M->free(st);
     sekv_seg_free(&sg);
     free(out);
     free_scen(&s);
@@ -410,7 +414,7 @@ static void test_budget(void) {
                 rows += tot;
             }
         kv_mem m;
-        kv_sekv.memory(st, &m);
+        M->memory(st, &m);
         bad_mem |= m.fast_tokens != rows || m.fast_tokens > (long)s.L * s.Hkv * B ||
                    m.fast_bytes != (size_t)rows * 2 * s.d * 2 + m.fast_aux_bytes || m.fast_peak < m.fast_bytes ||
                    m.slow_bytes == 0 || m.slow_peak < m.slow_bytes;
@@ -426,7 +430,7 @@ static void test_budget(void) {
     CHECK(zoomed, "nothing was ever expanded");
     CHECK(!bad_mem, "memory() disagrees with the resident rows");
     CHECK(sekv_span_count(st, 0) > ns0, "P passed B/2 but nothing was folded (%d spans)", ns0);
-    kv_sekv.free(st);
+    M->free(st);
     free(out);
     free_scen(&s);
 }
@@ -455,7 +459,7 @@ static void test_auto_and_infeasible(void) {
     char desc[256];
     sekv_describe(st, desc, sizeof desc);
     CHECK(strstr(desc, "(auto)") && strstr(desc, "untrained"), "describe: %s", desc);
-    kv_sekv.free(st);
+    M->free(st);
     const char *cases[2] = {NULL, "alpha=1"};
     for (int i = 0; i < 2; i++) {
         st = start(&s, cases[i], 40, err, sizeof err);
@@ -463,7 +467,7 @@ static void test_auto_and_infeasible(void) {
         err[0] = 0;
         CHECK(ingest_all(st, &s, err, sizeof err) == -1 && strstr(err, "infeasible") && strstr(err, "B=40"),
               "tiny budget (%s): '%s'", cases[i] ? cases[i] : "auto", err);
-        kv_sekv.free(st);
+        M->free(st);
     }
     free_scen(&s);
 }
@@ -537,7 +541,7 @@ static void test_fit_order(void) {
                 sekv_describe(st2, desc, sizeof desc);
                 CHECK(same && !strstr(desc, "(auto)"), "'%s' given back: other spans, or still automatic (%s)", used,
                       desc);
-                kv_sekv.free(st2);
+                M->free(st2);
             }
             /* given values stay fixed: the defaults' shape made explicit must not scale */
             if (wloc != 32 || wcap != 32) {
@@ -545,10 +549,10 @@ static void test_fit_order(void) {
                 CHECK(st3 && ingest_all(st3, &s, err, sizeof err) == -1 && strstr(err, "infeasible") &&
                           strstr(err, "local=32") && strstr(err, "l_max=32"),
                       "explicit local=32,l_max=32 at B=%d: '%s'", B, err);
-                if (st3) kv_sekv.free(st3);
+                if (st3) M->free(st3);
             }
         }
-        if (st) kv_sekv.free(st);
+        if (st) M->free(st);
         free_scen(&s);
     }
     CHECK(scaled > 0, "no case of %d needed a smaller window or longer spans (budgets too large)", tried);
@@ -557,7 +561,7 @@ static void test_fit_order(void) {
     char err[256], used[256];
     kv_state *st = start(&s, "l_min=6", 400, err, sizeof err);
     CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "l_min=6: %s", err);
-    if (st) sekv_params_used(st, used, sizeof used), kv_sekv.free(st);
+    if (st) sekv_params_used(st, used, sizeof used), M->free(st);
     CHECK(kv_int(used, "l_min") == 6, "given l_min=6 became %s", used);
     free_scen(&s);
 }
@@ -572,7 +576,7 @@ static void test_bad_params(void) {
         err[0] = 0;
         kv_state *st = start(&s, bad[i][0], 10, err, sizeof err);
         CHECK(!st && strstr(err, bad[i][1]), "'%s' accepted or unclear: '%s'", bad[i][0], err);
-        if (st) kv_sekv.free(st);
+        if (st) M->free(st);
     }
     snprintf(path, sizeof path, "/tmp/test_sekv_p_%d.bin", (int)getpid());
     sekv_params p;
@@ -583,11 +587,14 @@ static void test_bad_params(void) {
     kv_state *st = start(&s, params, 1000, err, sizeof err);
     CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "with params file: %s", err);
     char desc[256] = "";
-    if (st) sekv_describe(st, desc, sizeof desc), kv_sekv.free(st);
+    if (st) sekv_describe(st, desc, sizeof desc), M->free(st);
     CHECK(strstr(desc, "trained") && !strstr(desc, "untrained"), "describe: %s", desc);
-    snprintf(params, sizeof params, "params_file=%s,rank=8", path);
+    snprintf(params, sizeof params, "params_file=%s,rank=8", path);   /* trained at R=32, run at 8 */
     st = start(&s, params, 1000, err, sizeof err);
-    CHECK(!st && strstr(err, "rank cap 32"), "rank vs file: '%s'", err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "rank 8 with a rank-32 file: %s", err);
+    desc[0] = 0;
+    if (st) sekv_describe(st, desc, sizeof desc), M->free(st);
+    CHECK(strstr(desc, "rank=8") && strstr(desc, "params: trained"), "rank vs file: %s", desc);
     scen s2 = make_scen(3, 4, 2, 16, 50, 1);
     snprintf(params, sizeof params, "params_file=%s", path);
     st = start(&s2, params, 1000, err, sizeof err);
@@ -598,10 +605,11 @@ static void test_bad_params(void) {
 }
 
 /* The default params file ($KVBENCH_SEKV_PARAMS here), asked for with
- * params_file=default, is used only when it holds
- * trained parameters for this model (kv_setup.model_hash), shape and rank; params_file
+ * params_file=default (sekv's default), is used only when it holds trained parameters
+ * for this model (kv_setup.model_hash) and shape, at any rank cap; params_file
  * =none forces untrained routing; an explicit file for another model is refused. */
 static void test_default_params(void) {
+    const kv_method *M = &kv_sekv;   /* the paper's method loads the default file by default */
     scen s = make_scen(2, 4, 2, 16, 300, 1);
     char err[512], path[64], desc[256], used[700];
     snprintf(path, sizeof path, "/tmp/test_sekv_d_%d.bin", (int)getpid());
@@ -616,13 +624,13 @@ static void test_default_params(void) {
         const char *params;
         int trained;
     } cases[] = {{mh, "params_file=default", 1}, {mh ^ 2, "params_file=default", 0}, {0, "params_file=default", 0},
-                 {mh, "params_file=none", 0}, {mh, "params_file=default,rank=8", 0},
-                 {mh, "params_file=default,rank=32", 1}, {mh, NULL, 0}};
+                 {mh, "params_file=none", 0}, {mh, "params_file=default,rank=8", 1},
+                 {mh, "params_file=default,rank=32", 1}, {mh, NULL, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
                        .max_decode = 1, .budget_tokens = 200, .elem_bytes = 2, .params = cases[i].params,
                        .model_hash = cases[i].hash};
-        kv_state *st = kv_sekv.init(&su, err, sizeof err);
+        kv_state *st = M->init(&su, err, sizeof err);
         CHECK(st != NULL, "case %zu: %s", i, err);
         if (!st) continue;
         sekv_describe(st, desc, sizeof desc);
@@ -636,12 +644,12 @@ static void test_default_params(void) {
             kv_setup s2 = su;
             s2.params = used;
             s2.model_hash = mh;
-            kv_state *st2 = kv_sekv.init(&s2, err, sizeof err);
+            kv_state *st2 = M->init(&s2, err, sizeof err);
             CHECK(st2 != NULL, "recorded params '%s' refused: %s", used, err);
-            if (st2) sekv_describe(st2, desc, sizeof desc), kv_sekv.free(st2);
+            if (st2) sekv_describe(st2, desc, sizeof desc), M->free(st2);
             CHECK(strstr(desc, "untrained routing") != NULL, "'%s' given back: %s", used, desc);
         }
-        kv_sekv.free(st);
+        M->free(st);
     }
     /* an untrained file is not a default; an explicit file for another model is refused */
     p.trained = 0;
@@ -649,16 +657,16 @@ static void test_default_params(void) {
     kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
                    .max_decode = 1, .budget_tokens = 200, .elem_bytes = 2, .params = "params_file=default",
                    .model_hash = mh};
-    kv_state *st = kv_sekv.init(&su, err, sizeof err);
-    if (st) sekv_describe(st, desc, sizeof desc), kv_sekv.free(st);
+    kv_state *st = M->init(&su, err, sizeof err);
+    if (st) sekv_describe(st, desc, sizeof desc), M->free(st);
     CHECK(st && strstr(desc, "untrained routing"), "untrained default file used: %s", desc);
     char params[128];
     snprintf(params, sizeof params, "params_file=%s", path);
     su.params = params, su.model_hash = mh ^ 4;
-    st = kv_sekv.init(&su, err, sizeof err);
+    st = M->init(&su, err, sizeof err);
     CHECK(!st && strstr(err, "model hash mismatch") && strstr(err, path), "file for another model: '%s'",
           st ? "accepted" : err);
-    if (st) kv_sekv.free(st);
+    if (st) M->free(st);
     unsetenv("KVBENCH_SEKV_PARAMS");
     unlink(path);
     sekv_params_free(&p);
@@ -689,9 +697,145 @@ static void test_tiny(void) {
         CHECK(worst < 1e-4, "n=%d B=%d: folded/merged rows off by %g", s.n, B, worst);
         CHECK(!over, "n=%d: budget B=%d exceeded", s.n, B);
         CHECK(sekv_span_count(st, 0) > 0, "n=%d B=%d: 40 decoded tokens but no span", s.n, B);
-        kv_sekv.free(st);
+        M->free(st);
         free_scen(&s);
     }
+}
+
+
+/* ---------------------------------------------------------------- the paper's defaults */
+
+/* Brute-force segmentation of the paper (alpha 1, no span cap, no sinks or window): mu,
+ * sigma (population) of the surprisal in double; anchors = token 0 and H_t > mu + sigma;
+ * spans = maximal runs between anchors of at least l_min = 4 tokens. Writes the spans'
+ * (start, len) to sp and returns their count; *P gets the persistent rows. */
+static int paper_spans(const scen *s, int32_t (*sp)[2], int *P) {
+    double mu = 0, var = 0;
+    for (int t = 0; t < s->n; t++) mu += s->surp[t];
+    mu /= s->n;
+    for (int t = 0; t < s->n; t++) var += (s->surp[t] - mu) * (s->surp[t] - mu);
+    double thr = mu + sqrt(var / s->n);
+    int ns = 0, full = 0;
+    for (int t = 0; t < s->n;) {
+        if (t == 0 || s->surp[t] > thr) {
+            full++, t++;
+            continue;
+        }
+        int e = t;
+        while (e < s->n && s->surp[e] <= thr) e++;
+        if (e - t >= 4) sp[ns][0] = t, sp[ns++][1] = e - t;
+        else full += e - t;
+        t = e;
+    }
+    *P = full + ns;
+    return ns;
+}
+
+/* sekv's defaults segment as the paper does; a budget one row short of P is infeasible
+ * (never evicted), P itself fits; the recorded params say alpha=1, l_max=none, route=0. */
+static void test_paper_segmentation(void) {
+    M = &kv_sekv;
+    scen s = make_scen(2, 4, 2, 16, 700, 1);
+    int32_t (*sp)[2] = malloc((size_t)s.n * sizeof *sp);
+    int P, ns = paper_spans(&s, sp, &P);
+    char err[512], used[700];
+    kv_state *st = start(&s, "params_file=none", P, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "B=P=%d: %s", P, err);
+    const sekv_seg *sg = st ? sekv_segmentation(st) : NULL;
+    int same = sg && sg->n_spans == ns && sekv_seg_persistent(sg) == P;
+    for (int i = 0; same && i < ns; i++) same = sg->span[i].start == sp[i][0] && sg->span[i].len == sp[i][1];
+    CHECK(same, "spans differ from the maximal runs between anchors (%d spans, P=%d expected; got %d, P=%d)", ns, P,
+          sg ? sg->n_spans : -1, sg ? sekv_seg_persistent(sg) : -1);
+    int longest = 0;
+    for (int i = 0; i < ns; i++) longest = sp[i][1] > longest ? sp[i][1] : longest;
+    CHECK(longest > 32, "no span longer than 32 tokens (longest %d): the test says nothing about the cap", longest);
+    if (st) sekv_params_used(st, used, sizeof used), M->free(st);
+    CHECK(st && strstr(used, "alpha=1,") && strstr(used, "l_max=none") && strstr(used, "route=0") &&
+              strstr(used, "gate=2") && strstr(used, "p_max=1,") && strstr(used, "uncapped=0"),
+          "recorded params: %s", used);
+    st = start(&s, "params_file=none", P - 1, err, sizeof err);
+    int rc = st ? ingest_all(st, &s, err, sizeof err) : 0;
+    CHECK(st && rc == -1 && strstr(err, "infeasible") && strstr(err, "l_max=none"), "B=P-1=%d: rc %d '%s'", P - 1, rc,
+          err);
+    if (st) M->free(st);
+    free(sp);
+    free_scen(&s);
+    M = &kv_sekv_spread;
+}
+
+/* uncapped=1 with a budget far below P: feasible, every span over tau (0 here) expands,
+ * the rows grow past B, and at full rank without the gate attention is exact. */
+static void test_paper_uncapped(void) {
+    M = &kv_sekv;
+    scen s = make_scen(2, 4, 2, 16, 500, 3);
+    char err[512];
+    kv_state *st = start(&s, "params_file=none,uncapped=1,tau=0,rank=64,gate=0", 10, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "uncapped: %s", err);
+    if (!st) return free_scen(&s), (void)(M = &kv_sekv_spread);
+    float *out = malloc((size_t)s.L * s.H * s.d * sizeof *out);
+    double worst = 0;
+    for (int k = 0; k < s.steps; k++) {
+        step(st, &s, k, out);
+        worst = fmax(worst, err_vs_full(&s, k, s.n + k + 1, out));
+    }
+    int P, R, lens = 0;
+    sekv_resident(st, 1, 1, &P, &R);
+    for (int i = 0; i < sekv_span_count(st, 1); i++) lens += sekv_span_at(st, 1, i).len;
+    CHECK(R == lens && P + R > 10, "uncapped: %d rebuilt rows, the spans hold %d (P=%d, B=10)", R, lens, P);
+    CHECK(worst < 2e-5, "uncapped, every span expanded at full rank: off exact attention by %g", worst);
+    M->free(st);
+    free(out);
+    free_scen(&s);
+    M = &kv_sekv_spread;
+}
+
+/* The slow tier holds, per span and kv head, the smaller of the rank-r factors (len*r + r
+ * + r*d floats, r = min(len, d, R)) and the raw rows (len*d), K and V: the bytes it
+ * reports are recomputed here, both kinds occur, nothing costs more than its rows, and a
+ * span stored as rows at full rank gives back its tokens exactly. */
+static void test_paper_storage(void) {
+    M = &kv_sekv;
+    scen s = make_scen(2, 4, 2, 16, 900, 1);
+    char err[512];
+    kv_state *st = start(&s, "params_file=none,rank=8,gate=0,uncapped=1", 10, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "storage: %s", err);
+    if (!st) return free_scen(&s), (void)(M = &kv_sekv_spread);
+    size_t want = 0, raw = 0;
+    int n_rows = 0, n_fac = 0, d = s.d;
+    double worst = 0;
+    float *K = malloc((size_t)s.n * d * sizeof *K), *V = malloc((size_t)s.n * d * sizeof *V);
+    for (int l = 0; l < s.L; l++)
+        for (int i = 0; i < sekv_span_count(st, l); i++) {
+            sekv_span sp = sekv_span_at(st, l, i);
+            size_t r = sp.len < d ? sp.len : d;
+            r = r < 8 ? r : 8;
+            size_t fac = (size_t)sp.len * r + r + r * d, rows = (size_t)sp.len * d;
+            int as_rows = rows <= fac;
+            n_rows += as_rows, n_fac += !as_rows;
+            want += (size_t)s.Hkv * 2 * (as_rows ? rows : fac) * sizeof(float);
+            raw += (size_t)s.Hkv * 2 * rows * sizeof(float);
+            if (!as_rows || sp.len > 8) continue;
+            for (int j = 0; j < s.Hkv; j++) {
+                test_poison(K, (size_t)sp.len * d), test_poison(V, (size_t)sp.len * d);
+                sekv_span_tokens(st, l, j, i, K, V);
+                for (int t = 0; t < sp.len; t++) {
+                    double rk[64], rv[64];
+                    for (int c = 0; c < d; c++) rk[c] = krow(&s, l, j, sp.start + t)[c], rv[c] = vrow(&s, l, j, sp.start + t)[c];
+                    worst = fmax(worst, fmax(rel_l2(K + (size_t)t * d, rk, d), rel_l2(V + (size_t)t * d, rv, d)));
+                }
+            }
+        }
+    kv_mem m;
+    M->memory(st, &m);
+    CHECK(m.slow_bytes == want, "slow tier %zu bytes, expected %zu (min of factors and rows per span)", m.slow_bytes,
+          want);
+    CHECK(n_rows > 0 && n_fac > 0, "storage kinds: %d spans as rows, %d as factors (want both)", n_rows, n_fac);
+    CHECK(m.slow_bytes <= raw, "slow tier %zu bytes exceeds the spans' raw rows %zu", m.slow_bytes, raw);
+    CHECK(worst < 1e-5, "full-rank spans stored as rows: off their tokens by %g", worst);
+    M->free(st);
+    free(K), free(V);
+    free_scen(&s);
+    M = &kv_sekv_spread;
 }
 
 int main(void) {
@@ -714,5 +858,8 @@ int main(void) {
     test_bad_params();
     test_default_params();
     test_tiny();
+    test_paper_segmentation();
+    test_paper_uncapped();
+    test_paper_storage();
     return check_done("test_sekv");
 }

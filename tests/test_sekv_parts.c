@@ -4,8 +4,8 @@
  * entries, gate MLP, routing and the mixed-resolution softmax against float64 loops
  * written here, and the params file: bit-exact round trip and every corrupt-file error. */
 #include "check.h"
-#include "../methods/sekv_params.h"
-#include "../methods/sekv_spans.h"
+#include "../methods/sekv/sekv_params.h"
+#include "../methods/sekv/sekv_spans.h"
 #include <math.h>
 #include <unistd.h>
 

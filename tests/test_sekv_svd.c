@@ -6,7 +6,7 @@
  * the refusals. */
 #include "check.h"
 #include "../kernels/core.h"
-#include "../methods/sekv_spans.h"
+#include "../methods/sekv/sekv_spans.h"
 #include <lapacke.h>
 #include <math.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * decode equals the engine's own exact attention (fullkv over a prefill of [0, t)), its
  * far share follows the window, and a document's training data holds the best-scoring
  * candidates with their captured queries and teacher logits q.k/sqrt(d). */
-#include "../harness/sekv_teacher.h"
+#include "../harness/train/sekv_teacher.h"
 #include "check.h"
 
 #include <unistd.h>

@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #ifdef KB_CUDA
-#include "../kernels/cuda_backend.h"
-#include "../kernels/cuda_sekv.h"
+#include "../../kernels/cuda_backend.h"
+#include "../../kernels/cuda_sekv.h"
 #endif
 
 #ifdef KB_CUDA
@@ -128,12 +128,14 @@ int sekv_dev_prepare(kv_state *st, int layer) {
         sekv_kvh *kv = &ly->kv[j];
         if (!kv->dev && !(kv->dev = kb_kvdev_new(d, "SeKV rows"))) return failed(st), 0;
     }
-    /* 1. the factors of every group's spans, on the copy stream before anything else */
+    /* 1. the factors of every group's spans, on the copy stream before anything else
+     * (spans stored as rows are copied in after the sync, step 2b) */
     n = 0;
     for (int j = 0; j < st->Hkv; j++)
         for (int k = 0; k < ly->n_sel[j]; k++) {
             int s = ly->sel[(size_t)j * ly->span_cap + k];
             const sekv_basis *b = &ly->kv[j].basis[s];
+            if (b->rows) continue;
             sp[n++] = (kb_sekv_span){ly->kv[j].dev, ly->recon_row[(size_t)j * ly->span_cap + s], b->fk.len, d,
                                      b->fk.r, b->buf, b->mk, b->mv};
         }
@@ -145,6 +147,16 @@ int sekv_dev_prepare(kv_state *st, int layer) {
             kb_kvdev_sync(kv->dev, kv->K, kv->V, ly->n_rows, ly->row_cap, &kv->dev_valid))
             return failed(st), 0;
     }
+    /* 2b. spans stored as rows go straight into their rows (copy stream, fenced by decode) */
+    for (int j = 0; j < st->Hkv; j++)
+        for (int k = 0; k < ly->n_sel[j]; k++) {
+            int s = ly->sel[(size_t)j * ly->span_cap + k];
+            const sekv_basis *b = &ly->kv[j].basis[s];
+            size_t rows = (size_t)b->fk.len * d;
+            if (b->rows && kb_kvdev_put_async(ly->kv[j].dev, ly->recon_row[(size_t)j * ly->span_cap + s], b->buf,
+                                              b->buf + rows, b->fk.len))
+                return failed(st), 0;
+        }
     /* 3. the spans rebuilt into the rows after them */
     if (kb_sekv_dev_rebuild(st->dev, sp, n)) return failed(st), 0;
     return 1;

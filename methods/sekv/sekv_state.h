@@ -3,13 +3,16 @@
 #ifndef KV_SEKV_STATE_H
 #define KV_SEKV_STATE_H
 #include "sekv.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
-/* One span's factors for one kv head (slow tier) and its gate masks. */
+/* One span's slow-tier store for one kv head and its gate masks: the factors (buf holds
+ * fk's and fv's arrays), or, when rows is set (sekv_store_rows: no larger), the rows the
+ * gated factors rebuild, K [len][d] then V [len][d] (fk, fv keep len, d, r only). */
 typedef struct {
-    float *buf;                 /* fk's and fv's arrays */
+    float *buf;
     sekv_factor fk, fv;
     float mk[SEKV_RMAX], mv[SEKV_RMAX];
+    int rows;
 } sekv_basis;
 
 /* One kv head of one layer: K/V rows. Rows [0, n_rows) are the persistent rows, in
@@ -47,11 +50,14 @@ typedef struct {
 } sekv_layer;
 
 struct kv_state {
+    const kv_method *m;         /* kv_sekv or kv_sekv_spread: the parameter defaults */
     int L, H, Hkv, d, g, eb, n_prompt, B;
     int hold;                   /* --decode hold: fold decoded tokens to keep P <= B (else append) */
     /* parameters */
     double alpha;               /* < 0: auto */
     int l_min, l_max, sinks, local, rank, zoom, trained_zoom, fixed_chunk, gate, route;
+    double p_max;               /* P <= p_max * B after ingest */
+    int uncapped;               /* no budget: P unchecked, every span over tau expands */
     /* l_max, local: -1 = auto until the first ingest, then the values chosen */
     int lmax_auto, local_auto, lmin_given;
     double tau_override;        /* < 0: from the params */
@@ -92,6 +98,15 @@ static inline void sekv_rows_moved(const kv_state *st, sekv_layer *ly, int r) {
 }
 
 /* sekv.c */
+/* init with m's parameter defaults (kv_sekv, kv_sekv_spread) */
+kv_state *sekv_init_as(const kv_method *m, const kv_setup *s, char *err, size_t errlen);
+/* the rest of kv_sekv's table, shared by kv_sekv_spread */
+void sekv_needs(const kv_state *st, kv_needs *out);
+int  sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen);
+void sekv_memory(const kv_state *st, kv_mem *out);
+void sekv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out);
+int sekv_kv_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos);
+void sekv_free(kv_state *st);
 int  sekv_grow_rows(kv_state *st, sekv_layer *ly, int need);
 int  sekv_grow_spans(kv_state *st, sekv_layer *ly, int need);
 /* Builds span s of a layer for kv head j from its rows K, V [len][d] and surprisal
@@ -101,6 +116,9 @@ int  sekv_grow_spans(kv_state *st, sekv_layer *ly, int need);
 int  sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const float *V,
                      const float *surp, float *kbar, float *vbar);
 void sekv_refresh_span_rows(sekv_layer *ly);
+/* The span's rows K, V [len][d] from its store: factors with the gate masks (gated) or
+ * every component; stored rows as they are (gated when built). */
+void sekv_basis_rows(const sekv_basis *b, int gated, float *K, float *V);
 void sekv_track_peak(kv_state *st, size_t extra_fast);
 size_t sekv_fast_bytes(const kv_state *st, size_t *aux, long *tokens);
 /* Runs fn(ctx, i) for i < n on the worker threads (the span work is plain C: factors by

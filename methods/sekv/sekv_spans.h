@@ -21,6 +21,9 @@ typedef struct {
     int32_t start, len;         /* tokens start .. start+len-1 */
 } sekv_span;
 
+/* l_max meaning "no cap": spans are the maximal runs between anchors (the paper). */
+#define SEKV_LMAX_NONE (1 << 20)
+
 /* Token kinds in a segmentation. */
 enum {
     SEKV_SPAN = 0,      /* inside a compressed span */
@@ -94,6 +97,15 @@ static inline int sekv_factor_rank(int len, int d, int R) {
 static inline size_t sekv_factor_floats(int len, int d, int R) {
     size_t r = (size_t)sekv_factor_rank(len, d, R);
     return (size_t)len * r + r + r * (size_t)d;
+}
+/* The slow tier of one span (per kv head) holds whichever is smaller: its K and V factors
+ * at rank cap R, or its len x d rows of K and V. 1 when the rows are (no larger). */
+static inline int sekv_store_rows(int len, int d, int R) {
+    return (size_t)len * d <= sekv_factor_floats(len, d, R);
+}
+/* Floats the slow tier holds for one span, K and V together. */
+static inline size_t sekv_store_floats(int len, int d, int R) {
+    return 2 * (sekv_store_rows(len, d, R) ? (size_t)len * d : sekv_factor_floats(len, d, R));
 }
 /* R <= SEKV_RMAX. Returns 0, or -1 (bad shape, out of memory, or NaN/Inf in A). */
 int sekv_factorize(const float *A, int len, int d, int R, float *buf, sekv_factor *f);

@@ -4,8 +4,9 @@
  * relevant ones per kv group within B - P (gap fix 4) and runs one softmax per head over
  * full, coarse and reconstructed rows. */
 #include "sekv_state.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +67,7 @@ static void recon_task(void *c_, int i) {
     int j = c->task_j[i], s = c->ly->sel[(size_t)j * c->ly->span_cap + c->task_k[i]];
     const sekv_basis *b = &c->ly->kv[j].basis[s];
     size_t row = (size_t)c->ly->recon_row[(size_t)j * c->ly->span_cap + s] * c->st->d;
-    sekv_reconstruct(&b->fk, b->mk, c->ly->kv[j].K + row);
-    sekv_reconstruct(&b->fv, b->mv, c->ly->kv[j].V + row);
+    sekv_basis_rows(b, 1, c->ly->kv[j].K + row, c->ly->kv[j].V + row);
 }
 
 /* The selected spans of every group rebuilt into the host rows, on the worker threads. */
@@ -186,8 +186,9 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
     sekv_layer *ly = &st->layer[layer];
     if (!ly->ingested) sekv_die("attend before ingest", layer);
     int d = st->d, ns = ly->ns, H = st->H, Hkv = st->Hkv, P = ly->n_rows;
-    /* append: the decoded rows sit on top of the budget, the room is the prompt's */
-    int room = st->B - P + (st->hold ? 0 : ly->total - st->n_prompt);
+    /* append: the decoded rows sit on top of the budget, the room is the prompt's;
+     * uncapped: every candidate expands */
+    int room = st->uncapped ? INT_MAX / 4 : st->B - P + (st->hold ? 0 : ly->total - st->n_prompt);
     /* scratch */
     size_t need_scores = (size_t)H * ns + (size_t)ns * sizeof(cand) / sizeof(float) + 1;
     if ((size_t)st->scores_cap < need_scores) {
@@ -196,6 +197,20 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
         if (!st->scores) sekv_die("out of memory", layer);
         st->scores_cap = (int)need_scores;
     }
+    memset(ly->zoom_h, 0, (size_t)H * ly->span_cap);
+    int n_tasks = 0, most = 0;
+    for (int j = 0; j < Hkv; j++) ly->n_sel[j] = 0, ly->kv[j].n_recon = 0;
+    if (st->zoom && ns > 0 && room > 0) {
+        route(st, layer, q, st->scores);
+        cand *cs = (cand *)(st->scores + (size_t)H * ns);
+        for (int j = 0; j < Hkv; j++) {
+            int used = select_group(st, layer, j, st->scores, room, cs);
+            if (used > most) most = used;
+            n_tasks += ly->n_sel[j];
+        }
+    }
+    /* room for the rebuilt rows (only uncapped can outgrow the rows sized for B) */
+    if (sekv_grow_rows(st, ly, P + most)) sekv_die("out of memory", layer);
     if (st->idx_cap < H * ly->row_cap) {   /* one entry list per query head */
         free(st->idx), free(st->bias);
         st->idx = malloc((size_t)H * ly->row_cap * sizeof *st->idx);
@@ -205,17 +220,6 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
     }
     kb_decode_args *as = malloc((size_t)H * sizeof *as);
     if (!as) sekv_die("out of memory", layer);
-    memset(ly->zoom_h, 0, (size_t)H * ly->span_cap);
-    int n_tasks = 0;
-    for (int j = 0; j < Hkv; j++) ly->n_sel[j] = 0, ly->kv[j].n_recon = 0;
-    if (st->zoom && ns > 0 && room > 0) {
-        route(st, layer, q, st->scores);
-        cand *cs = (cand *)(st->scores + (size_t)H * ns);
-        for (int j = 0; j < Hkv; j++) {
-            select_group(st, layer, j, st->scores, room, cs);
-            n_tasks += ly->n_sel[j];
-        }
-    }
     /* On the CUDA backend the spans are rebuilt on the device (sekv_dev.c), else here. */
     int on_dev = sekv_dev_prepare(st, layer);
     if (n_tasks && !on_dev) reconstruct_host(st, layer, n_tasks);

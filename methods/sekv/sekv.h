@@ -1,13 +1,17 @@
 /* SeKV (reference §8) as a kv_method: surprisal spans, coarse entries on the fast tier,
  * low-rank span factors on the slow tier, per-step zoom-in under the budget B.
  * These views let the driver record what SeKV chose and let tests look inside; call
- * them only on a state made by kv_sekv. */
+ * them only on a state made by kv_sekv or kv_sekv_spread. */
 #ifndef KV_SEKV_H
 #define KV_SEKV_H
-#include "method.h"
+#include "../method.h"
 #include "sekv_spans.h"
 
-extern const kv_method kv_sekv;
+/* kv_sekv: the paper's method and defaults; kv_sekv_spread: the same code with kvbench's
+ * budget fit and untrained spread router (sekv_spread.c). */
+extern const kv_method kv_sekv, kv_sekv_spread;
+/* 1 for either of them (the views below apply to both). */
+static inline int kv_is_sekv(const kv_method *m) { return m == &kv_sekv || m == &kv_sekv_spread; }
 
 /* The anchor threshold alpha used (auto-selected or given); NAN before the first ingest
  * or with fixed-chunk segmentation. *l_min (optional) receives the l_min used. */
@@ -44,13 +48,15 @@ sekv_span sekv_span_at(const kv_state *st, int layer, int s);
 int sekv_rows(const kv_state *st, int layer, int32_t *pos, int32_t *span);
 /* Row r of kv head j: its key and value (d floats each). */
 void sekv_row(const kv_state *st, int layer, int kv_head, int r, const float **k, const float **v);
-/* Span s of kv head j rebuilt from its factors with every component (no gate): K, V [len][d]. */
+/* Span s of kv head j rebuilt from its factors with every component (no gate), or the
+ * rows stored in their place (gate applied when built): K, V [len][d]. */
 void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *K, float *V);
 /* Spans expanded for query head h at the last attend(): writes their indices (ascending)
  * and returns the count. */
 int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans);
 
-/* Span s's factor buffer for kv head j (K's U, s, Vt, then V's): pinned host memory
+/* Span s's slow-tier buffer for kv head j (K's U, s, Vt, then V's; or K's rows then V's
+ * when sekv_store_rows): pinned host memory
  * when the state was made with the CUDA backend selected. */
 const float *sekv_span_factors(const kv_state *st, int layer, int kv_head, int s);
 /* Device bytes the state's device tiers hold now (0 unless the CUDA backend attends). */

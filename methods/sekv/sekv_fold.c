@@ -106,7 +106,7 @@ static void compact(kv_state *st, int layer, int end, int all) {
     sekv_rows_moved(st, ly, r0);
     sekv_refresh_span_rows(ly);
     for (int i = s0; i < ly->ns; i++)
-        st->slow_bytes += Hkv * 2 * sekv_factor_floats(ly->span[i].len, d, st->rank) * sizeof(float);
+        st->slow_bytes += Hkv * sekv_store_floats(ly->span[i].len, d, st->rank) * sizeof(float);
     if (st->slow_bytes > st->slow_peak) st->slow_peak = st->slow_bytes;
     free(tk);
     free(ck);
@@ -119,7 +119,7 @@ static int row_len(const sekv_layer *ly, int r) {
 }
 
 static size_t span_bytes(const kv_state *st, int len) {
-    return (size_t)st->Hkv * 2 * sekv_factor_floats(len, st->d, st->rank) * sizeof(float);
+    return (size_t)st->Hkv * sekv_store_floats(len, st->d, st->rank) * sizeof(float);
 }
 
 /* Opens (delta = +1) or closes (delta = -1) span slot k, moving the later spans' arrays. */
@@ -166,8 +166,7 @@ static void merge(kv_state *st, int layer, int r) {
             float *V = K + (size_t)Hkv * len * d;
             int s = side ? sb : sa, row = r + side;
             if (s >= 0) {
-                sekv_reconstruct(&ly->kv[j].basis[s].fk, NULL, K);
-                sekv_reconstruct(&ly->kv[j].basis[s].fv, NULL, V);
+                sekv_basis_rows(&ly->kv[j].basis[s], 0, K, V);
             } else {
                 memcpy(K, ly->kv[j].K + (size_t)row * d, d * sizeof *K);
                 memcpy(V, ly->kv[j].V + (size_t)row * d, d * sizeof *V);
@@ -230,13 +229,14 @@ static void merge_to_budget(kv_state *st, int layer) {
     for (int r; ly->n_rows > st->B && (r = pick_pair(st, ly)) >= 0;) merge(st, layer, r);
 }
 
-/* Keeps P <= B: once P passes B/2, tokens that left the local window are folded into
- * spans in chunks of c = min(l_max, B - B/2) (at least 2) tokens. If P exceeds B anyway
+/* Keeps P <= B: once P passes p_max*B, tokens that left the local window are folded into
+ * spans in chunks of c = min(l_max, B - p_max*B) (at least 2) tokens. If P exceeds B anyway
  * (anchors, spans piling up over a long decode, a tiny budget), neighbouring settled rows
- * are merged, then the local window is folded too. */
+ * are merged, then the local window is folded too. Uncapped: nothing (P grows). */
 void sekv_keep_budget(kv_state *st, int layer) {
+    if (st->uncapped) return;
     sekv_layer *ly = &st->layer[layer];
-    int cap = st->B / 2, out_of_window = ly->total - st->local;
+    int cap = (int)(st->p_max * st->B), out_of_window = ly->total - st->local;
     int c = st->l_max < st->B - cap ? st->l_max : st->B - cap;
     if (c < 2) c = 2;
     if (ly->n_rows > cap && out_of_window - ly->frontier >= c) compact(st, layer, out_of_window, 0);

@@ -2,7 +2,7 @@
  * over the documents in shuffled epochs, one document's mined positions per step. */
 #include "train_sekv.h"
 #include "sekv_teacher.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,36 +1,45 @@
 /* SeKV (reference §8): setup, parameters, prefill ingest and accounting. Decode-time
  * append, compaction and zoom-in attention are in sekv_decode.c.
  *
- * Per layer and kv group the fast tier holds the persistent rows P (sinks, local window,
- * anchors, short-span tokens, one coarse row per span, decoded tokens) plus the rows
- * reconstructed at the last step; the slow tier holds each span's K and V factors.
- * P <= B/2 after ingest (auto alpha searches for it, else the case is infeasible) and
- * P + reconstructed <= B at every step. */
+ * Per layer and kv group the fast tier holds the persistent rows P (anchors, short-span
+ * tokens, one coarse row per span, decoded tokens; sinks and a local window in the
+ * sekv-spread variant) plus the rows reconstructed at the last step; the slow tier holds
+ * each span's K and V, as rank-r factors or as rows, whichever is smaller.
+ * `sekv` runs with the paper's defaults (parameters below): P <= B after ingest or the
+ * case is infeasible, P + reconstructed <= B at every step; uncapped=1 lifts the budget
+ * (the iso-memory view). `sekv-spread` (sekv_spread.c) is kvbench's own fit: P <= B/2,
+ * alpha, span cap and window searched, an untrained spread router. */
 #include "sekv_state.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
+#include <limits.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The paper's defaults (reference §8 and the paper's code). */
 static const kv_param params[] = {
-    {"alpha", "auto", "anchor threshold mu + alpha*sigma; auto = smallest of 0.5..4 with P <= B/2"},
-    {"l_min", "4", "spans shorter than this stay at full resolution (lowered to 2 if P > B/2, unless given)"},
-    {"l_max", "auto", "longer runs are split into balanced spans of at most this; auto = 32, else 48, 64, 128, 256 (the first with P <= B/2)"},
-    {"sinks", "4", "first tokens kept at full resolution"},
-    {"local", "auto", "most recent tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if P > B/2 at that l_max"},
-    {"rank", "32", "rank cap R of the span factors: 8, 32 or 64"},
+    {"alpha", "1", "anchor threshold mu + alpha*sigma (the paper: 1); auto = smallest of 0.5..4 with P <= p_max*B"},
+    {"l_min", "4", "spans shorter than this stay at full resolution"},
+    {"l_max", "none", "none = spans are the maximal runs between anchors (the paper); N = runs split into balanced spans of at most N; auto = 32, else 48, 64, 128, 256 (the first that fits)"},
+    {"sinks", "0", "first tokens kept at full resolution (token 0 always is an anchor)"},
+    {"local", "0", "most recent prompt tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if P does not fit"},
+    {"rank", "32", "rank cap R of the span factors (truncated SVD): 8, 32 or 64"},
     {"dprime", "32", "routing dimension d' (fixed: 32)"},
-    {"tau", "-1", "zoom threshold on the relevance for every head; -1 = 0.05 with route=1, else from the params (0.05 untrained)"},
-    {"zoom", "1", "0 = no reconstruction: coarse summaries only"},
-    {"trained_zoom", "1", "0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d) alone, no spread, no W (ablation)"},
+    {"tau", "-1", "zoom threshold on the relevance for every head; -1 = the trained per-(layer, head) thresholds (0.05 untrained; 0.05 with route=1)"},
+    {"zoom", "1", "0 = no reconstruction: coarse summaries only (ablation: without SVD)"},
+    {"trained_zoom", "1", "0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d) alone, no W, no ln|S| (ablation)"},
     {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans (ablation)"},
-    {"route", "1", "span relevance: 1 = mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q, from their top-2 principal directions), 0 = the d' routing summary of the paper (W from params_file)"},
-    {"gate", "1", "rank gate at decode: 1 = hard (component kept iff m > 0.5), 2 = soft m, 0 = off"},
-    {"params_file", "",
-     "trained parameters (kvbench train-sekv); empty or none = untrained routing; default = "
-     "$KVBENCH_SEKV_PARAMS or ~/.cache/kvbench/sekv-smollm2-135m.params (make sekv-params) when trained for this model"},
+    {"route", "0", "span relevance: 0 = the paper's trained d'=32 routing summary sigmoid(W q . norm(W kbar)/sqrt d' + ln|S|); 1 = kvbench's untrained mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q)"},
+    {"gate", "2", "rank gate at decode: 2 = soft m (the paper), 1 = hard (component kept iff m > 0.5), 0 = off"},
+    {"p_max", "1", "the persistent part may take P <= p_max*B (the paper: 1, the rest is room to zoom); more is infeasible"},
+    {"uncapped", "0", "1 = no budget: P is not capped and every span over its threshold expands (the iso-memory view: compare baselines at the residency it measures)"},
+    {"params_file", "default",
+     "trained parameters (kvbench train-sekv); default = $KVBENCH_SEKV_PARAMS, else the file shipped for the "
+     "default model (methods/sekv/params/), else ~/.cache/kvbench/sekv-smollm2-135m.params, when trained for "
+     "the model in use; none = untrained initial values"},
     {NULL, NULL, NULL},
 };
 
@@ -52,20 +61,31 @@ static int raw_value(const char *params, const char *key, char *buf, size_t bufl
     return found;
 }
 
+/* The method's declared default of key ("" if none). */
+static void param_default(const kv_method *m, const char *key, char *buf, size_t len) {
+    buf[0] = 0;
+    for (const kv_param *p = m->params; p->name; p++)
+        if (!strcmp(p->name, key)) snprintf(buf, len, "%s", p->deflt);
+}
+
 /* An integer parameter whose default is "auto": -1 when absent or "auto". */
-static int auto_int(const char *ps, const char *key, int *out, char *err, size_t errlen) {
+static int auto_int(const kv_method *m, const char *ps, const char *key, int *out, char *err, size_t errlen) {
     char buf[64];
     *out = -1;
-    if (!raw_value(ps, key, buf, sizeof buf) || !strcmp(buf, "auto")) return 0;
-    return kv_param_int(&kv_sekv, ps, key, out, err, errlen);
+    if (!raw_value(ps, key, buf, sizeof buf)) param_default(m, key, buf, sizeof buf);
+    if (!strcmp(buf, "auto")) return 0;
+    if (!strcmp(buf, "none")) return *out = SEKV_LMAX_NONE, 0;
+    return kv_param_int(m, ps, key, out, err, errlen);
 }
 
 static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
-    const kv_method *m = &kv_sekv;
+    const kv_method *m = st->m;
     int dprime;
     double tau;
     if (kv_param_int(m, ps, "l_min", &st->l_min, err, errlen) ||
-        auto_int(ps, "l_max", &st->l_max, err, errlen) || auto_int(ps, "local", &st->local, err, errlen) ||
+        auto_int(m, ps, "l_max", &st->l_max, err, errlen) || auto_int(m, ps, "local", &st->local, err, errlen) ||
+        kv_param_double(m, ps, "p_max", &st->p_max, err, errlen) ||
+        kv_param_int(m, ps, "uncapped", &st->uncapped, err, errlen) ||
         kv_param_int(m, ps, "sinks", &st->sinks, err, errlen) ||
         kv_param_int(m, ps, "rank", &st->rank, err, errlen) ||
         kv_param_int(m, ps, "dprime", &dprime, err, errlen) ||
@@ -78,7 +98,8 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
         return -1;
     char buf[64];
     st->alpha = -1;
-    if (raw_value(ps, "alpha", buf, sizeof buf) && strcmp(buf, "auto") != 0) {
+    if (!raw_value(ps, "alpha", buf, sizeof buf)) param_default(m, "alpha", buf, sizeof buf);
+    if (strcmp(buf, "auto") != 0) {
         if (kv_param_double(m, ps, "alpha", &st->alpha, err, errlen)) return -1;
         if (!(st->alpha > 0)) {
             snprintf(err, errlen, "sekv: alpha=%g must be > 0 (or auto)", st->alpha);
@@ -86,14 +107,18 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
         }
     }
     st->tau_override = tau;
-    st->lmin_given = raw_value(ps, "l_min", buf, sizeof buf);
+    /* only kvbench's fit (sekv-spread) lowers an l_min that was not given */
+    st->lmin_given = raw_value(ps, "l_min", buf, sizeof buf) || st->m != &kv_sekv_spread;
     st->lmax_auto = st->l_max < 0;
     st->local_auto = st->local < 0;
-    raw_value(ps, "params_file", st->params_file, sizeof st->params_file);
+    if (!raw_value(ps, "params_file", st->params_file, sizeof st->params_file))
+        param_default(m, "params_file", st->params_file, sizeof st->params_file);
     const char *bad = NULL;
     if (st->l_min < 1) bad = "l_min must be >= 1";
-    else if (st->l_max != -1 && (st->l_max < st->l_min || st->l_max > 4096))
-        bad = "l_max must be in [l_min, 4096] (or auto)";
+    else if (st->l_max != -1 && st->l_max != SEKV_LMAX_NONE && (st->l_max < st->l_min || st->l_max > 4096))
+        bad = "l_max must be in [l_min, 4096] (or auto, none)";
+    else if (!(st->p_max > 0 && st->p_max <= 1)) bad = "p_max must be in (0,1]";
+    else if (st->uncapped & ~1) bad = "uncapped must be 0 or 1";
     else if (st->sinks < 0 || st->local < -1) bad = "sinks and local must be >= 0 (local may be auto)";
     else if (st->rank != 8 && st->rank != 32 && st->rank != 64) bad = "rank must be 8, 32 or 64";
     else if (dprime != SEKV_DPRIME) bad = "dprime is fixed at 32";
@@ -103,25 +128,51 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
     else if (st->route & ~1) bad = "route must be 0 or 1";
     else if (st->gate < 0 || st->gate > 2) bad = "gate must be 0 (off), 1 (hard) or 2 (soft)";
     if (bad) {
-        snprintf(err, errlen, "sekv: %s", bad);
+        snprintf(err, errlen, "%s: %s", m->name, bad);
         return -1;
     }
     return 0;
 }
 
-/* The default parameters file: $KVBENCH_SEKV_PARAMS, else the one `make sekv-params`
- * writes for the default model. */
-static void default_params_path(char *buf, size_t len) {
+#define SEKV_PARAMS_NAME "sekv-smollm2-135m.params"
+
+/* The default parameters files, in the order tried: $KVBENCH_SEKV_PARAMS; the file
+ * shipped in the repository (methods/sekv/params/, found next to the kvbench binary or,
+ * for the tests' binaries in build/tests, two levels up); the one `make sekv-params`
+ * writes to ~/.cache/kvbench. Returns the count written to paths. */
+static int default_params_paths(char paths[4][512]) {
     const char *env = getenv("KVBENCH_SEKV_PARAMS"), *home = getenv("HOME");
-    if (env && *env) snprintf(buf, len, "%s", env);
-    else snprintf(buf, len, "%s/.cache/kvbench/sekv-smollm2-135m.params", home ? home : ".");
+    if (env && *env) return snprintf(paths[0], 512, "%s", env), 1;
+    int n = 0;
+    char exe[400];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(paths[n++], 512, "%s/methods/sekv/params/" SEKV_PARAMS_NAME, exe);
+        snprintf(paths[n++], 512, "%s/../../methods/sekv/params/" SEKV_PARAMS_NAME, exe);
+    }
+    snprintf(paths[n++], 512, "%s/.cache/kvbench/" SEKV_PARAMS_NAME, home ? home : ".");
+    return n;
+}
+
+/* Says once per process that SeKV's default parameters were not found for this model. */
+static void note_untrained(const kv_state *st) {
+    static int said;
+    if (said || st->route != 0 || !st->zoom || !st->trained_zoom) return;
+    said = 1;
+    fprintf(stderr, "kvbench: %s: no trained parameters for this model (the shipped file is for the default "
+            "model; `make sekv-params` trains them): routing runs untrained\n", st->m->name);
 }
 
 /* Trained parameters from params_file (checked against kv_setup.model_hash when known);
- * params_file=default: the default file when it holds trained parameters for this very
- * model (model_hash, shape, and the rank cap if rank was given), else the untrained
- * initial values, as with no file or params_file=none. Never implicit: which parameters
- * a result used must show in its recorded params. */
+ * params_file=default: the first default file that holds trained parameters for this
+ * very model (model_hash and shape), else the untrained initial values (and a note on
+ * stderr), as with params_file=none. A rank cap R other than the one trained keeps the trained routing and gate: the gate reads the first components
+ * (inputs beyond a span's rank are 0 anyway) and lets components past its own R through;
+ * the same for an explicit file. Which parameters a result used shows in its recorded
+ * params. */
 static int load_prm(kv_state *st, const kv_setup *s, char *err, size_t errlen) {
     char why[600], buf[16];
     int rank_given = raw_value(s->params, "rank", buf, sizeof buf);
@@ -129,45 +180,40 @@ static int load_prm(kv_state *st, const kv_setup *s, char *err, size_t errlen) {
         st->params_file[0] = 0;
     } else if (!strcmp(st->params_file, "default")) {
         st->params_file[0] = 0;
-        if (!s->model_hash) return sekv_params_init(&st->prm, st->L, st->H, st->d, st->rank, 0x5e4b5eedULL, err, errlen);
-        char path[sizeof st->params_file];
-        default_params_path(path, sizeof path);
-        sekv_params p;
-        if (sekv_params_load(&p, path, s->model_hash, why, sizeof why) == 0) {
-            if (p.trained && !sekv_params_check_shape(&p, path, st->L, st->H, st->d, why, sizeof why) &&
-                (!rank_given || p.rank_cap == st->rank)) {
+        char paths[4][512];
+        int np = s->model_hash ? default_params_paths(paths) : 0;
+        for (int i = 0; i < np; i++) {
+            sekv_params p;
+            if (sekv_params_load(&p, paths[i], s->model_hash, why, sizeof why)) continue;
+            if (p.trained && !sekv_params_check_shape(&p, paths[i], st->L, st->H, st->d, why, sizeof why)) {
                 st->prm = p;
-                st->rank = p.rank_cap;
+                if (!rank_given) st->rank = p.rank_cap;
                 st->params_default = 1;
-                snprintf(st->params_file, sizeof st->params_file, "%s", path);
+                memcpy(st->params_file, paths[i], sizeof st->params_file);   /* same size */
                 return 0;
             }
             sekv_params_free(&p);
         }
+        note_untrained(st);
     }
     if (!st->params_file[0])
         return sekv_params_init(&st->prm, st->L, st->H, st->d, st->rank, 0x5e4b5eedULL, err, errlen);
     if (sekv_params_load(&st->prm, st->params_file, s->model_hash, why, sizeof why)) {
-        snprintf(err, errlen, "sekv: %s", why);
+        snprintf(err, errlen, "%s: %s", st->m->name, why);
         return -1;
     }
     if (sekv_params_check_shape(&st->prm, st->params_file, st->L, st->H, st->d, why, sizeof why)) {
-        snprintf(err, errlen, "sekv: %s", why);
+        snprintf(err, errlen, "%s: %s", st->m->name, why);
         return -1;
     }
-    if (rank_given && st->rank != st->prm.rank_cap) {
-        snprintf(err, errlen, "sekv: rank=%d but %s was trained with rank cap %d", st->rank,
-                 st->params_file, st->prm.rank_cap);
-        return -1;
-    }
-    st->rank = st->prm.rank_cap;
+    if (!rank_given) st->rank = st->prm.rank_cap;
     return 0;
 }
 
-static void sekv_free(kv_state *st);
+void sekv_free(kv_state *st);
 
-static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) {
-    if (kv_param_check(&kv_sekv, s->params, err, errlen)) return NULL;
+kv_state *sekv_init_as(const kv_method *m, const kv_setup *s, char *err, size_t errlen) {
+    if (kv_param_check(m, s->params, err, errlen)) return NULL;
     if (s->n_layers < 1 || s->n_heads < 1 || s->n_kv_heads < 1 || s->head_dim < 1 ||
         s->n_heads % s->n_kv_heads || s->n_prompt < 1 || s->max_decode < 0 || s->elem_bytes < 1) {
         snprintf(err, errlen, "sekv: bad setup (layers %d, heads %d/%d, head dim %d, n_prompt %d, elem_bytes %d)",
@@ -183,6 +229,7 @@ static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) {
         snprintf(err, errlen, "sekv: out of memory");
         return NULL;
     }
+    st->m = m;
     st->L = s->n_layers; st->H = s->n_heads; st->Hkv = s->n_kv_heads; st->d = s->head_dim;
     st->g = st->H / st->Hkv; st->eb = s->elem_bytes; st->n_prompt = s->n_prompt;
     st->B = kv_budget(s);
@@ -202,7 +249,7 @@ static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void sekv_needs(const kv_state *st, kv_needs *out) {
+void sekv_needs(const kv_state *st, kv_needs *out) {
     (void)st;
     out->col_mass = 0;
     out->window = 0;
@@ -293,23 +340,38 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
                 pc[k * d + i] = k < f.r ? (float)(f.s[k] / sqrt((double)len) * f.Vt[(size_t)k * d + i]) : 0.0f;
         free(c);
     }
+    /* The slow tier keeps whichever is smaller: the factors, or the len rows they rebuild
+     * (gate applied), so a span costs at most its raw rows and R changes the approximation
+     * alone. Either way decode attends to the same numbers. */
     sekv_basis *b = &ly->kv[j].basis[s];
     size_t nf = sekv_factor_floats(len, d, R);
-    b->buf = sekv_slow_alloc(st, 2 * nf);
-    if (!b->buf) return -1;
-    if (sekv_factorize(K, len, d, R, b->buf, &b->fk) || sekv_factorize(V, len, d, R, b->buf + nf, &b->fv))
+    b->rows = sekv_store_rows(len, d, R);
+    float *fb = b->rows ? malloc(2 * nf * sizeof *fb) : sekv_slow_alloc(st, 2 * nf);
+    if (!b->rows) b->buf = fb;
+    if (!fb) return -1;
+    if (sekv_factorize(K, len, d, R, fb, &b->fk) || sekv_factorize(V, len, d, R, fb + nf, &b->fv)) {
+        if (b->rows) free(fb);
         return -1;
+    }
     int r = b->fk.r;
     if (st->gate == 0) {
         for (int i = 0; i < r; i++) b->mk[i] = b->mv[i] = 1;
     } else {
         sekv_gate_forward(&st->prm, b->fk.s, r, kbar, b->mk, NULL);
         sekv_gate_forward(&st->prm, b->fv.s, r, kbar, b->mv, NULL);
+        for (int i = st->prm.rank_cap; i < r; i++) b->mk[i] = b->mv[i] = 1;   /* past the gate's own R */
         if (st->gate == 1)
             for (int i = 0; i < r; i++) {
                 b->mk[i] = b->mk[i] > 0.5f;
                 b->mv[i] = b->mv[i] > 0.5f;
             }
+    }
+    if (b->rows) {
+        b->buf = sekv_slow_alloc(st, 2 * (size_t)len * d);
+        if (b->buf) sekv_reconstruct(&b->fk, b->mk, b->buf), sekv_reconstruct(&b->fv, b->mv, b->buf + (size_t)len * d);
+        free(fb);
+        b->fk.U = b->fk.s = b->fk.Vt = b->fv.U = b->fv.s = b->fv.Vt = NULL;
+        if (!b->buf) return -1;
     }
     int dp = st->prm.dp;
     for (int h = j * st->g; h < (j + 1) * st->g && st->route == 0; h++)
@@ -318,13 +380,26 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
     return 0;
 }
 
+void sekv_basis_rows(const sekv_basis *b, int gated, float *K, float *V) {
+    if (b->rows) {
+        size_t n = (size_t)b->fk.len * b->fk.d;
+        memcpy(K, b->buf, n * sizeof *K);
+        memcpy(V, b->buf + n, n * sizeof *V);
+        return;
+    }
+    sekv_reconstruct(&b->fk, gated ? b->mk : NULL, K);
+    sekv_reconstruct(&b->fv, gated ? b->mv : NULL, V);
+}
+
 void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) { kb_parallel_for(n, fn, ctx); }
 
 /* ---------------------------------------------------------------- segmentation */
 
-/* Picks the segmentation at the first ingest. A given alpha, l_min, l_max or local stays
- * as given; the automatic ones are searched, least change first, for the first setting
- * whose persistent part P fits in B/2:
+/* Picks the segmentation at the first ingest. A given (or, for sekv, default) alpha,
+ * l_min, l_max and local stay as they are: one segmentation, infeasible when its
+ * persistent part P exceeds p_max*B (uncapped: always taken). The automatic ones
+ * (sekv-spread's defaults) are searched, least change first, for the first setting whose
+ * P fits in p_max*B:
  *   span cap and window: l_max 32, 48, 64, 128, 256, each with local 32 and then local
  *          = clamp(B/8, 4, 32): short spans first, since they zoom more precisely (a
  *          needle's span costs fewer rows of the room B - P), which the smaller window
@@ -337,7 +412,7 @@ void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) { kb_parallel_for(n
 static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen) {
     static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
     static const int caps[] = {32, 48, 64, 128, 256};
-    int n = st->n_prompt, half = st->B / 2;
+    int n = st->n_prompt, half = st->uncapped ? INT_MAX : (int)floor(st->p_max * st->B);
     int auto_a = st->alpha < 0 && !st->fixed_chunk;
     int n_alpha = auto_a ? (int)(sizeof grid / sizeof grid[0]) : 1;
     int lmins[2] = {st->l_min, 2}, n_lmin = !st->lmin_given && st->l_min > 2 ? 2 : 1;
@@ -380,14 +455,19 @@ static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen)
             }
     if (st->fixed_chunk)
         snprintf(err, errlen,
-                 "infeasible: persistent part P=%d exceeds half the budget B=%d (best: fixed_chunk=%d, l_min=%d, "
+                 "infeasible: persistent part P=%d exceeds p_max*B=%d (B=%d; best: fixed_chunk=%d, l_min=%d, "
                  "sinks=%d, local=%d)",
-                 best_p, st->B, st->fixed_chunk, best_l, st->sinks, best_loc);
+                 best_p, half, st->B, st->fixed_chunk, best_l, st->sinks, best_loc);
+    else if (best_cap == SEKV_LMAX_NONE)
+        snprintf(err, errlen,
+                 "infeasible: persistent part P=%d exceeds p_max*B=%d (B=%d; best: alpha=%g, l_min=%d, l_max=none, "
+                 "sinks=%d, local=%d)",
+                 best_p, half, st->B, best_a, best_l, st->sinks, best_loc);
     else
         snprintf(err, errlen,
-                 "infeasible: persistent part P=%d exceeds half the budget B=%d (best: alpha=%g, l_min=%d, l_max=%d, "
+                 "infeasible: persistent part P=%d exceeds p_max*B=%d (B=%d; best: alpha=%g, l_min=%d, l_max=%d, "
                  "sinks=%d, local=%d)",
-                 best_p, st->B, best_a, best_l, best_cap, st->sinks, best_loc);
+                 best_p, half, st->B, best_a, best_l, best_cap, st->sinks, best_loc);
     return -1;
 }
 
@@ -413,7 +493,7 @@ static void ingest_task(void *c_, int i) {
         __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
 }
 
-static int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
+int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
     if (p->layer < 0 || p->layer >= st->L || st->layer[p->layer].ingested ||
         (p->layer > 0 && !st->layer[p->layer - 1].ingested)) {
         snprintf(err, errlen, "sekv: ingest of layer %d out of order", p->layer);
@@ -475,7 +555,7 @@ static int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errl
         return -1;
     }
     for (int s = 0; s < ly->ns; s++)
-        st->slow_bytes += st->Hkv * 2 * sekv_factor_floats(ly->span[s].len, d, st->rank) * sizeof(float);
+        st->slow_bytes += st->Hkv * sekv_store_floats(ly->span[s].len, d, st->rank) * sizeof(float);
     if (st->slow_bytes > st->slow_peak) st->slow_peak = st->slow_bytes;
     ly->total = n;
     int lw = st->local < n ? st->local : n;
@@ -513,7 +593,7 @@ void sekv_track_peak(kv_state *st, size_t extra_fast) {
     if (f > st->fast_peak) st->fast_peak = f;
 }
 
-static void sekv_memory(const kv_state *st, kv_mem *out) {
+void sekv_memory(const kv_state *st, kv_mem *out) {
     memset(out, 0, sizeof *out);
     out->fast_bytes = sekv_fast_bytes(st, &out->fast_aux_bytes, &out->fast_tokens);
     out->fast_peak = st->fast_peak > out->fast_bytes ? st->fast_peak : out->fast_bytes;
@@ -521,13 +601,13 @@ static void sekv_memory(const kv_state *st, kv_mem *out) {
     out->slow_peak = st->slow_peak;
 }
 
-static void sekv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
+void sekv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
     const sekv_layer *ly = &st->layer[layer];
     out->kept = ly->kept ? ly->kept[head] : 0;
     out->events = ly->events ? (double)ly->events[head] : 0;
 }
 
-static void sekv_free(kv_state *st) {
+void sekv_free(kv_state *st) {
     if (!st) return;
     sekv_dev_free(st);
     for (int l = 0; st->layer && l < st->L; l++) {
@@ -557,14 +637,15 @@ double sekv_chosen_alpha(const kv_state *st, int *l_min) {
 void sekv_describe(const kv_state *st, char *buf, size_t len) {
     int ns = st->layer[0].ingested ? st->layer[0].ns : 0;
     char lmax[24] = "auto", local[24] = "auto";
-    if (st->l_max >= 0) snprintf(lmax, sizeof lmax, "%d%s", st->l_max, st->lmax_auto ? " (auto)" : "");
+    if (st->l_max == SEKV_LMAX_NONE) snprintf(lmax, sizeof lmax, "none");
+    else if (st->l_max >= 0) snprintf(lmax, sizeof lmax, "%d%s", st->l_max, st->lmax_auto ? " (auto)" : "");
     if (st->local >= 0) snprintf(local, sizeof local, "%d%s", st->local, st->local_auto ? " (auto)" : "");
     snprintf(buf, len,
-             "sekv: alpha=%g%s l_min=%d l_max=%s sinks=%d local=%s spans=%d P=%d B=%d rank=%d zoom=%d%s gate=%d route=%s %s",
-             st->alpha_used, st->alpha < 0 && !st->fixed_chunk ? " (auto)" : "",
+             "%s: alpha=%g%s l_min=%d l_max=%s sinks=%d local=%s spans=%d P=%d B=%d%s rank=%d zoom=%d%s gate=%d route=%s %s",
+             st->m->name, st->alpha_used, st->alpha < 0 && !st->fixed_chunk ? " (auto)" : "",
              st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, ns,
-             st->have_seg ? sekv_seg_persistent(&st->seg) : -1, st->B, st->rank, st->zoom,
-             st->trained_zoom ? "" : " (untrained zoom)", st->gate, st->route ? "spread" : "summary",
+             st->have_seg ? sekv_seg_persistent(&st->seg) : -1, st->B, st->uncapped ? " (uncapped)" : "", st->rank,
+             st->zoom, st->trained_zoom ? "" : " (untrained zoom)", st->gate, st->route ? "spread" : "summary",
              !st->params_file[0] ? "params: none (untrained routing)"
              : st->prm.trained    ? (st->params_default ? "params: trained (default file)" : "params: trained")
                                   : "params: file, untrained");
@@ -575,13 +656,15 @@ void sekv_params_used(const kv_state *st, char *buf, size_t len) {
     if (st->have_seg && !st->fixed_chunk) snprintf(alpha, sizeof alpha, "%.17g", st->alpha_used);
     else if (st->alpha > 0) snprintf(alpha, sizeof alpha, "%.17g", st->alpha);
     char lmax[16] = "auto", local[16] = "auto";
-    if (st->l_max >= 0) snprintf(lmax, sizeof lmax, "%d", st->l_max);
+    if (st->l_max == SEKV_LMAX_NONE) snprintf(lmax, sizeof lmax, "none");
+    else if (st->l_max >= 0) snprintf(lmax, sizeof lmax, "%d", st->l_max);
     if (st->local >= 0) snprintf(local, sizeof local, "%d", st->local);
     int n = snprintf(buf, len,
                      "alpha=%s,l_min=%d,l_max=%s,sinks=%d,local=%s,rank=%d,tau=%g,zoom=%d,trained_zoom=%d,"
-                     "fixed_chunk=%d,gate=%d,route=%d",
+                     "fixed_chunk=%d,gate=%d,route=%d,p_max=%g,uncapped=%d",
                      alpha, st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, st->rank,
-                     st->tau_override, st->zoom, st->trained_zoom, st->fixed_chunk, st->gate, st->route);
+                     st->tau_override, st->zoom, st->trained_zoom, st->fixed_chunk, st->gate, st->route,
+                     st->p_max, st->uncapped);
     if (n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, ",params_file=%s", st->params_file[0] ? st->params_file : "none");
 }
@@ -620,9 +703,7 @@ void sekv_row(const kv_state *st, int layer, int kv_head, int r, const float **k
 }
 
 void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *K, float *V) {
-    const sekv_basis *b = &st->layer[layer].kv[kv_head].basis[s];
-    sekv_reconstruct(&b->fk, NULL, K);
-    sekv_reconstruct(&b->fv, NULL, V);
+    sekv_basis_rows(&st->layer[layer].kv[kv_head].basis[s], 0, K, V);
 }
 
 const float *sekv_span_factors(const kv_state *st, int layer, int kv_head, int s) {
@@ -641,7 +722,7 @@ int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans) {
 
 /* kv_method.rows: persistent + reconstructed rows on the fast tier; full-resolution rows
  * are the persistent rows that are no span's coarse row. */
-static int sekv_kv_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos) {
+int sekv_kv_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos) {
     const sekv_layer *ly = &st->layer[layer];
     if (!ly->ingested) {
         if (pos) *npos = 0;
@@ -656,11 +737,18 @@ static int sekv_kv_rows(const kv_state *st, int layer, int kv_head, int32_t *pos
     return ly->n_rows + ly->kv[kv_head].n_recon;
 }
 
+static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) { return sekv_init_as(&kv_sekv, s, err, errlen); }
+
 const kv_method kv_sekv = {
     .name = "sekv",
-    .summary = "surprisal spans: coarse entries on the fast tier, low-rank factors on the slow tier, "
-               "zoom-in under the budget, routed by mean logit + key spread (route=1, deviation: the paper "
-               "trains a d' summary router, route=0 with params_file)",
+    .summary = "the paper's SeKV: surprisal anchors (alpha=1) and spans = the maximal runs between them, "
+               "coarse entries on the fast tier, rank-32 truncated-SVD factors (or the rows, if smaller) on "
+               "the slow tier, zoom-in by the trained d'=32 routing summaries (+ln|S|) against trained "
+               "per-(layer, head) thresholds, soft rank gate, P <= B or infeasible (uncapped=1: no cap). "
+               "Repairs of the reference code (methods.md gaps): 1 decoded tokens join P at full "
+               "resolution (folded into spans only past p_max*B); 2 causal spans in training; 3 STE z in "
+               "the budget loss; 4 spans picked per kv group by the max relevance of its heads; 5 P > B is "
+               "infeasible, not evicted; 6 token 0 is always an anchor; 7 the official benchmark definitions (workloads/)",
     .params = params,
     .init = sekv_init,
     .needs = sekv_needs,

@@ -37,8 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "sekv_params.h"
-#include "sekv_spans.h"
+#include "../../methods/sekv/sekv_params.h"
+#include "../../methods/sekv/sekv_spans.h"
 
 /* ---------------------------------------------------------------- parameters (double) */
 

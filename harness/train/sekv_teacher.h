@@ -6,8 +6,8 @@
 #ifndef KV_SEKV_TEACHER_H
 #define KV_SEKV_TEACHER_H
 #include <stdint.h>
-#include "../model/model.h"
-#include "../methods/sekv_train.h"
+#include "../../model/model.h"
+#include "sekv_train.h"
 
 typedef struct {
     int candidates;       /* evenly spaced candidate positions (reference: 512) */
@@ -18,8 +18,9 @@ typedef struct {
     double rho;           /* coverage level */
 } sekv_teacher_cfg;
 
-/* Candidates 64, keep 16, window n/16, alpha 1.0, and the sekv method's defaults for
- * l_min 4, l_max 64, sinks 4, local 32, rank 32; rho 0.9. */
+/* Candidates 64, keep 16, window n/16, alpha 1.0, and the sekv method's (the paper's)
+ * defaults: l_min 4, spans the maximal runs between anchors (no l_max), no sinks or local
+ * window beyond token 0, rank 32; rho 0.9. */
 sekv_teacher_cfg sekv_teacher_defaults(void);
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* SeKV teacher data: prefill, query capture at candidate positions, mining (see
  * sekv_teacher.h). */
 #include "sekv_teacher.h"
-#include "../kernels/core.h"
+#include "../../kernels/core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 
 sekv_teacher_cfg sekv_teacher_defaults(void) {
     return (sekv_teacher_cfg){.candidates = 64, .keep = 16, .window = 0, .alpha = 1.0, .l_min = 4,
-                              .l_max = 64, .sinks = 4, .local = 32, .rank = 32, .rho = 0.9};
+                              .l_max = SEKV_LMAX_NONE, .sinks = 0, .local = 0, .rank = 32, .rho = 0.9};
 }
 
 static double now_s(void) {

@@ -1,0 +1,47 @@
+/* sekv-spread: SeKV's code (sekv*.c) with kvbench's own choices as defaults, NOT the
+ * paper's method: the persistent part fitted into half the budget by searching the
+ * anchor threshold, a span cap and a local window (and 4 sinks), so half of B is left to
+ * zoom; spans routed by an untrained score, the span's mean logit plus the spread of its
+ * keys along the query (route=1), with a hard rank gate and no trained parameters. */
+#include "sekv_state.h"
+
+static const kv_param params[] = {
+    {"alpha", "auto", "anchor threshold mu + alpha*sigma; auto = smallest of 0.5..4 with P <= p_max*B"},
+    {"l_min", "4", "spans shorter than this stay at full resolution (lowered to 2 if P does not fit, unless given)"},
+    {"l_max", "auto", "longer runs are split into balanced spans of at most this; auto = 32, else 48, 64, 128, 256 (the first that fits); none = maximal runs"},
+    {"sinks", "4", "first tokens kept at full resolution"},
+    {"local", "auto", "most recent tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if P does not fit at that l_max"},
+    {"rank", "32", "rank cap R of the span factors: 8, 32 or 64"},
+    {"dprime", "32", "routing dimension d' (fixed: 32)"},
+    {"tau", "-1", "zoom threshold on the relevance for every head; -1 = 0.05 with route=1, else from the params (0.05 untrained)"},
+    {"zoom", "1", "0 = no reconstruction: coarse summaries only"},
+    {"trained_zoom", "1", "0 = relevance sigmoid(q.kbar/sqrt d) alone, no spread, no W (ablation)"},
+    {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans (ablation)"},
+    {"route", "1", "span relevance: 1 = mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q, from their top-2 principal directions), 0 = the paper's d' routing summary (W from params_file)"},
+    {"gate", "1", "rank gate at decode: 1 = hard (component kept iff m > 0.5), 2 = soft m, 0 = off"},
+    {"p_max", "0.5", "the persistent part may take P <= p_max*B (half: the other half is room to zoom)"},
+    {"uncapped", "0", "1 = no budget: P is not capped and every span over its threshold expands"},
+    {"params_file", "none", "trained parameters (kvbench train-sekv) for the rank gate and route=0; default = the sekv method's default file; none = untrained"},
+    {NULL, NULL, NULL},
+};
+
+static kv_state *spread_init(const kv_setup *s, char *err, size_t errlen) {
+    return sekv_init_as(&kv_sekv_spread, s, err, errlen);
+}
+
+const kv_method kv_sekv_spread = {
+    .name = "sekv-spread",
+    .summary = "NOT the paper's SeKV: its code with kvbench's untrained spread router (span mean logit + "
+               "key spread along the query, route=1), P fitted into B/2 by searching alpha, a span cap and "
+               "a local window (+4 sinks), hard rank gate",
+    .params = params,
+    .init = spread_init,
+    .needs = sekv_needs,
+    .ingest = sekv_ingest,
+    .append = sekv_append,
+    .attend = sekv_attend,
+    .memory = sekv_memory,
+    .head_stats = sekv_head_stats,
+    .rows = sekv_kv_rows,
+    .free = sekv_free,
+};
