@@ -24,10 +24,10 @@ bash tools/setup.sh
 mkdir -p "$(dirname "$DB")" "$OUT"
 
 echo "demo: NIAH, ctx $CTX x depths $DEPTHS %, every method at budget 0.1 -> $DB"
-# KVCache-Factory's answer prefix, as the README's demo numbers were measured (the default
-# is the original test's prompt without it; the report header names the setting)
+# the original needle test's prompt (no answer prefix), the test split, decode rule append:
+# kvbench's defaults, named in every report header
 ./kvbench run --workload niah --methods all --budget 0.1 --ctx "$CTX" --depths "$DEPTHS" --max-new 32 \
-    --answer-prefix "The best thing to do in San Francisco is" --jobs "$JOBS" --db "$DB"
+    --jobs "$JOBS" --db "$DB"
 echo
 ./kvbench report --db "$DB"
 echo
