@@ -1,6 +1,7 @@
 /* Strict JSON parsing and JSONL reading (see jsonl.h). Recursive descent with a depth
  * limit; every error names what was expected and the byte column. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,21 @@ void json_strings_free(char **v, int n) {
     free(v);
 }
 
+/* A number as text: an integer within long long's range without a fraction ("42"),
+ * else the shortest %g form that reads back to the same double ("5e+23", "0.1"), as
+ * Python's str() writes them. The range check comes first: converting an out-of-range
+ * double to long long is undefined behaviour. */
+static void number_text(double x, char *buf, size_t n) {
+    if (x >= -9223372036854775808.0 && x < 9223372036854775808.0 && x == floor(x)) {
+        snprintf(buf, n, "%lld", (long long)x);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
 /* One element as a string copy, or NULL with err. */
 static char *element_string(const json_value *e, const char *key, int allow_numbers, char *err, size_t errlen) {
     char num[64];
@@ -278,8 +294,7 @@ static char *element_string(const json_value *e, const char *key, int allow_numb
         return strdup(e->str);
     }
     if (e->type == JSON_NUMBER && allow_numbers) {
-        if (e->num == (double)(long long)e->num) snprintf(num, sizeof num, "%lld", (long long)e->num);
-        else snprintf(num, sizeof num, "%.17g", e->num);
+        number_text(e->num, num, sizeof num);
         return strdup(num);
     }
     snprintf(err, errlen, "field '%s' must hold strings (got %s)", key, json_type_name(e->type));
