@@ -656,9 +656,14 @@ int cmd_run(int argc, char **argv) {
                             continue;
                         }
                         run_method(&o, &cd, m, o.budgets[b], &mr);
-                        if (kvdb_result_put(db, case_id, &mr.r)) {
+                        int put = kvdb_result_put(db, case_id, &mr.r);
+                        if (put < 0) {
                             rc = run_fail("%s", kvdb_errmsg(db));
                             break;
+                        }
+                        if (put > 0) {          /* another run on this file recorded it first */
+                            n_skipped++;
+                            continue;
                         }
                         n_new++;
                         done_here++;

@@ -717,10 +717,12 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             size_t mpeak = 0;
             if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
 #endif
-            if (kvdb_result_put(db, case_ids[i], &res.r)) {
+            int put = kvdb_result_put(db, case_ids[i], &res.r);
+            if (put < 0) {
                 rc = run_fail("%s", kvdb_errmsg(db));
                 break;
             }
+            if (put > 0) continue;      /* another run on this file recorded it first: already present */
             /* Zoom events go in their own transaction after the result (a kill -9 in
              * between keeps the result without its events). */
             if (res.n_zoom && kvdb_zoom_put(db, case_ids[i], m->name, o->pair_b[p], res.zoom, res.n_zoom))
