@@ -324,6 +324,23 @@ int json_field_strings(const json_value *obj, const char *key, int allow_single,
     return 0;
 }
 
+/* One line into *b (without its newline), at most max bytes kept: the rest of a longer
+ * line is read and dropped, its full length in *total. 1 with *newline set when the line
+ * ended with '\n', 0 at end of file with nothing read. */
+static int read_line(FILE *f, strbuf *b, size_t max, size_t *total, int *newline) {
+    int c, any = 0;
+    b->n = 0;
+    if (b->p) b->p[0] = 0;
+    *total = 0;
+    *newline = 0;
+    while ((c = getc_unlocked(f)) != EOF) {
+        any = 1;
+        if (c == '\n') { *newline = 1; break; }
+        if (++*total <= max) sb_putc(b, (char)c);
+    }
+    return any;
+}
+
 int jsonl_read(const char *path, jsonl_fn fn, void *ctx, jsonl_stats *st, FILE *log, char *err,
                size_t errlen) {
     memset(st, 0, sizeof *st);
@@ -333,19 +350,29 @@ int jsonl_read(const char *path, jsonl_fn fn, void *ctx, jsonl_stats *st, FILE *
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    char *line = NULL, msg[512];
-    size_t cap = 0;
-    ssize_t got;
-    int lineno = 0, rc = 0;
-    while ((got = getline(&line, &cap, f)) >= 0) {
+    char msg[512];
+    strbuf lb = {0};
+    size_t total;
+    int lineno = 0, rc = 0, newline;
+    while (read_line(f, &lb, JSONL_MAX_RECORD, &total, &newline)) {
         lineno++;
-        size_t n = (size_t)got;
-        int newline = n && line[n - 1] == '\n';
-        if (newline) n--;
+        if (lb.oom) {
+            snprintf(err, errlen, "%s:%d: out of memory reading a line of %zu bytes", path, lineno, total);
+            rc = -1;
+            break;
+        }
+        const char *line = lb.p ? lb.p : "";
+        size_t n = lb.n;
         size_t k = 0;
         while (k < n && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r')) k++;
-        if (k == n) continue;                               /* blank line */
+        if (k == n && total == n) continue;                 /* blank line */
         st->lines++;
+        if (total > n) {
+            fprintf(log, "%s:%d: record of %zu bytes is over the limit of %d MiB per line; skipped\n", path, lineno,
+                    total, JSONL_MAX_RECORD >> 20);
+            st->skipped++;
+            continue;
+        }
         json_value v;
         if (json_parse(line, n, &v, msg, sizeof msg)) {
             fprintf(log, "%s:%d: %s%s\n", path, lineno, msg, newline ? "" : " (truncated last line?)");
@@ -369,7 +396,7 @@ int jsonl_read(const char *path, jsonl_fn fn, void *ctx, jsonl_stats *st, FILE *
         snprintf(err, errlen, "%s: read error", path);
         rc = -1;
     }
-    free(line);
+    sb_free(&lb);
     fclose(f);
     return rc;
 }
