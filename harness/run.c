@@ -10,6 +10,7 @@
 #include "method_params.h"
 #include "commands.h"
 #include "provenance.h"
+#include "model_workload.h"
 #include "run_mem.h"
 #include "run_model.h"
 #include "../kernels/core.h"
@@ -94,9 +95,14 @@ static void usage(FILE *f) {
 static int add_kind(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
     syn_kind k;
+    mw_spec text;
+    char e[256];
+    if (strncmp(s, "synthetic-", 10) && mw_parse(s, &text, e, sizeof e) == 0)
+        return run_fail("%s: '%s' is a text workload; synthetic and text workloads go in separate runs", flag, s);
     if (strncmp(s, "synthetic-", 10) || syn_kind_parse(s, &k))
         return run_fail("%s '%s': unknown workload (valid: synthetic-niah, synthetic-multikey, synthetic-multivalue)",
-                    flag, s);
+                        flag, s);
+    if (!o) return 0;                      /* checking only */
     for (int i = 0; i < o->n_kinds; i++)
         if (o->kinds[i] == k) return 0;
     o->kinds[o->n_kinds++] = k;
@@ -150,6 +156,14 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     o->head_dim = 64;
     o->needles = 4;
     o->backend = "cpu";
+    /* An unknown workload is the first thing to report, before options it lacks. */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *w = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) break;
+        if (!strncmp(a, "--workload=", 11) || !strncmp(a, "--workloads=", 12)) w = strchr(a, '=') + 1;
+        else if ((!strcmp(a, "--workload") || !strcmp(a, "--workloads")) && i + 1 < argc) w = argv[++i];
+        if (w && run_each_item("--workload", w, add_kind, NULL)) return -1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -172,6 +186,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         } else {
             if (strlen(a) >= sizeof flag) return run_fail("unknown option '%s' (see kvbench run --help)", a);
             strcpy(flag, a);
+            if (i + 1 >= argc && !run_flag_documented(usage, flag))
+                return run_fail("unknown option '%s' (see kvbench run --help)", flag);
             if (i + 1 >= argc) return run_fail("%s needs a value", flag);
             val = argv[++i];
         }
@@ -196,6 +212,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--head-dim")) { if (run_parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
         else if (!strcmp(flag, "--needles")) { if (run_parse_int(flag, val, 2, SYN_MAX_NEEDLES, &o->needles)) return -1; }
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else if (run_flag_documented(run_model_usage, flag))
+            return run_fail("%s applies to text workloads (niah, ruler, ...), not to synthetic-* ones", flag);
         else return run_fail("unknown option '%s' (see kvbench run --help)", flag);
     }
     if (run_each_item("--workload", workload, add_kind, o) || run_each_item("--methods", methods, add_method, o) ||

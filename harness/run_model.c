@@ -167,6 +167,8 @@ static int split_flag(int argc, char **argv, int *i, char *flag, size_t cap, con
         }
     if (eq) *val = eq + 1;
     else if (*i + 1 < argc) *val = argv[++*i];
+    else if (!run_flag_documented(run_model_usage, flag))
+        return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
     else return run_fail("%s needs a value", flag);
     return 0;
 }

@@ -16,6 +16,7 @@
 struct kv_db {
     sqlite3 *h;
     char *path;
+    char shown[160];   /* the path as messages show it: a long one shortened in the middle */
     char err[512];
     sqlite3_stmt *run_find, *run_add, *case_find, *case_add, *res_exists, *res_add, *head_add, *layer_add;
     int version;
@@ -74,7 +75,7 @@ static void fail(kv_db *db, const char *what, ...) {
     va_start(ap, what);
     vsnprintf(msg, sizeof msg, what, ap);
     va_end(ap);
-    snprintf(db->err, sizeof db->err, "results db '%s': %s: %s", db->path, msg,
+    snprintf(db->err, sizeof db->err, "results db '%s': %s: %s", db->shown, msg,
              db->h ? sqlite3_errmsg(db->h) : "out of memory");
 }
 
@@ -85,17 +86,33 @@ static void refuse(kv_db *db, const char *what, ...) {
     va_start(ap, what);
     vsnprintf(msg, sizeof msg, what, ap);
     va_end(ap);
-    snprintf(db->err, sizeof db->err, "results db '%s': %s", db->path, msg);
+    snprintf(db->err, sizeof db->err, "results db '%s': %s", db->shown, msg);
 }
 
 static int exec(kv_db *db, const char *sql) {
     char *e = NULL;
     if (sqlite3_exec(db->h, sql, NULL, NULL, &e) != SQLITE_OK) {
-        snprintf(db->err, sizeof db->err, "results db '%s': %s", db->path, e ? e : sqlite3_errmsg(db->h));
+        snprintf(db->err, sizeof db->err, "results db '%s': %s", db->shown, e ? e : sqlite3_errmsg(db->h));
         sqlite3_free(e);
         return -1;
     }
     return 0;
+}
+
+/* path for a message, at most n-1 bytes: a longer one keeps its first 40 and last
+ * bytes around "...", so the reason after it is never cut off (the cuts are moved to
+ * UTF-8 character boundaries). */
+static void shorten_path(const char *path, char *out, size_t n) {
+    size_t len = strlen(path);
+    if (len < n) {
+        memcpy(out, path, len + 1);
+        return;
+    }
+    size_t head = 40, tail = n - 1 - head - 3;
+    while (head > 0 && ((unsigned char)path[head] & 0xC0) == 0x80) head--;
+    const char *t = path + len - tail;
+    while (*t && ((unsigned char)*t & 0xC0) == 0x80) t++;
+    snprintf(out, n, "%.*s...%s", (int)head, path, t);
 }
 
 /* A reason a path cannot be a results file, found before SQLite gives its terse one. */
@@ -225,17 +242,20 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
         snprintf(err, errlen, "results db: no file name given");
         return NULL;
     }
+    char shown[sizeof ((kv_db *)0)->shown];
+    shorten_path(path, shown, sizeof shown);
     const char *why = path_problem(path, readonly);
     if (why) {
-        snprintf(err, errlen, "results db '%s': %s", path, why);
+        snprintf(err, errlen, "results db '%s': %s", shown, why);
         return NULL;
     }
     kv_db *db = calloc(1, sizeof *db);
     if (!db || !(db->path = strdup(path))) {
         free(db);
-        snprintf(err, errlen, "results db '%s': out of memory", path);
+        snprintf(err, errlen, "results db '%s': out of memory", shown);
         return NULL;
     }
+    memcpy(db->shown, shown, sizeof shown);
     int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
         fail(db, "cannot open");
@@ -508,7 +528,7 @@ static int put_rows(kv_db *db, int64_t case_id, const kvdb_result *r) {
     sqlite3_clear_bindings(st);
     if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
         snprintf(db->err, sizeof db->err, "results db '%s': result for case %lld, method %s, budget %g already recorded",
-                 db->path, (long long)case_id, r->method, r->budget);
+                 db->shown, (long long)case_id, r->method, r->budget);
         return 1;
     }
     if (rc != SQLITE_DONE) {

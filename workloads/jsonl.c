@@ -7,6 +7,7 @@
 #include <string.h>
 #include "jsonl.h"
 #include "strbuf.h"
+#include "utf8.h"
 
 enum { JSON_MAX_DEPTH = 200 };
 
@@ -27,22 +28,6 @@ static int fail(parser *p, size_t at, const char *what) {
 
 static void skip_ws(parser *p) {
     while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
-}
-
-/* Length of the valid UTF-8 sequence at s[0..n), or 0. */
-static int utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (!len || (size_t)len > n) return 0;
-    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (int j = 1; j < len; j++) {
-        if ((s[j] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[j] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  /* overlong, surrogate */
-    return len;
 }
 
 static void put_utf8(strbuf *b, uint32_t cp) {
