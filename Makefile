@@ -99,7 +99,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libkvbench.
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libkvbench.a $(LDLIBS)
 
 check: $(KVBENCH) $(TEST_BIN) $(REPLAY_BIN)
-	@KVBENCH=$(KVBENCH) BUILD=$(BUILD) bash tests/run.sh
+	@KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tests/run.sh
 
 san-test:
 	$(MAKE) SAN=1 check
