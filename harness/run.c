@@ -563,6 +563,29 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
     return all;
 }
 
+/* Refuses (message printed, -1) a context whose case cannot fit in this machine's
+ * memory; the window statistics are sized by the largest window a chosen method uses. */
+static int check_memory(const run_opts *o) {
+    char err[512];
+    int win = 0;
+    for (int i = 0; i < o->n_methods; i++) {
+        const kv_method *m = o->methods[i];
+        int w = 0;
+        for (const kv_param *p = m->params; p && p->name; p++)
+            if (!strcmp(p->name, "window") && kv_param_int(m, mparams_get(&o->params, m), "window", &w, err, sizeof err) == 0 &&
+                w > win)
+                win = w;
+    }
+    for (int c = 0; c < o->n_ctx; c++) {
+        double need = run_mem_synthetic(o->layers, o->heads, o->kv_heads, o->head_dim, o->ctxs[c], o->decode, win);
+        char what[128];
+        snprintf(what, sizeof what, "K/V of %d layers, queries, prefill statistics, a method's cache", o->layers);
+        if (run_mem_check(need, what, err, sizeof err))
+            return run_fail("--ctx %d: a synthetic case %s; lower --ctx, --layers, --heads or --head-dim", o->ctxs[c], err);
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     if (run_model_wanted(argc, argv)) return cmd_run_model(argc, argv);
     run_opts o;
@@ -578,22 +601,7 @@ int cmd_run(int argc, char **argv) {
             if (syn_check(&cfg, err, sizeof err)) return run_fail("%s: %s", workload_name(o.kinds[k]), err), 2;
         }
     /* ... and fit in this machine's memory (--ctx 4000000 would need tens of GB). */
-    int win = 0;
-    for (int i = 0; i < o.n_methods; i++) {
-        const kv_method *m = o.methods[i];
-        int w = 0;
-        for (const kv_param *p = m->params; p && p->name; p++)
-            if (!strcmp(p->name, "window") && kv_param_int(m, mparams_get(&o.params, m), "window", &w, err, sizeof err) == 0 &&
-                w > win)
-                win = w;
-    }
-    for (int c = 0; c < o.n_ctx; c++) {
-        double need = run_mem_synthetic(o.layers, o.heads, o.kv_heads, o.head_dim, o.ctxs[c], o.decode, win);
-        char what[128];
-        snprintf(what, sizeof what, "K/V of %d layers, queries, prefill statistics, a method's cache", o.layers);
-        if (run_mem_check(need, what, err, sizeof err))
-            return run_fail("--ctx %d: a synthetic case %s; lower --ctx, --layers, --heads or --head-dim", o.ctxs[c], err), 2;
-    }
+    if (check_memory(&o)) return 2;
     const char *why = NULL;
     if (kb_select(o.backend, &why))
         return run_fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;

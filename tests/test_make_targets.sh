@@ -5,6 +5,7 @@
 # float-cast-overflow; `make fuzz` knows every target of tests/fuzz. Dry runs (make -n).
 set -u
 cd "$(dirname "$0")/.."
+unset MAKEFLAGS MFLAGS MAKELEVEL SAN FUZZ CUDA   # not the settings of a make that runs this test
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 san=$(make -n -B SAN=1 all 2>&1)
