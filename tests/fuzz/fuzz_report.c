@@ -30,6 +30,7 @@ static void from_sql(const uint8_t *data, size_t n) {
     sqlite3 *h;
     if (sqlite3_open(db, &h) != SQLITE_OK) { sqlite3_close(h); return; }
     int steps = 0;
+    sqlite3_exec(h, "PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY", NULL, NULL, NULL);   /* no fsync */
     sqlite3_set_authorizer(h, authorize, NULL);
     sqlite3_progress_handler(h, 1000, progress, &steps);
     sqlite3_limit(h, SQLITE_LIMIT_LENGTH, 1 << 20);
