@@ -1,7 +1,10 @@
 # kvbench: `make` builds ./kvbench; `make test` runs every test; `make bench` the benchmarks.
 # make CUDA=1 adds the CUDA backend (nvcc, cuBLAS, cuSOLVER); the binary still runs
-# without a GPU. make SAN=1 builds with ASan/UBSan into build-san/. WERROR=0 keeps warnings
-# as warnings (the GPU check on an unknown toolchain; on by default and in CI).
+# without a GPU. make SAN=1 builds with ASan/UBSan (float-cast-overflow included) into
+# build-san/ (binary build-san/kvbench; ./kvbench stays the release build).
+# make fuzz [FUZZ_SECONDS=N] builds the libFuzzer targets of tests/fuzz/ with clang into
+# build-fuzz/ and runs each for N seconds. WERROR=0 keeps warnings as warnings (the GPU
+# check on an unknown toolchain; on by default and in CI).
 
 CC      ?= gcc
 NVCC    ?= nvcc
@@ -14,10 +17,19 @@ LDLIBS  += -lsqlite3 -lcsv -llapacke -lopenblas -lm -pthread
 
 comma   := ,
 BUILD   := build
+SANITIZE := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 ifeq ($(SAN),1)
 BUILD   := build-san
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-LDFLAGS += -fsanitize=address,undefined
+CFLAGS  += $(SANITIZE) -fno-omit-frame-pointer
+LDFLAGS += $(SANITIZE)
+endif
+# libFuzzer targets (clang): the library instrumented for coverage, ASan and UBSan.
+ifeq ($(FUZZ),1)
+BUILD   := build-fuzz
+CC      := clang
+OPT     := -O1 -march=native
+CFLAGS  += -fsanitize=fuzzer-no-link $(SANITIZE) -fno-omit-frame-pointer
+LDFLAGS += $(SANITIZE)
 endif
 
 SRC_DIRS := kernels methods methods/sekv workloads harness harness/train results plots model
@@ -33,20 +45,28 @@ NVFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=comp
 endif
 CFLAGS  += -DKB_BUILD_FLAGS='"$(strip $(OPT) $(if $(filter 1,$(CUDA)),CUDA=1) $(if $(filter 1,$(SAN)),SAN=1))"'
 
+# The release binary is ./kvbench; sanitizer and fuzz builds keep theirs in their folder.
+KVBENCH := $(if $(filter build,$(patsubst %-cuda,%,$(BUILD))),kvbench,$(BUILD)/kvbench)
+
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(if $(filter 1,$(CUDA)),$(CU_SRC:%.cu=$(BUILD)/%.cu.o))
 
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
+REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
+FUZZ_SECONDS ?= 60
 
-.PHONY: print-cflags sekv-params haystack setup check all test bench clean model corpus demo san-test valgrind test-slurm
-all: kvbench
+.PHONY: print-cflags sekv-params haystack setup check all test bench clean model corpus demo san-test valgrind fuzz test-slurm
+all: $(KVBENCH)
 
 print-cflags:
 	@echo $(CFLAGS)
 
-kvbench: $(BUILD)/harness/main.o $(BUILD)/libkvbench.a
+$(KVBENCH): $(BUILD)/harness/main.o $(BUILD)/libkvbench.a
+	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libkvbench.a: $(LIB_OBJ)
@@ -71,21 +91,32 @@ test:
 	@bash tools/setup.sh
 	@$(MAKE) --no-print-directory check
 
-check: kvbench $(TEST_BIN)
-	@BUILD=$(BUILD) bash tests/run.sh
+# A fuzz target with a plain main() (tests/fuzz/standalone.c): replays the committed
+# corpora and the inputs of fixed crashes (tests/test_fuzz_replay.sh).
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/standalone.c tests/fuzz/fuzz.h $(BUILD)/libkvbench.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/standalone.c $(BUILD)/libkvbench.a $(LDLIBS)
+
+# The libFuzzer binaries (make FUZZ=1 ...).
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libkvbench.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libkvbench.a $(LDLIBS)
+
+check: $(KVBENCH) $(TEST_BIN) $(REPLAY_BIN)
+	@KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tests/run.sh
 
 san-test:
 	$(MAKE) SAN=1 check
 
 # Sharded runs on a real one-node SLURM cluster started here (root; installs slurm-wlm and
 # munge when missing): about 2 minutes, so not part of `make check`.
-test-slurm: kvbench
+test-slurm: $(KVBENCH)
 	@bash tests/slurm/test_slurm.sh
 
-valgrind: kvbench $(TEST_BIN)
+valgrind: $(KVBENCH) $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/valgrind.sh
 
-bench: kvbench $(BENCH_BIN)
+bench: $(KVBENCH) $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
 # The default model (SmolLM2-135M-Instruct Q4_1) into the cache, checked by SHA-256.
@@ -107,8 +138,8 @@ corpus:
 # with its sha256 and loss curve; sekv loads it by default (checked against the model's
 # hash). Retraining takes 20-60 minutes on 2 cores (methods/sekv/params/README.md).
 SEKV_PARAMS ?= methods/sekv/params/sekv-smollm2-135m.params
-sekv-params: kvbench corpus
-	./kvbench train-sekv --corpus $${KVBENCH_CORPUS:-$(HOME)/.cache/kvbench/corpus} --out $(SEKV_PARAMS) \
+sekv-params: $(KVBENCH) corpus
+	./$(KVBENCH) train-sekv --corpus $${KVBENCH_CORPUS:-$(HOME)/.cache/kvbench/corpus} --out $(SEKV_PARAMS) \
 	    --log $(basename $(SEKV_PARAMS)).loss.csv
 	cd $(dir $(SEKV_PARAMS)) && sha256sum $(notdir $(SEKV_PARAMS)) > $(notdir $(SEKV_PARAMS)).sha256
 
@@ -116,5 +147,10 @@ sekv-params: kvbench corpus
 haystack:
 	@bash tools/fetch_haystack.sh
 
+# Every fuzz target for FUZZ_SECONDS each (tests/fuzz/run.sh: corpora, crashes, summary).
+fuzz:
+	@$(MAKE) --no-print-directory FUZZ=1 $(FUZZ_NAMES:%=build-fuzz/fuzz/fuzz_%)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_NAMES)
+
 clean:
-	rm -rf build build-san kvbench
+	rm -rf build build-san build-fuzz kvbench

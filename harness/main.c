@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "kvbench: unknown command '%s' (commands:", argv[1]);   /* one line */
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(stderr, " %s%s", commands[i].name, i + 1 < N_COMMANDS ? "," : ")\n");
     return 2;
 }

@@ -12,6 +12,8 @@
 #include "provenance.h"
 #include "rss.h"
 #include "run_ident.h"
+#include "model_workload.h"
+#include "run_mem.h"
 #include "run_model.h"
 #include "shard.h"
 #include "../kernels/core.h"
@@ -115,9 +117,14 @@ static void usage(FILE *f) {
 static int add_kind(const char *flag, const char *s, void *ctx) {
     run_opts *o = ctx;
     syn_kind k;
+    mw_spec text;
+    char e[256];
+    if (strncmp(s, "synthetic-", 10) && mw_parse(s, &text, e, sizeof e) == 0)
+        return run_fail("%s: '%s' is a text workload; synthetic and text workloads go in separate runs", flag, s);
     if (strncmp(s, "synthetic-", 10) || syn_kind_parse(s, &k))
         return run_fail("%s '%s': unknown workload (valid: synthetic-niah, synthetic-multikey, synthetic-multivalue)",
-                    flag, s);
+                        flag, s);
+    if (!o) return 0;                      /* checking only */
     for (int i = 0; i < o->n_kinds; i++)
         if (o->kinds[i] == k) return 0;
     o->kinds[o->n_kinds++] = k;
@@ -171,6 +178,14 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     o->head_dim = 64;
     o->needles = 4;
     o->backend = "cpu";
+    /* An unknown workload is the first thing to report, before options it lacks. */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *w = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) break;
+        if (!strncmp(a, "--workload=", 11) || !strncmp(a, "--workloads=", 12)) w = strchr(a, '=') + 1;
+        else if ((!strcmp(a, "--workload") || !strcmp(a, "--workloads")) && i + 1 < argc) w = argv[++i];
+        if (w && run_each_item("--workload", w, add_kind, NULL)) return -1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -193,6 +208,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         } else {
             if (strlen(a) >= sizeof flag) return run_fail("unknown option '%s' (see kvbench run --help)", a);
             strcpy(flag, a);
+            if (i + 1 >= argc && !run_flag_documented(usage, flag))
+                return run_fail("unknown option '%s' (see kvbench run --help)", flag);
             if (i + 1 >= argc) return run_fail("%s needs a value", flag);
             val = argv[++i];
         }
@@ -226,6 +243,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--head-dim")) { if (run_parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
         else if (!strcmp(flag, "--needles")) { if (run_parse_int(flag, val, 2, SYN_MAX_NEEDLES, &o->needles)) return -1; }
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else if (run_flag_documented(run_model_usage, flag))
+            return run_fail("%s applies to text workloads (niah, ruler, ...), not to synthetic-* ones", flag);
         else return run_fail("unknown option '%s' (see kvbench run --help)", flag);
     }
     if (run_each_item("--workload", workload, add_kind, o) || run_each_item("--methods", methods, add_method, o) ||
@@ -642,6 +661,29 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
     return all;
 }
 
+/* Refuses (message printed, -1) a context whose case cannot fit in this machine's
+ * memory; the window statistics are sized by the largest window a chosen method uses. */
+static int check_memory(const run_opts *o) {
+    char err[512];
+    int win = 0;
+    for (int i = 0; i < o->n_methods; i++) {
+        const kv_method *m = o->methods[i];
+        int w = 0;
+        for (const kv_param *p = m->params; p && p->name; p++)
+            if (!strcmp(p->name, "window") && kv_param_int(m, mparams_get(&o->params, m), "window", &w, err, sizeof err) == 0 &&
+                w > win)
+                win = w;
+    }
+    for (int c = 0; c < o->n_ctx; c++) {
+        double need = run_mem_synthetic(o->layers, o->heads, o->kv_heads, o->head_dim, o->ctxs[c], o->decode, win);
+        char what[128];
+        snprintf(what, sizeof what, "K/V of %d layers, queries, prefill statistics, a method's cache", o->layers);
+        if (run_mem_check(need, what, err, sizeof err))
+            return run_fail("--ctx %d: a synthetic case %s; lower --ctx, --layers, --heads or --head-dim", o->ctxs[c], err);
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     if (run_model_wanted(argc, argv)) return cmd_run_model(argc, argv);
     run_opts o;
@@ -656,6 +698,8 @@ int cmd_run(int argc, char **argv) {
             syn_config_of(&o, o.kinds[k], o.ctxs[c], 0.5, &cfg);
             if (syn_check(&cfg, err, sizeof err)) return run_fail("%s: %s", workload_name(o.kinds[k]), err), 2;
         }
+    /* ... and fit in this machine's memory (--ctx 4000000 would need tens of GB). */
+    if (check_memory(&o)) return 2;
     const char *why = NULL;
     if (kb_select(o.backend, &why))
         return run_fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;
@@ -781,9 +825,14 @@ int cmd_run(int argc, char **argv) {
                                           "case): %s; nothing stored", case_key, m->name, mr.output);
                             break;
                         }
-                        if (kvdb_result_put(db, case_id, &mr.r)) {
+                        int put = kvdb_result_put(db, case_id, &mr.r);
+                        if (put < 0) {
                             rc = run_fail("%s", kvdb_errmsg(db));
                             break;
+                        }
+                        if (put > 0) {          /* another run on this file recorded it first */
+                            n_skipped++;
+                            continue;
                         }
                         n_new++;
                         done_here++;

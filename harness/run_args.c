@@ -86,3 +86,17 @@ int run_add_budget(const char *flag, const char *s, double *list, int *n, int ca
     return 0;
 }
 
+int run_flag_documented(void (*usage)(FILE *), const char *flag) {
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f) return 0;
+    usage(f);
+    fclose(f);
+    int found = 0;
+    size_t L = strlen(flag);
+    for (const char *p = text; p && !found && (p = strstr(p, flag)); p += L)
+        found = p > text && (p[-1] == ' ' || p[-1] == ',') && (p[L] == ' ' || p[L] == ',' || p[L] == '\n');
+    free(text);
+    return found;
+}

@@ -2,6 +2,7 @@
  * prefixed "kvbench run: ", bounded integers, finite numbers and comma lists. */
 #ifndef KV_RUN_ARGS_H
 #define KV_RUN_ARGS_H
+#include <stdio.h>
 #include "../methods/method.h"
 
 /* Prints "kvbench run: <message>" on stderr; returns -1. */
@@ -20,6 +21,9 @@ int run_add_method(const char *flag, const char *s, const kv_method **list, int 
 /* One --budget item: a fraction in (0,1] or an integer token count > 1, no duplicates. */
 int run_add_budget(const char *flag, const char *s, double *list, int *n, int cap);
 
-/* --split dev|test: *out 1 for dev, 0 for test. 0 or -1. */
+/* 1 if the help text usage() prints documents flag (a line "  --flag " or "  --flag,"):
+ * tells an unknown option from a known one given without its value, wherever the flag
+ * list lives. */
+int run_flag_documented(void (*usage)(FILE *), const char *flag);
 
 #endif

@@ -214,6 +214,8 @@ static int split_flag(int argc, char **argv, int *i, char *flag, size_t cap, con
         }
     if (eq) *val = eq + 1;
     else if (*i + 1 < argc) *val = argv[++*i];
+    else if (!run_flag_documented(run_model_usage, flag))
+        return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
     else return run_fail("%s needs a value", flag);
     return 0;
 }
@@ -903,10 +905,12 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             size_t mpeak = 0;
             if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
 #endif
-            if (kvdb_result_put(db, case_ids[i], &res.r)) {
+            int put = kvdb_result_put(db, case_ids[i], &res.r);
+            if (put < 0) {
                 rc = run_fail("%s", kvdb_errmsg(db));
                 break;
             }
+            if (put > 0) continue;      /* another run on this file recorded it first: already present */
             /* Zoom events go in their own transaction after the result (a kill -9 in
              * between keeps the result without its events). */
             if (res.n_zoom && kvdb_zoom_put(db, case_ids[i], m->name, o->pair_b[p], res.zoom, res.n_zoom))

@@ -172,14 +172,29 @@ oom:
     return -1;
 }
 
+/* Control characters (newline, carriage return, ...) end a gnuplot command or a comment
+ * wherever they appear, so none is ever written into a script: the text after a newline
+ * would run as gnuplot commands (system() included). */
+static int is_ctl(char c) { return (unsigned char)c < 0x20 || c == 0x7f; }
+
+int gp_find_control(const char *s) {
+    for (const char *p = s; *p; p++)
+        if (is_ctl(*p)) return (int)(p - s);
+    return -1;
+}
+
 /* A gnuplot single-quoted string: only ' needs escaping, as ''. */
 void gp_str(FILE *f, const char *s) {
     fputc('\'', f);
     for (; *s; s++) {
         if (*s == '\'') fputc('\'', f);
-        if (*s != '\n') fputc(*s, f);
+        if (!is_ctl(*s)) fputc(*s, f);
     }
     fputc('\'', f);
+}
+
+void gp_comment(FILE *f, const char *s) {
+    for (; *s; s++) fputc(is_ctl(*s) ? '?' : *s, f);
 }
 
 static int write_dat(const char *path, const heatmap *m) {
@@ -190,7 +205,9 @@ static int write_dat(const char *path, const heatmap *m) {
     int block = 0;
     for (int p = 0; p < m->np; p++) {
         if (!m->panels[p].n_points) continue;
-        fprintf(f, "%s# %s @ %g\n", block++ ? "\n\n" : "", m->panels[p].method, m->panels[p].budget);
+        fprintf(f, "%s# ", block++ ? "\n\n" : "");
+        gp_comment(f, m->panels[p].method);
+        fprintf(f, " @ %g\n", m->panels[p].budget);
         for (int x = 0; x < m->nx; x++)
             for (int y = 0; y < m->ny; y++) {
                 double s = m->score[((size_t)p * m->nx + x) * m->ny + y];
@@ -261,7 +278,7 @@ static int write_gp(const char *path, const char *out, const char *dat, const kv
 void gp_dq(FILE *f, const char *s) {
     for (; *s; s++) {
         if (*s == '"' || *s == '\\') fputc('\\', f);
-        if (*s != '\n') fputc(*s, f);
+        if (!is_ctl(*s)) fputc(*s, f);
     }
 }
 
@@ -279,7 +296,7 @@ void gp_dq_wrap(FILE *f, const char *s, int width) {
             }
         }
         if (*p == '"' || *p == '\\') fputc('\\', f);
-        if (*p != '\n') fputc(*p, f), col++;
+        if (!is_ctl(*p)) fputc(*p, f), col++;
     }
 }
 
@@ -287,7 +304,11 @@ void gp_open(FILE *f, const char *figure, const char *script, const char *out, i
     char png[1100], svg[1100];
     snprintf(png, sizeof png, "%s.png", out);
     snprintf(svg, sizeof svg, "%s.svg", out);
-    fprintf(f, "# kvbench plot --figure %s: written by kvbench, redraw with `gnuplot %s`\n", figure, script);
+    fprintf(f, "# kvbench plot --figure ");
+    gp_comment(f, figure);
+    fprintf(f, ": written by kvbench, redraw with `gnuplot ");
+    gp_comment(f, script);
+    fprintf(f, "`\n");
     fprintf(f, "# pngcairo when this gnuplot has it, else the libgd png terminal\n");
     fprintf(f, "pngterm = strstrt(GPVAL_TERMINALS, 'pngcairo') > 0 ? 'pngcairo' : 'png'\n");
     fprintf(f, "do for [fmt in 'png svg'] {\n");
@@ -437,6 +458,15 @@ int cmd_plot(int argc, char **argv) {
     if (!path) {
         fprintf(stderr, "kvbench plot: --db FILE is required (see --help)\n");
         return 2;
+    }
+    const char *named[][2] = {{"--out", out_arg}, {"--variant", variant}};
+    for (int k = 0; k < 2; k++) {
+        int at = named[k][1] ? gp_find_control(named[k][1]) : -1;
+        if (at >= 0) {
+            fprintf(stderr, "kvbench plot: %s contains a control character (byte 0x%02x at offset %d); refused\n",
+                    named[k][0], (unsigned char)named[k][1][at], at);
+            return 2;
+        }
     }
     if (strcmp(figure, "niah") && !plot_lines_known(figure)) {
         fprintf(stderr, "kvbench plot: --figure '%s' is unknown (figures: niah, memory, latency, budget, zoom)\n",

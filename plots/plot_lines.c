@@ -225,7 +225,11 @@ static int write_lines(int fig, const series_set *ss, const kv_runinfo *ri, cons
                 dropped++;
                 continue;
             }
-            if (!kept++) fprintf(d, "%s# %s @ %g\n", block ? "\n\n" : "", s->method, s->budget);
+            if (!kept++) {
+                fprintf(d, "%s# ", block ? "\n\n" : "");
+                gp_comment(d, s->method);
+                fprintf(d, " @ %g\n", s->budget);
+            }
             fprintf(d, "%.10g %.10g %.10g %.10g\n", use_pct ? 100 * x : x, s->y[k], s->lo[k], s->hi[k]);
         }
         if (kept) blk[i] = block++;

@@ -6,7 +6,13 @@
 #include <stdio.h>
 #include "runinfo.h"
 
-/* A gnuplot single-quoted string ('' escapes '). */
+/* Every text written into a script or data file goes through these: control characters
+ * (a newline would end a comment and start a command) are dropped or replaced.
+ * gp_find_control: the offset of the first control character of s, or -1. */
+int gp_find_control(const char *s);
+/* Text inside a # comment line (control characters written as '?'). */
+void gp_comment(FILE *f, const char *s);
+/* A gnuplot single-quoted string ('' escapes '; control characters dropped). */
 void gp_str(FILE *f, const char *s);
 /* The inside of a gnuplot double-quoted string (the caller writes the quotes, and may
  * put \n between pieces for a line break): " and \ escaped, newlines dropped. */

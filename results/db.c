@@ -16,9 +16,11 @@
 struct kv_db {
     sqlite3 *h;
     char *path;
+    char shown[160];   /* the path as messages show it: a long one shortened in the middle */
     char err[512];
     sqlite3_stmt *run_find, *run_add, *case_find, *case_add, *res_exists, *res_add, *head_add, *layer_add, *res_v3;
     int version;
+    int writable;      /* opened by kvdb_open and its schema is in place */
 };
 
 /* Version 3: the run's plan, every (case, method, budget) a command asked for, sharded or
@@ -108,7 +110,7 @@ static void fail(kv_db *db, const char *what, ...) {
     va_start(ap, what);
     vsnprintf(msg, sizeof msg, what, ap);
     va_end(ap);
-    snprintf(db->err, sizeof db->err, "results db '%s': %s: %s", db->path, msg,
+    snprintf(db->err, sizeof db->err, "results db '%s': %s: %s", db->shown, msg,
              db->h ? sqlite3_errmsg(db->h) : "out of memory");
 }
 
@@ -119,17 +121,33 @@ static void refuse(kv_db *db, const char *what, ...) {
     va_start(ap, what);
     vsnprintf(msg, sizeof msg, what, ap);
     va_end(ap);
-    snprintf(db->err, sizeof db->err, "results db '%s': %s", db->path, msg);
+    snprintf(db->err, sizeof db->err, "results db '%s': %s", db->shown, msg);
 }
 
 static int exec(kv_db *db, const char *sql) {
     char *e = NULL;
     if (sqlite3_exec(db->h, sql, NULL, NULL, &e) != SQLITE_OK) {
-        snprintf(db->err, sizeof db->err, "results db '%s': %s", db->path, e ? e : sqlite3_errmsg(db->h));
+        snprintf(db->err, sizeof db->err, "results db '%s': %s", db->shown, e ? e : sqlite3_errmsg(db->h));
         sqlite3_free(e);
         return -1;
     }
     return 0;
+}
+
+/* path for a message, at most n-1 bytes: a longer one keeps its first 40 and last
+ * bytes around "...", so the reason after it is never cut off (the cuts are moved to
+ * UTF-8 character boundaries). */
+static void shorten_path(const char *path, char *out, size_t n) {
+    size_t len = strlen(path);
+    if (len < n) {
+        memcpy(out, path, len + 1);
+        return;
+    }
+    size_t head = 40, tail = n - 1 - head - 3;
+    while (head > 0 && ((unsigned char)path[head] & 0xC0) == 0x80) head--;
+    const char *t = path + len - tail;
+    while (*t && ((unsigned char)*t & 0xC0) == 0x80) t++;
+    snprintf(out, n, "%.*s...%s", (int)head, path, t);
 }
 
 /* A reason a path cannot be a results file, found before SQLite gives its terse one. */
@@ -153,6 +171,50 @@ static const char *path_problem(const char *path, int must_exist) {
     return why;
 }
 
+/* "file:PATH?immutable=1" with PATH percent-encoded, for sqlite3_open_v2 with
+ * SQLITE_OPEN_URI. Caller frees. */
+static char *immutable_uri(const char *path) {
+    size_t n = strlen(path);
+    char *u = malloc(3 * n + 32), *w = u;
+    if (!u) return NULL;
+    w += sprintf(w, "file:");
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("/._-~", *p))
+            *w++ = (char)*p;
+        else
+            w += sprintf(w, "%%%02X", *p);
+    }
+    strcpy(w, "?immutable=1");
+    return u;
+}
+
+/* Whether PATH-wal exists and is not empty: committed results not yet in the file. */
+static int wal_pending(const char *path) {
+    char *w = malloc(strlen(path) + 5);
+    struct stat st;
+    if (!w) return 1;
+    sprintf(w, "%s-wal", path);
+    int pending = stat(w, &st) == 0 && st.st_size > 0;
+    free(w);
+    return pending;
+}
+
+/* 1 if the open file holds tables and none of them is kvbench's version table: someone
+ * else's SQLite file, refused rather than adopted. */
+static int foreign_file(kv_db *db) {
+    sqlite3_stmt *st = NULL;
+    int other = 0, ours = 0;
+    if (sqlite3_prepare_v2(db->h, "SELECT name FROM sqlite_master WHERE type = 'table'", -1, &st, NULL) != SQLITE_OK)
+        return 0;                                  /* unreadable: the schema step reports it */
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (name && !strcmp(name, "version")) ours = 1;
+        else if (name && strncmp(name, "sqlite_", 7)) other = 1;
+    }
+    sqlite3_finalize(st);
+    return other && !ours;
+}
+
 static void finalize_all(kv_db *db) {
     sqlite3_stmt **s[] = {&db->run_find, &db->run_add, &db->case_find, &db->case_add,
                           &db->res_exists, &db->res_add, &db->head_add, &db->layer_add, &db->res_v3};
@@ -165,6 +227,13 @@ static void finalize_all(kv_db *db) {
 void kvdb_close(kv_db *db) {
     if (!db) return;
     finalize_all(db);
+    /* Left in rollback-journal mode, a closed file opens read-only from anywhere (WAL
+     * mode needs a writable directory for its -shm file). Only the last connection can
+     * switch; with others still open this fails at once and they switch when they close. */
+    if (db->writable) {
+        sqlite3_busy_timeout(db->h, 0);
+        sqlite3_exec(db->h, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+    }
     sqlite3_close(db->h);
     free(db->path);
     free(db);
@@ -183,7 +252,10 @@ static int prepare(kv_db *db, sqlite3_stmt **st, const char *sql) {
 static int check_version(kv_db *db, int readonly) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db->h, "SELECT schema FROM version", -1, &st, NULL) != SQLITE_OK) {
-        fail(db, "not a kvbench results file");
+        /* Only a readable file without the table is foreign; an I/O or locking failure
+         * (a read-only directory, a full disk) is reported as what it is. */
+        int code = sqlite3_errcode(db->h);
+        fail(db, code == SQLITE_ERROR || code == SQLITE_NOTADB ? "not a kvbench results file" : "cannot read the file");
         return -1;
     }
     int rc = sqlite3_step(st), v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
@@ -205,17 +277,20 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
         snprintf(err, errlen, "results db: no file name given");
         return NULL;
     }
+    char shown[sizeof ((kv_db *)0)->shown];
+    shorten_path(path, shown, sizeof shown);
     const char *why = path_problem(path, readonly);
     if (why) {
-        snprintf(err, errlen, "results db '%s': %s", path, why);
+        snprintf(err, errlen, "results db '%s': %s", shown, why);
         return NULL;
     }
     kv_db *db = calloc(1, sizeof *db);
     if (!db || !(db->path = strdup(path))) {
         free(db);
-        snprintf(err, errlen, "results db '%s': out of memory", path);
+        snprintf(err, errlen, "results db '%s': out of memory", shown);
         return NULL;
     }
+    memcpy(db->shown, shown, sizeof shown);
     int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
         fail(db, "cannot open");
@@ -224,8 +299,33 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
     sqlite3_extended_result_codes(db->h, 1);
     sqlite3_busy_timeout(db->h, 10000);
     if (readonly) {
+        if (exec(db, "PRAGMA foreign_keys=ON") == 0 && check_version(db, 1) == 0) return db;
+        /* A WAL-mode file in a directory we cannot write: SQLite cannot make the -shm
+         * file it reads through. With no committed pages waiting in a -wal file the
+         * main file is complete: read it as immutable. */
+        int code = sqlite3_extended_errcode(db->h);
+        if ((code & 0xff) != SQLITE_CANTOPEN && (code & 0xff) != SQLITE_READONLY) goto bad;
+        if (wal_pending(path)) {
+            refuse(db, "cannot read: its -wal file holds commits and the directory is not writable (%s)",
+                   sqlite3_errmsg(db->h));
+            goto bad;
+        }
+        char *uri = immutable_uri(path);
+        sqlite3_close(db->h);
+        db->h = NULL;
+        int orc = uri ? sqlite3_open_v2(uri, &db->h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) : SQLITE_NOMEM;
+        free(uri);
+        if (orc != SQLITE_OK) {
+            fail(db, "cannot open");
+            goto bad;
+        }
+        sqlite3_extended_result_codes(db->h, 1);
         if (exec(db, "PRAGMA foreign_keys=ON") || check_version(db, 1)) goto bad;
         return db;
+    }
+    if (foreign_file(db)) {
+        refuse(db, "not a kvbench results file (an SQLite file with other tables); refused, nothing written");
+        goto bad;
     }
     /* synchronous=NORMAL in WAL keeps every commit across a process crash (kill -9);
      * only a power loss can drop the last commits. */
@@ -280,6 +380,7 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
     }
     if (exec(db, "COMMIT")) goto bad;
     if (check_version(db, 0)) goto bad;
+    db->writable = 1;
     if (prepare(db, &db->run_find, "SELECT id FROM runs WHERE run_key = ?") ||
         prepare(db, &db->run_add,
                 "INSERT INTO runs(run_key, config_json, workload, model, git_commit, build_flags, host, cpu,"
@@ -520,8 +621,8 @@ static int put_rows(kv_db *db, int64_t case_id, const kvdb_result *r) {
     sqlite3_clear_bindings(st);
     if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
         snprintf(db->err, sizeof db->err, "results db '%s': result for case %lld, method %s, budget %g already recorded",
-                 db->path, (long long)case_id, r->method, r->budget);
-        return -1;
+                 db->shown, (long long)case_id, r->method, r->budget);
+        return 1;
     }
     if (rc != SQLITE_DONE) {
         fail(db, "recording result %s (case %lld)", r->method, (long long)case_id);
@@ -571,9 +672,10 @@ int kvdb_result_put(kv_db *db, int64_t case_id, const kvdb_result *r) {
         return -1;
     }
     if (exec(db, "BEGIN IMMEDIATE")) return -1;
-    if (put_rows(db, case_id, r) || exec(db, "COMMIT")) {
+    int rc = put_rows(db, case_id, r);
+    if (rc || exec(db, "COMMIT")) {
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
-        return -1;
+        return rc > 0 ? 1 : -1;
     }
     return 0;
 }

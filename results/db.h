@@ -107,9 +107,11 @@ typedef struct {
     int repeats;
     double compress_spread, decode_spread;
 } kvdb_result;
-/* Records one result with its per-layer/head rows in one transaction; 0 or -1.
- * A second put for the same (case, method, budget) is rejected (-1, nothing written):
- * resume with kvdb_result_exists. Doubles are stored bit-exact, except NaN, which SQLite
+/* Records one result with its per-layer/head rows in one transaction; 0, or -1 on an
+ * error. A second put for the same (case, method, budget) writes nothing and returns 1
+ * ("already recorded" in kvdb_errmsg): two identical runs on one file race for each
+ * result, and the loser's copy is already present, not an error. Resume with
+ * kvdb_result_exists. Doubles are stored bit-exact, except NaN, which SQLite
  * cannot hold and is stored as NULL. seed (uint64) is stored as its int64 bit pattern. */
 int kvdb_result_put(kv_db *db, int64_t case_id, const kvdb_result *r);
 

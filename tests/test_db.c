@@ -209,13 +209,20 @@ static void test_roundtrip(const char *dir) {
     kvdb_case orphan = {"orphan", "niah", 1, 0, "x", 1, 0, NULL, 0};
     CHECK(kvdb_case_get(db, rid + 1000, &orphan) < 0, "case of a missing run accepted");
     CHECK(strstr(kvdb_errmsg(db), path) && strstr(kvdb_errmsg(db), "FOREIGN KEY"), "fk message: %s", kvdb_errmsg(db));
+    {
+        sqlite3_stmt *st;
+        sqlite3_prepare_v2(kvdb_sqlite(db), "PRAGMA journal_mode", -1, &st, NULL);
+        CHECK(sqlite3_step(st) == SQLITE_ROW && !strcmp(col_str(st, 0), "wal"), "journal mode %s while open", col_str(st, 0));
+        sqlite3_finalize(st);
+    }
     kvdb_close(db);
     {
         sqlite3 *h;
         sqlite3_stmt *st;
         sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL);
+        /* closed in rollback mode, so readers without a writable directory can open it */
         sqlite3_prepare_v2(h, "PRAGMA journal_mode", -1, &st, NULL);
-        CHECK(sqlite3_step(st) == SQLITE_ROW && !strcmp(col_str(st, 0), "wal"), "journal mode %s", col_str(st, 0));
+        CHECK(sqlite3_step(st) == SQLITE_ROW && !strcmp(col_str(st, 0), "delete"), "journal mode %s after close", col_str(st, 0));
         sqlite3_finalize(st);
         sqlite3_prepare_v2(h, "SELECT config_json, workload, model, git_commit, build_flags, host, cpu, backend, seed"
                               " FROM runs WHERE id = ?", -1, &st, NULL);
@@ -269,7 +276,7 @@ static void test_roundtrip(const char *dir) {
     int64_t nhead = count_rows(path, "SELECT count(*) FROM head_stats");
     stored_result dup;
     rand_result(&dup, "snapkv", 0.25, "ok", 3, 2);
-    CHECK(kvdb_result_put(db, cid[0], &dup.r) == -1, "duplicate accepted");
+    CHECK(kvdb_result_put(db, cid[0], &dup.r) == 1, "duplicate not reported as already recorded (1)");
     CHECK(strstr(kvdb_errmsg(db), "already recorded") && strstr(kvdb_errmsg(db), path), "dup message: %s",
           kvdb_errmsg(db));
     CHECK(count_rows(path, "SELECT count(*) FROM results") == nres, "duplicate added a row");
@@ -330,6 +337,15 @@ static void test_bad_paths(const char *dir) {
     sqlite3_exec(h, "CREATE TABLE t(x)", NULL, NULL, NULL);
     sqlite3_close(h);
     expect_open_fails(p, 1, "not a kvbench results file");
+    /* ... nor adopted for writing: refused, and left without kvbench's tables */
+    expect_open_fails(p, 0, "not a kvbench results file (an SQLite file with other tables)");
+    sqlite3_open(p, &h);
+    sqlite3_stmt *q;
+    sqlite3_prepare_v2(h, "SELECT count(*) FROM sqlite_master", -1, &q, NULL);
+    CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 1, "foreign file changed: %d tables",
+          sqlite3_column_int(q, 0));
+    sqlite3_finalize(q);
+    sqlite3_close(h);
 }
 
 /* A child commits some results, starts one more transaction and is killed with SIGKILL

@@ -28,7 +28,7 @@ for v in qwen2 llama; do
     "$PY" tests/model_ref.py "$dir/$v/model.gguf" "$dir/$v"
 done
 "$PY" tests/model_tiny.py yarn "$dir/yarn.gguf" "$dir" "$seed"
-if msg=$(./kvbench info --model "$dir/yarn.gguf" 2>&1); then
+if msg=$("${KVBENCH:-./kvbench}" info --model "$dir/yarn.gguf" 2>&1); then
     echo "FAIL: a yarn-scaled model was accepted"; exit 1
 fi
 case "$msg" in

@@ -12,9 +12,10 @@ dir=$(mktemp -d /tmp/kvbench_test_report_XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 
 # The subcommands through ./kvbench; while main.c still links them weakly, through test_db.
-probe=$(./kvbench report --help 2>&1 || true)
+KVBENCH=${KVBENCH:-./kvbench}
+probe=$("$KVBENCH" report --help 2>&1 || true)
 if [[ "$probe" == *usage* ]]; then
-    KV=(./kvbench)
+    KV=("$KVBENCH")
 else
     KV=("$T" --cmd)
     echo "note: ./kvbench does not link report/plot yet; testing them through $T --cmd"
@@ -263,7 +264,7 @@ EOF
 # Every table is recomputed in Python from the raw rows (tests/report_tables_ref.py).
 "$T" --make-tables-fixture "$dir/t.db"
 mkdir "$dir/tables"
-./kvbench methods >"$dir/methods" || fail "kvbench methods"
+"$KVBENCH" methods >"$dir/methods" || fail "kvbench methods"
 grep -q "^sekv" "$dir/methods" || fail "kvbench methods lists no sekv (needed for the rank defaults)"
 specs=(main:1 main:2 main:all niah:1 niah:3 niah:all budget:1 budget:all rank:all rank:1 ablation:all ablation:1
        memory:1 memory:10 memory:all latency:1 latency:all)

@@ -5,7 +5,7 @@
 #   tools/setup.sh [--no-data]   (--no-data: packages and .venv only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS="build-essential libsqlite3-dev libcsv-dev gnuplot-nox libopenblas-dev liblapacke-dev python3-venv python3-pip sqlite3"
+PKGS="build-essential libsqlite3-dev libcsv-dev gnuplot-nox libopenblas-dev liblapacke-dev python3-venv python3-pip sqlite3 clang libclang-rt-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=" $p"

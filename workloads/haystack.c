@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include "haystack.h"
 #include "strbuf.h"
+#include "utf8.h"
 
 char *haystack_default_dir(void) {
     const char *cache = getenv("KVBENCH_CACHE"), *home = getenv("HOME");
@@ -21,12 +22,20 @@ static int append_file(strbuf *b, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
     char buf[65536];
-    size_t k;
+    size_t k, start = b->n;
     while ((k = fread(buf, 1, sizeof buf, f)) > 0) sb_putn(b, buf, k);
     int bad = ferror(f);
     fclose(f);
     if (bad) { snprintf(err, errlen, "%s: read error", path); return -1; }
     if (b->oom) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    /* The prompts are cut and spliced at token boundaries, which needs text the
+     * tokenizer maps back byte for byte: valid UTF-8. */
+    size_t at = start + utf8_invalid_at(b->p + start, b->n - start);
+    if (at < b->n) {
+        snprintf(err, errlen, "%s: not UTF-8 text (byte 0x%02x at offset %zu); convert it, e.g. iconv -f latin1 -t utf-8",
+                 path, (unsigned char)b->p[at], at - start);
+        return -1;
+    }
     return 0;
 }
 

@@ -1,11 +1,13 @@
 /* Strict JSON parsing and JSONL reading (see jsonl.h). Recursive descent with a depth
  * limit; every error names what was expected and the byte column. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "jsonl.h"
 #include "strbuf.h"
+#include "utf8.h"
 
 enum { JSON_MAX_DEPTH = 200 };
 
@@ -26,22 +28,6 @@ static int fail(parser *p, size_t at, const char *what) {
 
 static void skip_ws(parser *p) {
     while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
-}
-
-/* Length of the valid UTF-8 sequence at s[0..n), or 0. */
-static int utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (!len || (size_t)len > n) return 0;
-    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (int j = 1; j < len; j++) {
-        if ((s[j] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[j] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  /* overlong, surrogate */
-    return len;
 }
 
 static void put_utf8(strbuf *b, uint32_t cp) {
@@ -270,6 +256,21 @@ void json_strings_free(char **v, int n) {
     free(v);
 }
 
+/* A number as text: an integer within long long's range without a fraction ("42"),
+ * else the shortest %g form that reads back to the same double ("5e+23", "0.1"), as
+ * Python's str() writes them. The range check comes first: converting an out-of-range
+ * double to long long is undefined behaviour. */
+static void number_text(double x, char *buf, size_t n) {
+    if (x >= -9223372036854775808.0 && x < 9223372036854775808.0 && x == floor(x)) {
+        snprintf(buf, n, "%lld", (long long)x);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
 /* One element as a string copy, or NULL with err. */
 static char *element_string(const json_value *e, const char *key, int allow_numbers, char *err, size_t errlen) {
     char num[64];
@@ -278,8 +279,7 @@ static char *element_string(const json_value *e, const char *key, int allow_numb
         return strdup(e->str);
     }
     if (e->type == JSON_NUMBER && allow_numbers) {
-        if (e->num == (double)(long long)e->num) snprintf(num, sizeof num, "%lld", (long long)e->num);
-        else snprintf(num, sizeof num, "%.17g", e->num);
+        number_text(e->num, num, sizeof num);
         return strdup(num);
     }
     snprintf(err, errlen, "field '%s' must hold strings (got %s)", key, json_type_name(e->type));
@@ -309,6 +309,23 @@ int json_field_strings(const json_value *obj, const char *key, int allow_single,
     return 0;
 }
 
+/* One line into *b (without its newline), at most max bytes kept: the rest of a longer
+ * line is read and dropped, its full length in *total. 1 with *newline set when the line
+ * ended with '\n', 0 at end of file with nothing read. */
+static int read_line(FILE *f, strbuf *b, size_t max, size_t *total, int *newline) {
+    int c, any = 0;
+    b->n = 0;
+    if (b->p) b->p[0] = 0;
+    *total = 0;
+    *newline = 0;
+    while ((c = getc_unlocked(f)) != EOF) {
+        any = 1;
+        if (c == '\n') { *newline = 1; break; }
+        if (++*total <= max) sb_putc(b, (char)c);
+    }
+    return any;
+}
+
 int jsonl_read(const char *path, jsonl_fn fn, void *ctx, jsonl_stats *st, FILE *log, char *err,
                size_t errlen) {
     memset(st, 0, sizeof *st);
@@ -318,19 +335,29 @@ int jsonl_read(const char *path, jsonl_fn fn, void *ctx, jsonl_stats *st, FILE *
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    char *line = NULL, msg[512];
-    size_t cap = 0;
-    ssize_t got;
-    int lineno = 0, rc = 0;
-    while ((got = getline(&line, &cap, f)) >= 0) {
+    char msg[512];
+    strbuf lb = {0};
+    size_t total;
+    int lineno = 0, rc = 0, newline;
+    while (read_line(f, &lb, JSONL_MAX_RECORD, &total, &newline)) {
         lineno++;
-        size_t n = (size_t)got;
-        int newline = n && line[n - 1] == '\n';
-        if (newline) n--;
+        if (lb.oom) {
+            snprintf(err, errlen, "%s:%d: out of memory reading a line of %zu bytes", path, lineno, total);
+            rc = -1;
+            break;
+        }
+        const char *line = lb.p ? lb.p : "";
+        size_t n = lb.n;
         size_t k = 0;
         while (k < n && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r')) k++;
-        if (k == n) continue;                               /* blank line */
+        if (k == n && total == n) continue;                 /* blank line */
         st->lines++;
+        if (total > n) {
+            fprintf(log, "%s:%d: record of %zu bytes is over the limit of %d MiB per line; skipped\n", path, lineno,
+                    total, JSONL_MAX_RECORD >> 20);
+            st->skipped++;
+            continue;
+        }
         json_value v;
         if (json_parse(line, n, &v, msg, sizeof msg)) {
             fprintf(log, "%s:%d: %s%s\n", path, lineno, msg, newline ? "" : " (truncated last line?)");
@@ -354,7 +381,7 @@ int jsonl_read(const char *path, jsonl_fn fn, void *ctx, jsonl_stats *st, FILE *
         snprintf(err, errlen, "%s: read error", path);
         rc = -1;
     }
-    free(line);
+    sb_free(&lb);
     fclose(f);
     return rc;
 }

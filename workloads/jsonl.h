@@ -49,6 +49,10 @@ typedef struct {
     int skipped;        /* malformed, or refused by the callback */
 } jsonl_stats;
 
+/* The longest line jsonl_read parses; a longer one is skipped with a message (read
+ * through, never held). The largest records of the supported datasets are a few MB. */
+#define JSONL_MAX_RECORD (64 << 20)
+
 /* Reads PATH line by line; blank lines are ignored. Each bad line prints one message to
  * log (stderr if NULL) and is counted in st->skipped. Returns 0, the callback's positive
  * return, or -1 (file unreadable / out of memory) with "PATH: reason" in err. */

@@ -40,10 +40,12 @@ static inline void sb_printf(strbuf *b, const char *fmt, ...) {
     va_end(ap);
     b->n += (size_t)k;
 }
-/* The NUL-terminated string (caller frees), or NULL after an allocation failure. */
+/* The NUL-terminated string (caller frees; "" when nothing was appended), or NULL after
+ * an allocation failure. */
 static inline char *sb_take(strbuf *b) {
     if (!b->oom && sb_reserve(b, 0) == 0) {
         char *p = b->p;
+        p[b->n] = 0;                  /* the first reserve of an empty buffer wrote none */
         *b = (strbuf){0};
         return p;
     }

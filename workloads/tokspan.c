@@ -60,20 +60,58 @@ size_t tokspan_char_floor(const char *text, size_t len, size_t pos) {
     return pos;
 }
 
+/* The longest piece of the vocabulary, in bytes (at least 1). */
+static size_t max_piece_bytes(const kv_tokenizer *t) {
+    char buf[8];
+    int best = 1;
+    for (int id = 0; id < tok_vocab(t); id++) {
+        int L = tok_piece(t, id, 0, buf, sizeof buf);
+        if (L > best) best = L;
+    }
+    return (size_t)best;
+}
+
+/* Smallest UTF-8 character boundary >= pos in text. */
+static size_t char_ceil(const char *text, size_t len, size_t pos) {
+    while (pos < len && ((unsigned char)text[pos] & 0xC0) == 0x80) pos++;
+    return pos;
+}
+
+/* Tokens kept beyond the half on each side of a pre-cut: the pre-tokens at the cut are
+ * tokenised differently, those far from it never. */
+enum { PRECUT_MARGIN = 512 };
+
 char *tokspan_truncate_middle(const kv_tokenizer *t, const char *text, int max_tokens, size_t *cut_lo,
                               size_t *cut_hi, int *n_tokens, char *err, size_t errlen) {
     size_t len = strlen(text);
     tok_spans s;
-    if (tokspan_encode(t, text, len, &s, err, errlen)) return NULL;
-    *n_tokens = s.n;
     *cut_lo = *cut_hi = len;
-    if (max_tokens > 0 && s.n > max_tokens) {
+    /* A text far over the budget: tokenise only a head and a tail that surely hold the
+     * first and last max_tokens/2 tokens (no token is longer than the vocabulary's longest
+     * piece), not megabytes that would be cut away. */
+    size_t side = max_tokens > 0 ? ((size_t)max_tokens / 2 + PRECUT_MARGIN) * max_piece_bytes(t) : 0;
+    if (max_tokens > 0 && len > 2 * side) {
         int half = max_tokens / 2;
+        size_t head = tokspan_char_floor(text, len, side), tail = char_ceil(text, len, len - side);
+        if (tokspan_encode(t, text, head, &s, err, errlen)) return NULL;
         *cut_lo = tokspan_char_floor(text, len, s.off[half]);
-        *cut_hi = tokspan_char_floor(text, len, s.off[s.n - half]);
-        if (*cut_hi < *cut_lo) *cut_hi = *cut_lo;
+        tokspan_free(&s);
+        if (tokspan_encode(t, text + tail, len - tail, &s, err, errlen)) return NULL;
+        *cut_hi = tail + s.off[s.n - half];
+        tokspan_free(&s);
+        *cut_hi = tokspan_char_floor(text, len, *cut_hi);
+        *n_tokens = -1;
+    } else {
+        if (tokspan_encode(t, text, len, &s, err, errlen)) return NULL;
+        *n_tokens = s.n;
+        if (max_tokens > 0 && s.n > max_tokens) {
+            int half = max_tokens / 2;
+            *cut_lo = tokspan_char_floor(text, len, s.off[half]);
+            *cut_hi = tokspan_char_floor(text, len, s.off[s.n - half]);
+        }
+        tokspan_free(&s);
     }
-    tokspan_free(&s);
+    if (*cut_hi < *cut_lo) *cut_hi = *cut_lo;
     size_t keep = len - (*cut_hi - *cut_lo);
     char *r = malloc(keep + 1);
     if (!r) { snprintf(err, errlen, "out of memory"); return NULL; }

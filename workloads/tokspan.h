@@ -25,8 +25,9 @@ size_t tokspan_char_floor(const char *text, size_t len, size_t pos);
 /* LongBench/InfiniteBench middle truncation: if text has more than max_tokens tokens,
  * keep the bytes of the first max_tokens/2 and of the last max_tokens/2 tokens (cuts moved
  * to UTF-8 character boundaries). Returns a new string; [*cut_lo, *cut_hi) is the removed
- * byte range of the original (equal if nothing was cut); *n_tokens the original count.
- * NULL with err on failure. */
+ * byte range of the original (equal if nothing was cut); *n_tokens the original count,
+ * or -1 for a text so far over the budget that only its head and tail were tokenised
+ * (same cuts: see tokspan.c). NULL with err on failure. */
 char *tokspan_truncate_middle(const kv_tokenizer *t, const char *text, int max_tokens, size_t *cut_lo,
                               size_t *cut_hi, int *n_tokens, char *err, size_t errlen);
 #endif

@@ -149,6 +149,8 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
             return fail("unknown option '%s' (see --help)", a);
     }
     if (!o->out) return fail("--out FILE is required (see --help)");
+    char werr[1200];           /* checked now, not after 10-20 minutes of training */
+    if (sekv_params_check_writable(o->out, werr, sizeof werr)) return fail("--out %s", werr);
     if (o->tc.keep > o->tc.candidates)
         return fail("--keep %d exceeds --candidates %d", o->tc.keep, o->tc.candidates);
     o->tc.rank = o->rank;

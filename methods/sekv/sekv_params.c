@@ -12,10 +12,13 @@
 #include "sekv_params.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum { SEKV_PARAMS_VERSION = 1, HEADER_BYTES = 8 + 4 + 8 + 8 * 4 + 8 };
 
@@ -205,6 +208,31 @@ int sekv_params_save(const sekv_params *p, const char *path, char *err, size_t e
     free(tmp);
     free(buf);
     return ok ? 0 : -1;
+}
+
+int sekv_params_check_writable(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, not a parameter file", path);
+        return -1;
+    }
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);           /* the name sekv_params_save writes first */
+    int existed = access(tmp, F_OK) == 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0) snprintf(err, errlen, "%s: cannot write there: %s", path, strerror(errno));
+    else {
+        close(fd);
+        if (!existed) unlink(tmp);
+    }
+    free(tmp);
+    return fd < 0 ? -1 : 0;
 }
 
 static unsigned char *read_all(const char *path, size_t *n, char *err, size_t errlen) {

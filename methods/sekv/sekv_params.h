@@ -44,6 +44,9 @@ int sekv_params_init(sekv_params *p, int n_layers, int n_heads, int head_dim, in
 void sekv_params_free(sekv_params *p);
 size_t sekv_params_count(const sekv_params *p);          /* trainable scalars */
 int sekv_params_save(const sekv_params *p, const char *path, char *err, size_t errlen);
+/* 0 if sekv_params_save could write path (its directory takes the temporary file next
+ * to it); else -1 with "PATH: cannot write there: reason". Nothing is left behind. */
+int sekv_params_check_writable(const char *path, char *err, size_t errlen);
 /* Loads and validates (magic, version, sizes, checksum); if expect_hash != 0 the file's
  * model hash must match ("params.bin was trained for another model"). */
 int sekv_params_load(sekv_params *p, const char *path, uint64_t expect_hash, char *err,
