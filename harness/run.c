@@ -675,7 +675,7 @@ static int check_memory(const run_opts *o) {
                 win = w;
     }
     for (int c = 0; c < o->n_ctx; c++) {
-        double need = run_mem_synthetic(o->layers, o->heads, o->kv_heads, o->head_dim, o->ctxs[c], o->decode, win);
+        double need = run_mem_synthetic(o->layers, o->heads, o->kv_heads, o->head_dim, o->ctxs[c], o->steps, win);
         char what[128];
         snprintf(what, sizeof what, "K/V of %d layers, queries, prefill statistics, a method's cache", o->layers);
         if (run_mem_check(need, what, err, sizeof err))
