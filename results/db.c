@@ -134,6 +134,20 @@ static int exec(kv_db *db, const char *sql) {
     return 0;
 }
 
+/* Switching a closed file (left in rollback mode) back to WAL takes an exclusive lock. Two
+ * processes opening it at once (--jobs, shards) can each hold a shared lock while asking for
+ * it, and SQLite then answers one SQLITE_BUSY at once instead of waiting: retry (10 s). */
+static int set_wal(kv_db *db) {
+    for (int i = 0; i < 200; i++) {
+        int rc = sqlite3_exec(db->h, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+        if (rc == SQLITE_OK) return 0;
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) break;
+        usleep(50 * 1000);
+    }
+    return exec(db, "PRAGMA journal_mode=WAL");
+}
+
+
 /* path for a message, at most n-1 bytes: a longer one keeps its first 40 and last
  * bytes around "...", so the reason after it is never cut off (the cuts are moved to
  * UTF-8 character boundaries). */
@@ -329,7 +343,7 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
     }
     /* synchronous=NORMAL in WAL keeps every commit across a process crash (kill -9);
      * only a power loss can drop the last commits. */
-    if (exec(db, "PRAGMA journal_mode=WAL") || exec(db, "PRAGMA synchronous=NORMAL") ||
+    if (set_wal(db) || exec(db, "PRAGMA synchronous=NORMAL") ||
         exec(db, "PRAGMA foreign_keys=ON"))
         goto bad;
     if (exec(db, "BEGIN IMMEDIATE")) goto bad;

@@ -207,7 +207,7 @@ static int ident_differ(const run_ident *a, const char *an, const run_ident *b, 
         for (int k = 0; k < b->n && !found; k++)
             if (!strcmp(a->name[i], b->name[k])) bv = b->value[k], found = 1;
         if (!same_str(a->value[i], bv)) {
-            snprintf(why, len, "run %s (%s): %s is '%.200s' in %s, '%.200s' in %s", a->workload, a->key, a->name[i],
+            snprintf(why, len, "run %s (%.60s...): %s is '%.200s' in %s, '%.200s' in %s", a->workload, a->key, a->name[i],
                      a->value[i] ? a->value[i] : "NULL", an, bv ? bv : "NULL", bn);
             return 1;
         }
@@ -232,7 +232,7 @@ int merge_runs_differ(const merge_runs *a, const char *an, const merge_runs *b, 
                 key_diff(a->v[i].key, o->key, an, bn, d, sizeof d);
                 snprintf(why, len, "the run identities of %s differ: %s", a->v[i].workload, d);
             } else {
-                snprintf(why, len, "%s holds run %s (%s), %s does not (%d runs vs %d)", an, a->v[i].workload,
+                snprintf(why, len, "%s holds run %s (%.60s...), %s does not (%d runs vs %d)", an, a->v[i].workload,
                          a->v[i].key, bn, a->n, b->n);
             }
             return 1;
@@ -241,7 +241,7 @@ int merge_runs_differ(const merge_runs *a, const char *an, const merge_runs *b, 
     }
     for (int i = 0; i < b->n; i++)
         if (!find_run(a, b->v[i].key)) {
-            snprintf(why, len, "%s holds run %s (%s), %s does not (%d runs vs %d)", bn, b->v[i].workload, b->v[i].key,
+            snprintf(why, len, "%s holds run %s (%.60s...), %s does not (%d runs vs %d)", bn, b->v[i].workload, b->v[i].key,
                      an, b->n, a->n);
             return 1;
         }

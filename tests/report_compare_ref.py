@@ -35,7 +35,7 @@ def perm_p(d, B=10000, seed=SEED):
     m = len(a)
     if m == 0:
         return 1.0
-    target = abs(sum(x for x in d if x != 0)) * (1 - 1e-12) - 1e-300
+    target = abs(sum(x for x in d if x != 0)) * (1 - 1e-9) - 1e-300
     if m <= 20:   # the distribution of the signed sum, by convolution (exact)
         sums = {0.0: 1}
         for x in a:

@@ -72,7 +72,7 @@ def perm_p(d, B, seed):
     m = len(a)
     if m == 0:
         return 1.0
-    target = abs(sum(x for x in d if x != 0)) * (1 - 1e-12) - 1e-300
+    target = abs(sum(x for x in d if x != 0)) * (1 - 1e-9) - 1e-300
     if m <= 20:
         hits = sum(abs(sum(s * x for s, x in zip(signs, a))) >= target
                    for signs in itertools.product((1, -1), repeat=m))

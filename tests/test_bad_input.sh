@@ -15,7 +15,7 @@ trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-SHAPE=(--layers 2 --heads 2 --kv-heads 1 --head-dim 16 --decode 2 --depths 0.5 --quiet)
+SHAPE=(--layers 2 --heads 2 --kv-heads 1 --head-dim 16 --steps 2 --depths 0.5 --quiet)
 ref=$dir/ref.db
 "$KV" run --workload synthetic-niah --methods fullkv,snapkv --ctx 64 "${SHAPE[@]}" --db "$ref" >/dev/null 2>&1 ||
     { echo "FAIL: cannot make the reference results file"; exit 1; }
@@ -90,7 +90,7 @@ case_ "run --ctx 8" 2 "--ctx '8': a context must be at least 16 tokens" "$KV" ru
 case_ "run --params unknown method" 2 "--params: unknown method 'nosuch'" "$KV" run --params nosuch:x=1 --db "$ref"
 case_ "run --params unknown key" 2 "snapkv: unknown parameter 'bogus'" "$KV" run --params snapkv:bogus=1 --db "$ref"
 case_ "run --heads not a multiple" 2 "--heads 3 is not a multiple of --kv-heads 2" "$KV" run --heads 3 --kv-heads 2 --db "$ref"
-case_ "run --seed negative" 2 "--seed '-1': expected a non-negative integer" "$KV" run --seed -1 --db "$ref"
+case_ "run --seed negative" 2 "--seed '-1': expected an integer in 0..9223372036854775807" "$KV" run --seed -1 --db "$ref"
 case_ "run --db a directory" 1 "is a directory, not a results file" "$KV" run --ctx 64 "${SHAPE[@]}" --db "$dir"
 case_ "train-sekv --steps abc" 2 "--steps 'abc': expected an integer" "$KV" train-sekv --steps abc --out "$dir/p.params"
 case_ "methods --bogus" 2 "unknown option '--bogus'" "$KV" methods --bogus

@@ -194,7 +194,7 @@ static int load_prm(kv_state *st, const kv_setup *s, char *err, size_t errlen) {
             }
             sekv_params_free(&p);
         }
-        note_untrained(st);
+        if (s->model_hash) note_untrained(st);   /* no model (synthetic streams): nothing to load */
     }
     if (!st->params_file[0])
         return sekv_params_init(&st->prm, st->L, st->H, st->d, st->rank, 0x5e4b5eedULL, err, errlen);
