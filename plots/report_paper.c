@@ -248,8 +248,8 @@ static void iso_memory(const cases *c, FILE *md, FILE *csv, const char *run) {
                         "fast-tier peak is nearest to, not above, SeKV's):\n\n"
                         "| SeKV uncapped at | its fast-tier peak | method | budget | fast-tier peak | score %% | n |\n"
                         "|---|---:|---|---:|---:|---:|---:|\n");
-        double *se = scores_of(c, "sekv", "uncapped=1", NULL, b), h;
-        int ns;
+        double *se = scores_of(c, "sekv", "uncapped=1", NULL, b), h = NAN;
+        int ns = 0;
         double m = se ? paired(c, se, NULL, &ns, &h) : NAN;
         char sc[48];
         pct(sc, sizeof sc, m, h, 0);
