@@ -12,17 +12,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs argv, capturing the first line of stdout into out; returns the exit status or -1. */
-static int run_capture(char *const argv[], char *out, size_t len) {
+/* Starts argv with its stdout on a pipe (stderr to /dev/null); the read end, or -1. */
+static int spawn_stdout(char *const argv[], pid_t *pid) {
     int fd[2];
     if (pipe(fd)) return -1;
-    pid_t pid = fork();
-    if (pid < 0) {
+    *pid = fork();
+    if (*pid < 0) {
         close(fd[0]);
         close(fd[1]);
         return -1;
     }
-    if (pid == 0) {
+    if (*pid == 0) {
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, 2);
         dup2(fd[1], 1);
@@ -32,51 +32,46 @@ static int run_capture(char *const argv[], char *out, size_t len) {
         _exit(127);
     }
     close(fd[1]);
-    size_t n = 0;
-    ssize_t got;
-    char buf[256];
-    while ((got = read(fd[0], buf, sizeof buf)) > 0)
-        for (ssize_t i = 0; i < got; i++)
-            if (n + 1 < len) out[n++] = buf[i];
-    close(fd[0]);
-    if (len) out[n] = 0;
-    char *nl = strchr(out, '\n');
-    if (nl) *nl = 0;
+    return fd[0];
+}
+
+/* Closes the pipe and waits: the child's exit status, or -1. */
+static int finish(int rd, pid_t pid) {
+    close(rd);
     int status;
     if (waitpid(pid, &status, 0) < 0) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Runs argv, capturing the first line of stdout into out; returns the exit status or -1. */
+static int run_capture(char *const argv[], char *out, size_t len) {
+    pid_t pid;
+    int rd = spawn_stdout(argv, &pid);
+    if (rd < 0) return -1;
+    size_t n = 0;
+    ssize_t got;
+    char buf[256];
+    while ((got = read(rd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < got; i++)
+            if (n + 1 < len) out[n++] = buf[i];
+    if (len) out[n] = 0;
+    char *nl = strchr(out, '\n');
+    if (nl) *nl = 0;
+    return finish(rd, pid);
+}
+
 /* Runs argv and hashes all of its stdout (FNV-1a 64); the exit status or -1. */
 static int run_hash(char *const argv[], unsigned long long *hash) {
-    int fd[2];
-    if (pipe(fd)) return -1;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, 2);
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    close(fd[1]);
+    pid_t pid;
+    int rd = spawn_stdout(argv, &pid);
+    if (rd < 0) return -1;
     unsigned long long h = 1469598103934665603ULL;
     ssize_t got;
     unsigned char buf[4096];
-    while ((got = read(fd[0], buf, sizeof buf)) > 0)
+    while ((got = read(rd, buf, sizeof buf)) > 0)
         for (ssize_t i = 0; i < got; i++) h = (h ^ buf[i]) * 1099511628211ULL;
-    close(fd[0]);
     *hash = h;
-    int status;
-    if (waitpid(pid, &status, 0) < 0) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return finish(rd, pid);
 }
 
 static void git_commit(char *out, size_t len) {
