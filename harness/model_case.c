@@ -43,7 +43,7 @@ kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget) {
     const kv_model_config *cf = model_config(c->model);
     kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
                   .head_dim = cf->head_dim, .n_prompt = c->n_pf,
-                  .max_decode = c->max_new + (c->n - c->n_pf), .elem_bytes = 4, .params = mparams_get(c->params, m),
+                  .max_decode = c->max_new + (c->n - c->n_pf), .kv_type = c->kv_type, .params = mparams_get(c->params, m),
                   .model_hash = model_hash(c->model), .decode_rule = c->decode_rule};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;

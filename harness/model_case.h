@@ -22,13 +22,14 @@ typedef struct {
     int n_pf;                   /* tokens prefilled: n, or n_context with question_after */
     const method_params *params; /* --params overrides, or NULL */
     int decode_rule;            /* kv_decode_rule of the run */
+    int kv_type;                /* kb_kvtype of the methods' K/V rows (0 = f32) */
     int repeat;                 /* timed sections run this many times (median kept); 0 = 1 */
     const struct fid_ref *ref;  /* FullKV's reference for the fidelity metrics, or NULL */
     kv_prefill_out pf;
     int have_pf;
 } mc_case;
 
-/* The setup method m sees for this case at this budget (elem_bytes 4, its --params). */
+/* The setup method m sees for this case at this budget (the case's kv_type, its --params). */
 kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget);
 /* The statistics every (method, budget) pair asks the prefill for; pairs whose init
  * refuses the setup are skipped (they are recorded as infeasible when run). */

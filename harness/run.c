@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { MAX_LIST = 64, PREFILL_CHUNK = 512, ELEM_BYTES = 4 };
+enum { MAX_LIST = 64, PREFILL_CHUNK = 512 };
 
 typedef struct {
     syn_kind kinds[3];
@@ -48,6 +48,7 @@ typedef struct {
     const char *db_path;
     int layers, steps, heads, kv_heads, head_dim, needles, threads;
     int decode_rule;        /* kv_decode_rule, the same for every method */
+    int kv_type;            /* kb_kvtype of every method's K/V rows */
     const char *backend;
     int quiet;
     method_params params;   /* --params overrides */
@@ -88,6 +89,7 @@ static void usage(FILE *f) {
             "  --decode RULE     append (default): each method compresses the prompt once and keeps\n"
             "                    decoded tokens at full resolution (streamingllm and h2o still evict:\n"
             "                    their papers); hold: fast-tier rows within the budget at every step\n"
+            RUN_KV_TYPE_HELP
             "  --heads N, --kv-heads N, --head-dim N   attention shape (default 8, 2, 64)\n"
             "  --needles N       needles of multikey/multivalue (default 4)\n"
             "  --threads N       worker threads (default: online CPUs)\n"
@@ -99,7 +101,7 @@ static void usage(FILE *f) {
             "  --help            this text\n"
             "\n"
             "LIST is comma-separated. The run is identified by the workload and its shape, seed,\n"
-            "split, oracle hints, backend, the code (git commit, and a hash of uncommitted edits)\n"
+            "split, oracle hints, K/V type, backend, the code (git commit, and a hash of uncommitted edits)\n"
             "and every method's effective parameters (defaults with --params applied); methods,\n"
             "budgets, ctx and depths only select which results to add. A bad --params value or\n"
             "params file stops the run before its first case (exit 2, nothing stored).\n"
@@ -238,6 +240,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             if (kv_decode_parse(val, &o->decode_rule))
                 return run_fail("--decode '%s': expected append or hold (the step count is --steps N)", val);
         }
+        else if (!strcmp(flag, "--kv-type")) { if (run_parse_kv_type(flag, val, &o->kv_type)) return -1; }
         else if (!strcmp(flag, "--heads")) { if (run_parse_int(flag, val, 1, 1024, &o->heads)) return -1; }
         else if (!strcmp(flag, "--kv-heads")) { if (run_parse_int(flag, val, 1, 1024, &o->kv_heads)) return -1; }
         else if (!strcmp(flag, "--head-dim")) { if (run_parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
@@ -301,9 +304,10 @@ static int run_key(const run_opts *o, syn_kind kind, const char *code, char *buf
     mparams_canon(&o->params, mp, sizeof mp);
     int n = snprintf(buf, len,
              "synthetic/v2;workload=%s;seed=%llu;split=%s;oracle_hints=%d;layers=%d;heads=%d;kv_heads=%d;"
-             "head_dim=%d;steps=%d;needles=%d;elem_bytes=%d;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
+             "head_dim=%d;steps=%d;needles=%d;kv_type=%s;elem_bytes=%d;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
              workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split), o->oracle_hints, o->layers,
-             o->heads, o->kv_heads, o->head_dim, o->steps, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES,
+             o->heads, o->kv_heads, o->head_dim, o->steps, kind == SYN_SINGLE ? 1 : o->needles,
+             kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type),
              o->backend, kv_decode_name(o->decode_rule), code, dflt, *mp ? ";params=" : "", mp);
     return n >= 0 && (size_t)n < len ? 0 : -1;
 }
@@ -313,11 +317,12 @@ static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len)
 #define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
     PUT("{\"workload\":\"%s\",\"generator\":\"synthetic/v2\",\"seed\":%llu,\"split\":\"%s\","
         "\"generator_seed\":%llu,\"oracle_hints\":%d,\"layers\":%d,\"heads\":%d,"
-        "\"kv_heads\":%d,\"head_dim\":%d,\"steps\":%d,\"needles\":%d,\"elem_bytes\":%d,\"backend\":\"%s\","
-        "\"decode_rule\":\"%s\",\"threads\":%d,\"methods\":[",
+        "\"kv_heads\":%d,\"head_dim\":%d,\"steps\":%d,\"needles\":%d,\"kv_type\":\"%s\",\"elem_bytes\":%d,"
+        "\"backend\":\"%s\",\"decode_rule\":\"%s\",\"threads\":%d,\"methods\":[",
         workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split),
         (unsigned long long)wl_split_seed(o->seed, o->split), o->oracle_hints, o->layers, o->heads, o->kv_heads,
-        o->head_dim, o->steps, kind == SYN_SINGLE ? 1 : o->needles, ELEM_BYTES, o->backend,
+        o->head_dim, o->steps, kind == SYN_SINGLE ? 1 : o->needles, kb_kvtype_name(o->kv_type),
+        kb_kvtype_bytes(o->kv_type), o->backend,
         kv_decode_name(o->decode_rule), kb_threads());
     for (int i = 0; i < o->n_methods; i++) PUT("%s\"%s\"", i ? "," : "", o->methods[i]->name);
     PUT("],\"budgets\":[");
@@ -334,7 +339,7 @@ static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len)
 
 static kv_setup setup_of(const run_opts *o, const kv_method *m, int ctx, double budget) {
     kv_setup s = {.n_layers = o->layers, .n_heads = o->heads, .n_kv_heads = o->kv_heads, .head_dim = o->head_dim,
-                  .n_prompt = ctx, .max_decode = o->steps, .elem_bytes = ELEM_BYTES, .decode_rule = o->decode_rule,
+                  .n_prompt = ctx, .max_decode = o->steps, .kv_type = o->kv_type, .decode_rule = o->decode_rule,
                   .params = mparams_get(&o->params, m)};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;
@@ -700,6 +705,7 @@ int cmd_run(int argc, char **argv) {
         }
     /* ... and fit in this machine's memory (--ctx 4000000 would need tens of GB). */
     if (check_memory(&o)) return 2;
+    if (run_kv_type_backend(o.kv_type, o.backend)) return 2;
     const char *why = NULL;
     if (kb_select(o.backend, &why))
         return run_fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;

@@ -100,3 +100,15 @@ int run_flag_documented(void (*usage)(FILE *), const char *flag) {
     free(text);
     return found;
 }
+
+int run_parse_kv_type(const char *flag, const char *s, int *out) {
+    if (kb_kvtype_parse(s, out)) return run_fail("%s '%s': expected f32, f16 or bf16", flag, s);
+    return 0;
+}
+
+int run_kv_type_backend(int kv_type, const char *backend) {
+    if (kv_type != KB_F32 && backend && !strcmp(backend, "cuda"))
+        return run_fail("--kv-type %s needs --backend cpu: the CUDA kernels and device copies hold f32 rows",
+                        kb_kvtype_name(kv_type));
+    return 0;
+}

@@ -21,6 +21,17 @@ int run_add_method(const char *flag, const char *s, const kv_method **list, int 
 /* One --budget item: a fraction in (0,1] or an integer token count > 1, no duplicates. */
 int run_add_budget(const char *flag, const char *s, double *list, int *n, int cap);
 
+/* --kv-type: the K/V rows' element type, f32, f16 or bf16 (kernels/kvtype.h). 0 or -1. */
+int run_parse_kv_type(const char *flag, const char *s, int *out);
+/* The help lines of --kv-type, shared by the drivers' usage texts. */
+#define RUN_KV_TYPE_HELP                                                                          \
+    "  --kv-type T       K/V rows stored as f32 (default), f16 or bf16 by every method (rounded\n" \
+    "                    to nearest even; attention computes in f32; memory counts the type's\n"  \
+    "                    bytes); part of the run's identity. 16-bit: CPU backend only\n"
+/* 16-bit rows need the CPU backend (the CUDA kernels and device copies hold f32): 0, or
+ * -1 with the message printed. */
+int run_kv_type_backend(int kv_type, const char *backend);
+
 /* 1 if the help text usage() prints documents flag (a line "  --flag " or "  --flag,"):
  * tells an unknown option from a known one given without its value, wherever the flag
  * list lives. */

@@ -61,6 +61,7 @@ typedef struct {
     int n_depths, depths_given;
     int threads, jobs, job_index, quiet;
     int decode_rule;           /* kv_decode_rule, the same for every method */
+    int kv_type;               /* kb_kvtype of every method's K/V rows */
     int print_prompts;         /* --print-prompts N: write the first N prompts, run nothing */
     shard_spec shard;   /* --shard K/N: only the cases of shard K */
     int fidelity, repeat;      /* --fidelity K (0 off), --repeat N */
@@ -113,6 +114,10 @@ void run_model_usage(FILE *f) {
             "                     streamingllm and h2o still evict while decoding (their papers).\n"
             "                     hold: every method keeps its fast-tier rows within the budget at\n"
             "                     every step, by its own rule. Part of the run's identity\n"
+            "  --kv-type T        K/V rows stored as f32 (default), f16 or bf16 by every method (rounded\n"
+            "                     to nearest even; attention computes in f32, the prefill and FullKV's\n"
+            "                     reference for --fidelity stay f32; memory counts the type's bytes).\n"
+            "                     Part of the run's identity. 16-bit: CPU backend only\n"
             "  --split dev|test   niah, ruler: test (default; reported numbers) or dev (for tuning), with\n"
             "                     disjoint generator seeds and haystack text (niah: test sample 1 is the\n"
             "                     classic prompt from the essays' start, dev starts in their second half)\n"
@@ -154,7 +159,7 @@ void run_model_usage(FILE *f) {
             "Generation is greedy and stops at the tokenizer's stop tokens (end of turn and end of\n"
             "text), at a newline for tasks scored on one line (LongBench samsum), or at the limit.\n"
             "The run is identified by the model file, workload inputs and split, generation settings,\n"
-            "backend, the code (git commit, and a hash of uncommitted edits) and every method's\n"
+            "K/V type, backend, the code (git commit, and a hash of uncommitted edits) and every method's\n"
             "effective parameters (defaults with --params applied); methods, budgets, ctx, depths\n"
             "and limits only select which results to add. A bad --params value or params file\n"
             "stops the run before its first case (exit 2, nothing stored).\n"
@@ -266,6 +271,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--db")) o->db_path = val;
         else if (!strcmp(flag, "--backend")) o->backend = val;
         else if (!strcmp(flag, "--params")) params = val;
+        else if (!strcmp(flag, "--kv-type")) { if (run_parse_kv_type(flag, val, &o->kv_type)) return -1; }
         else if (!strcmp(flag, "--decode")) {
             if (kv_decode_parse(val, &o->decode_rule))
                 return run_fail("--decode '%s': expected append or hold", val);
@@ -524,10 +530,10 @@ static int run_key(const rm_opts *o, const kv_model *model, const char *ident, c
     mparams_canon(&o->params, mp, sizeof mp);
     int k = snprintf(buf, n,
              "model/v2;workload=%s;model=%s;%s;seed=%llu;split=%s;max_new=%d;question_after=%d;truncate=%d;"
-             "template=%s;elem_bytes=4;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
+             "template=%s;kv_type=%s;elem_bytes=%d;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
              o->wl.name, mid, ident, (unsigned long long)o->wl.seed, wl_split_name(o->wl.split), o->wl.max_new,
              o->wl.question_after, mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate,
-             tc_template_name(model_tokenizer(model)), backend, kv_decode_name(o->decode_rule), code, dflt,
+             tc_template_name(model_tokenizer(model)), kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type), backend, kv_decode_name(o->decode_rule), code, dflt,
              *mp ? ";params=" : "", mp);
     if (k < 0 || (size_t)k >= n) return -1;
     if (o->wl.kind == MW_NIAH) {
@@ -570,7 +576,8 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
                              : "question-aware: the whole prompt prefilled and compressed");
     PUT(",\"max_new\":%d,\"seed\":%llu,\"limit\":%d,\"truncate\":%d,\"shots\":%d", o->wl.max_new,
         (unsigned long long)o->wl.seed, o->wl.limit, o->wl.truncate, o->wl.shots);
-    PUT(",\"elem_bytes\":4,\"backend\":"), STR(backend);
+    PUT(",\"kv_type\":\"%s\",\"elem_bytes\":%d,\"backend\":", kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type));
+    STR(backend);
     PUT(",\"decode_rule\":"), STR(kv_decode_name(o->decode_rule));
     PUT(",\"threads\":%d,\"jobs\":%d,\"fullkv_budget\":1,\"methods\":[", kb_threads(), o->jobs);
     for (int i = 0; i < o->n_methods; i++) PUT("%s", i ? "," : ""), STR(o->methods[i]->name);
@@ -836,7 +843,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         const tc_case *tc = &cs->list.v[i];
         mc_case mc = {.model = model, .tc = tc, .ids = cs->ids[i], .n = cs->n_tok[i], .n_context = cs->n_ctx_part[i],
                       .question_after = o->wl.question_after, .max_new = cs->max_new[i], .params = &o->params,
-                      .decode_rule = o->decode_rule};
+                      .decode_rule = o->decode_rule, .kv_type = o->kv_type};
         mc.n_pf = mc.question_after ? mc.n_context : mc.n;
         mc.repeat = o->repeat;
         double load0[1] = {NAN};
@@ -1011,6 +1018,7 @@ int cmd_run_model(int argc, char **argv) {
     if (pr) return pr > 0 ? 0 : 2;
     /* cuda without a usable device (or a CPU build): one line, then the CPU; the run is
      * recorded with the backend it really used */
+    if (run_kv_type_backend(o.kv_type, o.backend)) return 2;
     const char *backend = "cpu", *why = NULL;
     if (!strcmp(o.backend, "cuda") && kb_select("cuda", &why) == 0) backend = "cuda";
     else if (kb_select("cpu", NULL) == 0 && !strcmp(o.backend, "cuda") && o.job_index < 0)
@@ -1023,7 +1031,8 @@ int cmd_run_model(int argc, char **argv) {
     const kv_model_config *cf = model_config(model);
     {   /* every method accepts its parameters on this model, or nothing runs (and nothing is stored) */
         int n_chk = cf->n_ctx_train < 1024 ? cf->n_ctx_train : 1024;
-        mc_case probe = {.model = model, .n = n_chk, .n_pf = n_chk, .max_new = 32, .params = &o.params};
+        mc_case probe = {.model = model, .n = n_chk, .n_pf = n_chk, .max_new = 32, .params = &o.params,
+                         .kv_type = o.kv_type};
         kv_setup shape = mc_setup(&probe, o.methods[0], 0.5);
         if (run_check_methods(o.methods, o.n_methods, &o.params, &shape, err, sizeof err)) {
             run_fail("%s", err);

@@ -126,7 +126,7 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
     const kv_model_config *cf = model_config(m);
     kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
                   .head_dim = cf->head_dim, .n_prompt = n_pf, .max_decode = n - n_pf + n_ans + 1,
-                  .elem_bytes = 4, .params = params, .model_hash = hash};
+                  .params = params, .model_hash = hash};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;
     char err[512];

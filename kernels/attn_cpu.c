@@ -23,9 +23,12 @@
  *   heads (each K row read once, g dot products), block max and exp-sum, and an
  *   unnormalised partial output (each V row read once). Blocks run in parallel when
  *   there are several; they are combined in block order with the usual max-rescaling
- *   (flash-decoding), so the result is the same for any thread count.
+ *   (flash-decoding), so the result is the same for any thread count. 16-bit rows
+ *   (kv_type f16/bf16) are converted to f32 one row at a time as they are read; the
+ *   arithmetic is the f32 path's.
  */
 #include "cpu.h"
+#include "kvtype.h"
 #include "vec.h"
 
 #include <cblas.h>
@@ -176,8 +179,13 @@ typedef struct {
     float *bmax, *bsum;            /* [block][g] */
 } decode_job;
 
-static inline const float *entry_row(const float *base, const int32_t *idx, int i, int d) {
-    return base + (size_t)(idx ? idx[i] : i) * d;
+/* Entry i's row as floats: the row itself for f32, else converted into buf (one row at a
+ * time, so the cache is never copied whole). */
+static inline const float *entry_row(const kb_decode_args *a, const void *base, int i, float *buf) {
+    size_t r = (size_t)(a->idx ? a->idx[i] : i) * a->d;
+    if (a->kv_type == KB_F32) return (const float *)base + r;
+    kb_kv_get(a->kv_type, buf, (const uint16_t *)base + r, a->d);
+    return buf;
 }
 
 static void decode_block(void *ctx, int b) {
@@ -186,9 +194,10 @@ static void decode_block(void *ctx, int b) {
     const int g = a->g, d = a->d, n = a->n;
     const int i0 = b * DEC_BLOCK, i1 = i0 + DEC_BLOCK < n ? i0 + DEC_BLOCK : n, nb = i1 - i0;
     const float scale = 1.0f / sqrtf((float)d);
+    float *buf = a->kv_type == KB_F32 ? NULL : kb_xmalloc((size_t)d * sizeof *buf, "decode row");
 
     for (int i = i0; i < i1; i++) {
-        const float *k = entry_row(a->K, a->idx, i, d);
+        const float *k = entry_row(a, a->K, i, buf);
         float bias = a->bias ? a->bias[i] : 0.0f;
         for (int hh = 0; hh < g; hh++)
             job->logit[(size_t)hh * n + i] = kb_dot(a->q + (size_t)hh * d, k, d) * scale + bias;
@@ -207,9 +216,10 @@ static void decode_block(void *ctx, int b) {
     }
     memset(acc, 0, (size_t)g * d * sizeof *acc);
     for (int i = i0; i < i1; i++) {
-        const float *v = entry_row(a->V, a->idx, i, d);
+        const float *v = entry_row(a, a->V, i, buf);
         for (int hh = 0; hh < g; hh++) kb_axpy(acc + (size_t)hh * d, job->logit[(size_t)hh * n + i], v, d);
     }
+    free(buf);
 }
 
 /* probs[hh][i] = exp(logit - block max) * (block factor / Z), per block. */

@@ -8,6 +8,7 @@
 #define KB_CORE_H
 #include <stddef.h>
 #include <stdint.h>
+#include "kvtype.h"
 
 /* Prefill attention for m queries at absolute positions t0 .. t0+m-1 over keys
  * 0 .. t0+m-1 (causal). Layouts:
@@ -35,7 +36,10 @@ typedef struct {
 } kb_prefill_args;
 
 /* Decode attention of the g query heads of one kv group over an explicit entry list.
- * Entry i is row r = idx ? idx[i] : i of K and V (rows of d floats, contiguous).
+ * Entry i is row r = idx ? idx[i] : i of K and V (rows of d elements of kv_type, a
+ * kb_kvtype of kvtype.h, contiguous; 0 = f32). 16-bit rows are read as they are and
+ * converted to f32 row by row; q, bias, out and probs are always f32. The CUDA backend's
+ * kernels read f32 rows only: it hands other types to the CPU kernel.
  * bias[i] is added to entry i's logit: log(n) for a coarse entry standing for n
  * tokens (the size correction), 0 for a full-resolution token; NULL means all 0.
  * One softmax over all n entries. probs (optional) receives [g][n] probabilities.
@@ -43,11 +47,12 @@ typedef struct {
 typedef struct {
     int g, d, n;
     const float *q;        /* [g][d] */
-    const float *K, *V;
+    const void *K, *V;
     const int32_t *idx;
     const float *bias;
     float *out;            /* [g][d] */
     float *probs;          /* [g][n] or NULL */
+    int kv_type;           /* of K and V's elements: KB_F32 (0), KB_F16, KB_BF16 */
 } kb_decode_args;
 
 typedef struct kb_backend {

@@ -14,6 +14,7 @@
 extern "C" {
 #include "core.h"
 #include "cpu.h"
+#include "kvtype.h"
 }
 #include "cuda_backend.h"
 #include "cuda_util.h"
@@ -256,7 +257,7 @@ int decode_launch(const kb_decode_args *a) {
         CK(cudaFuncSetAttribute(dec_split<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSplitSmemMax));
         g_smem_set = true;
     }
-    DecodeDev p = {a->q, a->K, a->V, a->idx, a->bias, g, d, n, chunk, 1.0f / sqrtf((float)d),
+    DecodeDev p = {a->q, (const float *)a->K, (const float *)a->V, a->idx, a->bias, g, d, n, chunk, 1.0f / sqrtf((float)d),
                    a->probs, (float *)d_part.p, bmax, bsum};
     size_t smem_bytes = split_smem(g, d, chunk);
     bool vec4 = d % 4 == 0 && (uintptr_t)a->K % 16 == 0 && (uintptr_t)a->q % 16 == 0;
@@ -291,9 +292,9 @@ int decode_host(const kb_decode_args *a) {
     if (a->idx) {
         if (kbcuda::reserve_pinned(h_stage, rows_bytes)) return -1;
         float *st = (float *)h_stage.p;
-        kb_cpu_gather(st, a->K, a->idx, n, d);
+        kb_cpu_gather(st, (const float *)a->K, a->idx, n, d);
         CK(cudaMemcpy(dk, st, rows_bytes, cudaMemcpyHostToDevice));
-        kb_cpu_gather(st, a->V, a->idx, n, d);
+        kb_cpu_gather(st, (const float *)a->V, a->idx, n, d);
         CK(cudaMemcpy(dv, st, rows_bytes, cudaMemcpyHostToDevice));
     } else {
         CK(cudaMemcpy(dk, a->K, rows_bytes, cudaMemcpyHostToDevice));
@@ -301,7 +302,7 @@ int decode_host(const kb_decode_args *a) {
     }
     if (a->bias) CK(cudaMemcpy(d_bias.p, a->bias, (size_t)n * f, cudaMemcpyHostToDevice));
     kb_decode_args da = {g, d, n, (const float *)d_q.p, dk, dv, nullptr, a->bias ? (const float *)d_bias.p : nullptr,
-                         (float *)d_out.p, a->probs ? (float *)d_probs.p : nullptr};
+                         (float *)d_out.p, a->probs ? (float *)d_probs.p : nullptr, KB_F32};
     if (decode_launch(&da)) return -1;
     CK(cudaMemcpy(a->out, d_out.p, (size_t)g * d * f, cudaMemcpyDeviceToHost));   // waits for the kernels
     if (a->probs) CK(cudaMemcpy(a->probs, d_probs.p, (size_t)g * n * f, cudaMemcpyDeviceToHost));
@@ -313,8 +314,9 @@ int decode_host(const kb_decode_args *a) {
 namespace kbcuda {
 
 void decode_entry(const kb_decode_args *a) {
-    if (a->n <= 0 || !shape_ok(a)) {
-        kb_cpu_decode(a);   // n = 0 writes zeros; shapes outside the kernels' limits run there
+    if (a->n <= 0 || !shape_ok(a) || a->kv_type != KB_F32) {
+        kb_cpu_decode(a);   // n = 0 writes zeros; shapes outside the kernels' limits and
+                            // 16-bit rows (the kernels read f32) run there
         return;
     }
     lock();
@@ -329,6 +331,10 @@ void decode_entry(const kb_decode_args *a) {
 }  // namespace kbcuda
 
 extern "C" int kb_cuda_decode_dev(const kb_decode_args *a) {
+    if (a->kv_type != KB_F32) {
+        fprintf(stderr, "kb cuda decode: the kernels read f32 rows, not %s\n", kb_kvtype_name(a->kv_type));
+        return -1;
+    }
     if (!shape_ok(a)) {
         fprintf(stderr, "kb cuda decode: g=%d d=%d is outside the kernels' limits (g <= %d, g*d <= %d)\n", a->g,
                 a->d, kMaxG, kMaxGD);

@@ -128,7 +128,8 @@ int decode_rows(kb_kvdev *m, const kb_decode_args *a, const int32_t *idx) {
                          idx && n ? (const int32_t *)m->idx.p : nullptr,
                          a->bias && n ? (const float *)m->bias.p : nullptr,
                          (float *)m->out.p,
-                         a->probs && n ? (float *)m->probs.p : nullptr};
+                         a->probs && n ? (float *)m->probs.p : nullptr,
+                         KB_F32};
     if (kb_cuda_decode_dev(&da)) return -1;
     CK(cudaMemcpy(a->out, m->out.p, gd, cudaMemcpyDeviceToHost));   // waits for the kernels
     if (a->probs && n) CK(cudaMemcpy(a->probs, m->probs.p, (size_t)g * n * f, cudaMemcpyDeviceToHost));
@@ -347,7 +348,7 @@ int decode_many(kb_kvdev_batch *b, kb_kvdev *const *ms, const kb_decode_args *as
         const kb_decode_args *a = &as[i];
         kb_kvdev *m = ms[i];
         kb_decode_args da = {a->g, a->d, a->n, dq + oq, m->rows, m->rows ? m->rows + (size_t)m->cap * m->d : nullptr,
-                             di + ob, db + ob, dout + oq, nullptr};
+                             di + ob, db + ob, dout + oq, nullptr, KB_F32};
         if (kb_cuda_decode_dev(&da)) return -1;
         oq += round4((size_t)a->g * a->d);
         ob += (size_t)a->n;

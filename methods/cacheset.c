@@ -24,10 +24,7 @@ int cs_init(kv_cacheset *c, const kv_setup *s, int scored, int cap, const char *
                  s->max_decode);
         return -1;
     }
-    if (s->elem_bytes < 1) {
-        snprintf(err, errlen, "%s: elem_bytes %d must be >= 1", name, s->elem_bytes);
-        return -1;
-    }
+    if (kv_check_type(s, name, err, errlen)) return -1;
     if (s->budget_tokens < 0 || (s->budget_tokens == 0 && !(s->budget_frac > 0 && s->budget_frac <= 1))) {
         if (s->budget_tokens < 0)
             snprintf(err, errlen, "%s: budget %d tokens must be >= 1", name, s->budget_tokens);
@@ -36,14 +33,14 @@ int cs_init(kv_cacheset *c, const kv_setup *s, int scored, int cap, const char *
         return -1;
     }
     c->L = s->n_layers; c->H = s->n_heads; c->Hkv = s->n_kv_heads; c->d = s->head_dim;
-    c->g = c->H / c->Hkv; c->elem_bytes = s->elem_bytes; c->n_prompt = s->n_prompt;
+    c->g = c->H / c->Hkv; c->kv_type = s->kv_type; c->n_prompt = s->n_prompt;
     c->budget = kv_budget(s);
     c->scored = scored;
     c->hold = s->decode_rule == KV_DECODE_HOLD;
     c->slot = calloc((size_t)c->L * c->Hkv, sizeof *c->slot);
     if (!c->slot) goto oom;
     for (int i = 0; i < c->L * c->Hkv; i++) {
-        if (kvs_init(&c->slot[i].kv, c->d, cap)) goto oom;
+        if (kvs_init(&c->slot[i].kv, c->d, cap, c->kv_type)) goto oom;
         if (scored) {
             c->slot[i].score = malloc((size_t)cap * sizeof(double));
             if (!c->slot[i].score) goto oom;
@@ -79,7 +76,7 @@ const kv_slot *cs_slot_c(const kv_cacheset *c, int layer, int kv_head) {
 }
 
 static size_t row_bytes(const kv_cacheset *c) {
-    return (size_t)2 * c->d * c->elem_bytes + (c->scored ? sizeof(float) : 0);
+    return (size_t)2 * c->d * kb_kvtype_bytes(c->kv_type) + (c->scored ? sizeof(float) : 0);
 }
 
 static void track(kv_cacheset *c, size_t extra) {
@@ -187,7 +184,7 @@ void cs_attend(kv_cacheset *c, int layer, const float *q, float *out) {
 void cs_memory(const kv_cacheset *c, kv_mem *out) {
     memset(out, 0, sizeof *out);
     size_t kv = 0;
-    for (int i = 0; i < c->L * c->Hkv; i++) kv += kvs_bytes(&c->slot[i].kv, c->elem_bytes);
+    for (int i = 0; i < c->L * c->Hkv; i++) kv += kvs_bytes(&c->slot[i].kv);
     out->fast_aux_bytes = c->scored ? (size_t)c->rows * sizeof(float) : 0;
     out->fast_bytes = kv + out->fast_aux_bytes;
     out->fast_peak = c->peak > out->fast_bytes ? c->peak : out->fast_bytes;

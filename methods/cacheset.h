@@ -3,7 +3,7 @@
  * accounting with a high-water mark, per-head counters and decode attention through
  * the kernels backend (kvs_decode: with the CUDA backend, over each store's device mirror).
  *
- * Accounting: fast_bytes = resident K/V rows (elem_bytes each) + 4 bytes per row when
+ * Accounting: fast_bytes = resident K/V rows (the setup's kv_type) + 4 bytes per row when
  * the method keeps a per-row score (an f32 on the device; reported as fast_aux_bytes).
  * fast_peak also counts, at the start of each layer's ingest, the full uncompressed layer
  * on top of what is resident (reference §0: prefill peak = compressed earlier layers +
@@ -21,7 +21,7 @@ typedef struct {
 } kv_slot;
 
 typedef struct {
-    int L, H, Hkv, d, g, elem_bytes, n_prompt, budget;
+    int L, H, Hkv, d, g, kv_type, n_prompt, budget;
     int scored;         /* 1: slots keep per-row scores (and pay 4 bytes a row) */
     int hold;           /* the setup's decode rule is KV_DECODE_HOLD */
     kv_slot *slot;      /* [L][Hkv] */
@@ -31,7 +31,7 @@ typedef struct {
     int probs_cap;
 } kv_cacheset;
 
-/* Validates the setup (shapes, elem_bytes, budget) and allocates L*Hkv slots with room
+/* Validates the setup (shapes, kv_type, budget) and allocates L*Hkv slots with room
  * for cap rows each. Returns 0, or -1 with a one-line reason naming the method. */
 int  cs_init(kv_cacheset *c, const kv_setup *s, int scored, int cap, const char *name,
              char *err, size_t errlen);

@@ -6,12 +6,18 @@
 #include "../kernels/cuda_kvmirror.h"
 #endif
 
-int kvs_init(kv_store *s, int d, int cap) {
+/* Bytes of one row of K (or V). */
+static size_t row_size(const kv_store *s) { return (size_t)s->d * kb_kvtype_bytes(s->type); }
+
+static void *row_at(void *base, const kv_store *s, int i) { return (char *)base + (size_t)i * row_size(s); }
+
+int kvs_init(kv_store *s, int d, int cap, int type) {
     memset(s, 0, sizeof *s);
     s->d = d;
+    s->type = type;
     if (cap < 1) cap = 1;
-    s->K = malloc((size_t)cap * d * sizeof(float));
-    s->V = malloc((size_t)cap * d * sizeof(float));
+    s->K = malloc((size_t)cap * row_size(s));
+    s->V = malloc((size_t)cap * row_size(s));
     s->pos = malloc((size_t)cap * sizeof(int32_t));
     if (!s->K || !s->V || !s->pos) { kvs_free(s); return -1; }
     s->cap = cap;
@@ -34,10 +40,10 @@ static void moved_from(kv_store *s, int i) {
 static int kvs_grow(kv_store *s, int need) {
     if (need <= s->cap) return 0;
     int cap = s->cap * 2 > need ? s->cap * 2 : need;
-    float *K = realloc(s->K, (size_t)cap * s->d * sizeof(float));
+    void *K = realloc(s->K, (size_t)cap * row_size(s));
     if (!K) return -1;
     s->K = K;
-    float *V = realloc(s->V, (size_t)cap * s->d * sizeof(float));
+    void *V = realloc(s->V, (size_t)cap * row_size(s));
     if (!V) return -1;
     s->V = V;
     int32_t *p = realloc(s->pos, (size_t)cap * sizeof(int32_t));
@@ -50,21 +56,24 @@ static int kvs_grow(kv_store *s, int need) {
 int kvs_push(kv_store *s, const float *k, const float *v, int pos) {
     if (kvs_grow(s, s->n + 1)) return -1;
     moved_from(s, s->n);
-    memcpy(s->K + (size_t)s->n * s->d, k, (size_t)s->d * sizeof(float));
-    memcpy(s->V + (size_t)s->n * s->d, v, (size_t)s->d * sizeof(float));
+    kb_kv_put(s->type, row_at(s->K, s, s->n), k, s->d);
+    kb_kv_put(s->type, row_at(s->V, s, s->n), v, s->d);
     s->pos[s->n++] = pos;
     return 0;
 }
 
+void kvs_get_k(const kv_store *s, int i, float *out) { kb_kv_get(s->type, out, row_at(s->K, s, i), s->d); }
+void kvs_get_v(const kv_store *s, int i, float *out) { kb_kv_get(s->type, out, row_at(s->V, s, i), s->d); }
+
 void kvs_keep(kv_store *s, const int32_t *keep, int nk) {
-    size_t row = (size_t)s->d * sizeof(float);
+    size_t row = row_size(s);
     moved_from(s, nk);
     for (int i = 0; i < nk; i++) {
         int r = keep[i];
         if (r == i) continue;            /* ascending, so r >= i: safe in place */
         moved_from(s, i);
-        memcpy(s->K + (size_t)i * s->d, s->K + (size_t)r * s->d, row);
-        memcpy(s->V + (size_t)i * s->d, s->V + (size_t)r * s->d, row);
+        memcpy(row_at(s->K, s, i), row_at(s->K, s, r), row);
+        memcpy(row_at(s->V, s, i), row_at(s->V, s, r), row);
         s->pos[i] = s->pos[r];
     }
     s->n = nk;
@@ -74,21 +83,22 @@ void kvs_remove(kv_store *s, int i) {
     int tail = s->n - i - 1;
     moved_from(s, i);
     if (tail > 0) {
-        memmove(s->K + (size_t)i * s->d, s->K + (size_t)(i + 1) * s->d, (size_t)tail * s->d * sizeof(float));
-        memmove(s->V + (size_t)i * s->d, s->V + (size_t)(i + 1) * s->d, (size_t)tail * s->d * sizeof(float));
+        memmove(row_at(s->K, s, i), row_at(s->K, s, i + 1), (size_t)tail * row_size(s));
+        memmove(row_at(s->V, s, i), row_at(s->V, s, i + 1), (size_t)tail * row_size(s));
         memmove(s->pos + i, s->pos + i + 1, (size_t)tail * sizeof(int32_t));
     }
     s->n--;
 }
 
-size_t kvs_bytes(const kv_store *s, int elem_bytes) {
-    return (size_t)s->n * s->d * 2 * (size_t)elem_bytes;
+size_t kvs_bytes(const kv_store *s) {
+    return (size_t)s->n * 2 * row_size(s);
 }
 
 #ifdef KB_CUDA
-/* The device copy when the CUDA backend is selected and the copy has not failed. */
+/* The device copy when the CUDA backend is selected, the rows are f32 (the device
+ * kernels read f32) and the copy has not failed. */
 static struct kb_kvdev *device_copy(kv_store *s) {
-    if (s->dev_off || !kb_kvdev_active()) return NULL;
+    if (s->dev_off || s->type != KB_F32 || !kb_kvdev_active()) return NULL;
     if (!s->dev && !(s->dev = kb_kvdev_new(s->d, "KV store rows"))) s->dev_off = 1;
     return s->dev;
 }
@@ -104,11 +114,12 @@ static void device_failed(kv_store *s) {
 void kvs_decode(kv_store *s, kb_decode_args *a) {
     a->K = s->K;
     a->V = s->V;
+    a->kv_type = s->type;
     a->idx = NULL;
 #ifdef KB_CUDA
     struct kb_kvdev *m = device_copy(s);
     if (m) {
-        if (kb_kvdev_sync(m, s->K, s->V, s->n, s->cap, &s->dev_valid) == 0 && kb_kvdev_decode(m, a) == 0) return;
+        if (kb_kvdev_sync(m, (const float *)s->K, (const float *)s->V, s->n, s->cap, &s->dev_valid) == 0 && kb_kvdev_decode(m, a) == 0) return;
         device_failed(s);
     }
 #endif
@@ -118,10 +129,11 @@ void kvs_decode(kv_store *s, kb_decode_args *a) {
 void kvs_decode_subset(kv_store *s, kb_decode_args *a) {
     a->K = s->K;
     a->V = s->V;
+    a->kv_type = s->type;
 #ifdef KB_CUDA
     struct kb_kvdev *m = device_copy(s);
     if (m) {
-        if (kb_kvdev_decode_subset(m, s->K, s->V, s->n, &s->dev_valid, a) == 0) return;
+        if (kb_kvdev_decode_subset(m, (const float *)s->K, (const float *)s->V, s->n, &s->dev_valid, a) == 0) return;
         device_failed(s);
     }
 #endif

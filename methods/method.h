@@ -4,13 +4,15 @@
  * for to ingest(), then for every decoded token and layer calls append() with the
  * token's k/v and attend() with its query.
  *
- * Storage rule: KV is stored once per kv head (never expanded per query head), and
- * memory() reports bytes actually resident, not masked entries.
+ * Storage rule: KV is stored once per kv head (never expanded per query head), in the
+ * setup's element type (kv_type: every method pays the same), and memory() reports bytes
+ * actually resident, not masked entries.
  */
 #ifndef KV_METHOD_H
 #define KV_METHOD_H
 #include <stddef.h>
 #include <stdint.h>
+#include "../kernels/kvtype.h"
 
 /* What happens to the cache while decoding (kvbench run --decode), the same for every
  * method of a run:
@@ -33,7 +35,9 @@ typedef struct {
     int max_decode;        /* decode tokens that may follow (capacity hint) */
     double budget_frac;    /* in (0,1]: keep max(1, floor(frac * n_prompt)) per layer per kv head */
     int budget_tokens;     /* > 0: absolute count instead (budget_frac is then 0) */
-    int elem_bytes;        /* bytes per stored K or V element for accounting (4 = f32, 2 = bf16) */
+    int kv_type;           /* element type of the stored K/V rows (kernels/kvtype.h: KB_F32 = 0,
+                              KB_F16, KB_BF16); memory() counts kb_kvtype_bytes(kv_type) per
+                              element, auxiliary f32 state at 4 bytes */
     const char *params;    /* "key=value,key=value" overrides of the method's defaults, or NULL */
     uint64_t model_hash;   /* the model file's identity (sekv_model_hash of its bytes), 0 = unknown;
                               lets a method use state trained for this model (SeKV's params) */
@@ -130,6 +134,8 @@ const kv_method *kv_method_find(const char *name);   /* case-insensitive; NULL i
 /* Helpers shared by methods (method_util.c). */
 /* Budget in tokens per layer per kv head: max(1, floor(frac*n)) or the absolute count. */
 int kv_budget(const kv_setup *s);
+/* 0 when s->kv_type is a known element type, else -1 with "NAME: ..." in err. */
+int kv_check_type(const kv_setup *s, const char *name, char *err, size_t errlen);
 /* Look up key in "k=v,k=v" params, falling back to the method's declared default.
  * Returns 0 and stores the value, or -1 (err filled) when the value does not parse
  * or a key in params is not one of the method's parameters. */

@@ -11,6 +11,12 @@ int kv_budget(const kv_setup *s) {
     return b < 1 ? 1 : b;
 }
 
+int kv_check_type(const kv_setup *s, const char *name, char *err, size_t errlen) {
+    if (s->kv_type == KB_F32 || s->kv_type == KB_F16 || s->kv_type == KB_BF16) return 0;
+    snprintf(err, errlen, "%s: unknown K/V element type %d (f32, f16 or bf16)", name, s->kv_type);
+    return -1;
+}
+
 static const kv_param *find_param(const kv_method *m, const char *key, size_t len) {
     for (const kv_param *p = m->params; p && p->name; p++)
         if (strlen(p->name) == len && strncmp(p->name, key, len) == 0) return p;

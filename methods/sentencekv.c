@@ -100,10 +100,7 @@ static int check_setup(const kv_setup *s, char *err, size_t errlen) {
                  s->max_decode);
         return -1;
     }
-    if (s->elem_bytes < 1) {
-        snprintf(err, errlen, "sentencekv: elem_bytes %d must be >= 1", s->elem_bytes);
-        return -1;
-    }
+    if (kv_check_type(s, "sentencekv", err, errlen)) return -1;
     if (s->budget_tokens < 0) {
         snprintf(err, errlen, "sentencekv: budget %d tokens must be >= 1", s->budget_tokens);
         return -1;
@@ -150,7 +147,7 @@ static kv_state *sk_init(const kv_setup *s, char *err, size_t errlen) {
     int rows = (long)n < st->P ? n : (int)st->P;
     for (int i = 0; i < L * Hkv; i++) {
         skv_head *h = &st->hd[i];
-        if (kvs_init(&h->kv, d, rows + s->max_decode + 1)) goto oom;
+        if (kvs_init(&h->kv, d, rows + s->max_decode + 1, s->kv_type)) goto oom;
         h->qsum = calloc((size_t)d, sizeof *h->qsum);
         h->selcap = (st->B < rows ? st->B : rows) + s->max_decode + 1;
         h->sel = malloc((size_t)h->selcap * sizeof *h->sel);
@@ -169,7 +166,7 @@ static void sk_needs(const kv_state *st, kv_needs *out) {
     out->window = st->s.n_prompt > st->P ? st->w : 0;
 }
 
-static size_t row_bytes(const kv_state *st) { return (size_t)st->s.head_dim * 2 * st->s.elem_bytes; }
+static size_t row_bytes(const kv_state *st) { return (size_t)st->s.head_dim * 2 * kb_kvtype_bytes(st->s.kv_type); }
 
 /* The fast-tier working set of a kv head: up to B rows (hold), or up to B prompt rows
  * plus every generated token (append). */
@@ -187,8 +184,8 @@ static void tiers(const kv_state *st, size_t *fast, size_t *aux, size_t *slow, l
         int work = working_set(st, h);
         *tokens += work;
         *fast += (size_t)work * row_bytes(st);
-        *aux += (size_t)h->ns * st->s.head_dim * st->s.elem_bytes;
-        *slow += kvs_bytes(&h->kv, st->s.elem_bytes);
+        *aux += (size_t)h->ns * st->s.head_dim * sizeof(float);   /* sentence vectors: f32 */
+        *slow += kvs_bytes(&h->kv);
     }
     *fast += *aux;
 }
@@ -219,7 +216,7 @@ static int add_sentence(skv_head *h, int d, int r0, int len) {
     float *key = h->skey + (size_t)h->ns * d;
     for (int c = 0; c < d; c++) {
         double sum = 0;
-        for (int r = r0; r < r0 + len; r++) sum += h->kv.K[(size_t)r * d + c];
+        for (int r = r0; r < r0 + len; r++) sum += kb_kv_at(h->kv.type, h->kv.K, (size_t)r * d + c);
         key[c] = (float)(sum / len);
     }
     h->srow[h->ns] = r0;

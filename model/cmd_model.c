@@ -102,7 +102,7 @@ int cmd_info(int argc, char **argv) {
 static void generate_usage(void) {
     printf("usage: kvbench generate [--model FILE] --prompt TEXT [--chat] [--max-tokens N]\n"
            "                        [--method M] [--budget B] [--params k=v,..] [--threads N] [--plain]\n"
-           "                        [--backend cpu|cuda]\n\n"
+           "                        [--backend cpu|cuda] [--kv-type f32|f16|bf16]\n\n"
            "Greedy answer to a prompt; attention goes through a KV-cache method.\n"
            "  --model FILE      GGUF file (default %s)\n"
            "  --prompt TEXT     the prompt\n"
@@ -116,6 +116,8 @@ static void generate_usage(void) {
            "  --backend NAME    cpu or cuda (default cpu): where the forward pass runs (cuda: make\n"
            "                    CUDA=1 and a device; without one a note, then the CPU). With --plain\n"
            "                    only the prefill moves to the device\n"
+           "  --kv-type T       the method's K/V rows as f32 (default), f16 or bf16 (attention computes\n"
+           "                    in f32); 16-bit needs --backend cpu and a method (not --plain)\n"
            "  --plain           the engine's own full cache instead of a method (a cross-check)\n"
            "Text goes to stdout as it is generated; statistics to stderr.\n",
            model_default_path());
@@ -152,7 +154,7 @@ static int32_t *encode_prompt(const kv_tokenizer *t, const char *text, int chat,
 
 int cmd_generate(int argc, char **argv) {
     const char *path = model_default_path(), *prompt = NULL, *method = "fullkv", *params = NULL, *backend = "cpu";
-    int chat = 0, max_tokens = 128, threads = 0, plain = 0;
+    int chat = 0, max_tokens = 128, threads = 0, plain = 0, kv_type = KB_F32;
     double budget = 0.1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -163,14 +165,19 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--plain")) plain = 1;
         else if (!strcmp(a, "--model") || !strcmp(a, "--prompt") || !strcmp(a, "--max-tokens") ||
                  !strcmp(a, "--method") || !strcmp(a, "--budget") || !strcmp(a, "--params") ||
-                 !strcmp(a, "--threads") || !strcmp(a, "--backend")) {
+                 !strcmp(a, "--threads") || !strcmp(a, "--backend") || !strcmp(a, "--kv-type")) {
             if (!(v = flag_value(argc, argv, &i))) return 2;
             if (!strcmp(a, "--model")) path = v;
             else if (!strcmp(a, "--prompt")) prompt = v;
             else if (!strcmp(a, "--method")) method = v;
             else if (!strcmp(a, "--params")) params = v;
             else if (!strcmp(a, "--backend")) backend = v;
-            else if (!strcmp(a, "--max-tokens")) {
+            else if (!strcmp(a, "--kv-type")) {
+                if (kb_kvtype_parse(v, &kv_type)) {
+                    fprintf(stderr, "kvbench generate: --kv-type '%s': expected f32, f16 or bf16\n", v);
+                    return 2;
+                }
+            } else if (!strcmp(a, "--max-tokens")) {
                 if (parse_int(a, v, 1, 1 << 20, &max_tokens)) return 2;
             } else if (!strcmp(a, "--threads")) {
                 if (parse_int(a, v, 1, 1024, &threads)) return 2;
@@ -193,6 +200,11 @@ int cmd_generate(int argc, char **argv) {
     }
     if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
         fprintf(stderr, "kvbench generate: --backend '%s': expected cpu or cuda\n", backend);
+        return 2;
+    }
+    if (kv_type != KB_F32 && (plain || !strcmp(backend, "cuda"))) {
+        fprintf(stderr, "kvbench generate: --kv-type %s needs a method on --backend cpu (--plain and the CUDA "
+                        "kernels hold f32 rows)\n", kb_kvtype_name(kv_type));
         return 2;
     }
     const kv_method *meth = kv_method_find(method);
@@ -236,7 +248,7 @@ int cmd_generate(int argc, char **argv) {
         goto done;
     }
     kv_setup s = {.budget_frac = budget <= 1 ? budget : 0, .budget_tokens = budget > 1 ? (int)budget : 0,
-                  .elem_bytes = 4, .params = params};
+                  .kv_type = kv_type, .params = params};
     kv_gen_stats st;
     int k = model_generate_method(m, meth, &s, ids, n, max_tokens, out, stream_token, (void *)tok, &st,
                                   err, sizeof err);

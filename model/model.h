@@ -68,7 +68,7 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
 
 /* Greedy generation through a method: prefill with the method's needs, ingest every
  * layer, then decode until a stop token or max_new tokens. setup supplies the budget,
- * params and elem_bytes; the model's shape, n_prompt and max_decode are filled in here.
+ * params and kv_type; the model's shape, n_prompt and max_decode are filled in here.
  * on_token (optional) sees each new id as it is chosen (for streaming).
  * Returns the number of ids written to out, or -1 with err. */
 typedef struct {

@@ -78,7 +78,7 @@ static void bench_decode(const kb_backend *be, int ctx, int Hkv, int reps) {
         double t = now();
         for (int j = 0; j < Hkv; j++) {
             kb_decode_args a = {g, d, ctx, q + (size_t)j * g * d, K + j * per_head, V + j * per_head, NULL, NULL,
-                                out + (size_t)j * g * d, NULL};
+                                out + (size_t)j * g * d, NULL, KB_F32};
             be->decode(&a);
         }
         t = now() - t;
@@ -137,7 +137,7 @@ static void bench_decode_dev(int ctx, int Hkv, int reps) {
         if (kb_cuda_timer_start(tm)) exit(1);
         for (int j = 0; j < Hkv; j++) {
             kb_decode_args a = {g, d, ctx, dq + (size_t)j * g * d, dK + j * per_head, dV + j * per_head, NULL, NULL,
-                                dout + (size_t)j * g * d, NULL};
+                                dout + (size_t)j * g * d, NULL, KB_F32};
             if (kb_cuda_decode_dev(&a)) exit(1);
         }
         double ms = kb_cuda_timer_stop(tm);

@@ -51,7 +51,7 @@ int main(void) {
         int n = ctx[k] < c->n_ctx_train - decode_steps ? ctx[k] : c->n_ctx_train - decode_steps;
         int32_t *ids = malloc((size_t)n * sizeof *ids), out[16];
         for (int i = 0; i < n; i++) ids[i] = piece[i % np];
-        kv_setup s = {.budget_frac = 1.0, .elem_bytes = 4};
+        kv_setup s = {.budget_frac = 1.0};
         kv_gen_stats st;
         /* stop tokens could end decoding early: the step count below is what was timed */
         int got = model_generate_method(m, &kv_fullkv, &s, ids, n, decode_steps, out, NULL, NULL, &st, err,

@@ -24,7 +24,7 @@ int main(void) {
     double fr[] = {0.10, 0.20, 0.20, 0.20};
     for (int c = 0; c < 4; c++) {
         kv_setup su = {.n_layers = L, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .n_prompt = N,
-                       .max_decode = STEPS, .budget_frac = fr[c], .elem_bytes = 2, .params = cfg[c][1]};
+                       .max_decode = STEPS, .budget_frac = fr[c], .kv_type = KB_BF16, .params = cfg[c][1]};
         char err[256], desc[256];
         kv_state *st = kv_sekv.init(&su, err, sizeof err);
         if (!st) { fprintf(stderr, "%s\n", err); return 1; }

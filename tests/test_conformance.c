@@ -1,5 +1,6 @@
 /* Conformance of every registered method (kv_method_count / kv_method_at: a new method is
- * covered with no edit here), under both decode rules, on random prompts and budgets:
+ * covered with no edit here), under both decode rules and every K/V element type (f32,
+ * f16, bf16), on random prompts and budgets:
  *   - fast-tier rows (kv_method.rows) within the rule after compression and after every
  *     decode step: hold, <= B per layer and kv head; append, <= B + the tokens decoded so
  *     far; methods that evict while decoding (evicts_decoding) <= B under both; FullKV
@@ -7,7 +8,9 @@
  *   - append: the full-resolution prompt rows kept after compression are never dropped and
  *     every decoded token stays (except evicts_decoding methods);
  *   - memory(): fast_tokens is the sum of the resident rows, fast_bytes = rows x row bytes
- *     + fast_aux_bytes, peaks >= current;
+ *     (2 d x the type's bytes) + fast_aux_bytes, peaks >= current;
+ *   - the rows kept by compression (chosen from the prefill's f32 statistics) are the same
+ *     positions under every element type;
  *   - attend() writes finite outputs over poisoned (NaN) buffers;
  *   - determinism: the same inputs twice give bit-equal outputs and memory;
  *   - init refuses, with one line naming the method, a non-numeric value for every declared
@@ -21,8 +24,6 @@
 #include <string.h>
 #include "../methods/method.h"
 #include "check.h"
-
-enum { EB = 2 };
 
 typedef struct {
     int L, H, Hkv, g, d, n, T, win;
@@ -99,6 +100,7 @@ typedef struct {
     float *out;            /* [T][L][H][d] */
     kv_mem mem;
     int ok;                /* 0: init or ingest refused (infeasible for this setup) */
+    int32_t *kept;         /* [L][Hkv][n + T] positions kept by compression, -1 after the last */
 } trace;
 
 static int contains(const int32_t *pos, int n, int32_t v) {
@@ -108,9 +110,9 @@ static int contains(const int32_t *pos, int n, int32_t v) {
 }
 
 /* Runs the method over the scenario under the rule, checking as it goes. */
-static void run(const kv_method *m, const scen *s, int rule, trace *tr, const char *tag) {
+static void run(const kv_method *m, const scen *s, int rule, int type, trace *tr, const char *tag) {
     kv_setup su = {.n_layers = s->L, .n_heads = s->H, .n_kv_heads = s->Hkv, .head_dim = s->d, .n_prompt = s->n,
-                   .max_decode = s->T, .budget_frac = s->frac, .budget_tokens = s->tokens, .elem_bytes = EB,
+                   .max_decode = s->T, .budget_frac = s->frac, .budget_tokens = s->tokens, .kv_type = type,
                    .decode_rule = rule};
     int B = kv_budget(&su), L = s->L, Hkv = s->Hkv, H = s->H, d = s->d, cap = s->n + s->T;
     char err[512] = "";
@@ -138,6 +140,7 @@ static void run(const kv_method *m, const scen *s, int rule, trace *tr, const ch
     }
     tr->ok = 1;
     tr->out = malloc((size_t)s->T * L * H * d * sizeof(float));
+    tr->kept = malloc((size_t)L * Hkv * cap * sizeof *tr->kept);
     int32_t *pos = malloc((size_t)cap * sizeof *pos), *prompt = malloc((size_t)L * Hkv * cap * sizeof *prompt);
     int *nprompt = calloc((size_t)L * Hkv, sizeof *nprompt), npos = 0;
     float *k = malloc((size_t)Hkv * d * sizeof *k), *v = malloc((size_t)Hkv * d * sizeof *v);
@@ -174,6 +177,9 @@ static void run(const kv_method *m, const scen *s, int rule, trace *tr, const ch
                 if (step < 0) {   /* the prompt rows kept by compression */
                     memcpy(p0, pos, (size_t)npos * sizeof *pos);
                     nprompt[l * Hkv + j] = npos;
+                    int32_t *kt = tr->kept + ((size_t)l * Hkv + j) * cap;
+                    memcpy(kt, pos, (size_t)npos * sizeof *pos);
+                    for (int i = npos; i < cap; i++) kt[i] = -1;
                     CHECK(npos <= s->n, "%s: %d full-resolution rows from a %d-token prompt", tag, npos, s->n);
                 } else if (!evicts) {   /* append: nothing kept is dropped, every decoded token stays */
                     int miss = -1;
@@ -194,7 +200,7 @@ static void run(const kv_method *m, const scen *s, int rule, trace *tr, const ch
         kv_mem mem;
         memset(&mem, 0xff, sizeof mem);
         m->memory(st, &mem);
-        size_t row_bytes = (size_t)2 * d * EB;
+        size_t row_bytes = (size_t)2 * d * kb_kvtype_bytes(type);
         if ((mem.fast_tokens != total || mem.fast_aux_bytes > mem.fast_bytes ||
              mem.fast_bytes != (size_t)total * row_bytes + mem.fast_aux_bytes || mem.fast_peak < mem.fast_bytes ||
              mem.slow_peak < mem.slow_bytes) &&
@@ -223,7 +229,7 @@ static void expect_refused(const kv_method *m, const kv_setup *base, const char 
 
 static void test_bad_params(const kv_method *m) {
     kv_setup base = {.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .n_prompt = 200, .max_decode = 8,
-                     .budget_frac = 0.3, .elem_bytes = EB};
+                     .budget_frac = 0.3, .kv_type = KB_BF16};
     char err[512] = "", buf[160];
     kv_state *st = m->init(&base, err, sizeof err);
     CHECK(st, "%s: init with the defaults: %s", m->name, err);
@@ -265,29 +271,46 @@ int main(void) {
         if (!m->rows) continue;
         test_bad_params(m);
         for (int rule = KV_DECODE_APPEND; rule <= KV_DECODE_HOLD; rule++) {
-            int feasible = 0;
+            int feasible[3] = {0, 0, 0};
             for (int trial = 0; trial < 5; trial++) {
                 scen s;
                 make_scen(&s);
-                char tag[160];
-                snprintf(tag, sizeof tag, "%s %s L%d H%d/%d d%d n%d T%d budget %g/%d", m->name, kv_decode_name(rule),
-                         s.L, s.H, s.Hkv, s.d, s.n, s.T, s.frac, s.tokens);
-                trace a, b;
-                run(m, &s, rule, &a, tag);
-                run(m, &s, rule, &b, tag);
-                CHECK(a.ok == b.ok, "%s: feasible once, not the second time", tag);
-                if (a.ok && b.ok) {
-                    feasible++;
-                    size_t n = (size_t)s.T * s.L * s.H * s.d;
-                    CHECK(!memcmp(a.out, b.out, n * sizeof *a.out) && !memcmp(&a.mem, &b.mem, sizeof a.mem),
-                          "%s: two identical runs differ", tag);
+                trace f32 = {0};
+                for (int type = KB_F32; type <= KB_BF16; type++) {
+                    char tag[160];
+                    snprintf(tag, sizeof tag, "%s %s %s L%d H%d/%d d%d n%d T%d budget %g/%d", m->name,
+                             kv_decode_name(rule), kb_kvtype_name(type), s.L, s.H, s.Hkv, s.d, s.n, s.T, s.frac,
+                             s.tokens);
+                    trace a, b;
+                    run(m, &s, rule, type, &a, tag);
+                    run(m, &s, rule, type, &b, tag);
+                    CHECK(a.ok == b.ok, "%s: feasible once, not the second time", tag);
+                    if (a.ok && b.ok) {
+                        feasible[type]++;
+                        size_t n = (size_t)s.T * s.L * s.H * s.d;
+                        CHECK(!memcmp(a.out, b.out, n * sizeof *a.out) && !memcmp(&a.mem, &b.mem, sizeof a.mem),
+                              "%s: two identical runs differ", tag);
+                    }
+                    if (type == KB_F32) {
+                        f32 = a;
+                    } else {
+                        size_t nk = (size_t)s.L * s.Hkv * (s.n + s.T);
+                        CHECK(a.ok == f32.ok, "%s: feasible %d, under f32 %d", tag, a.ok, f32.ok);
+                        CHECK(!a.ok || !f32.ok || !memcmp(a.kept, f32.kept, nk * sizeof *a.kept),
+                              "%s: compression kept other rows than under f32", tag);
+                        free(a.out), free(a.kept);
+                    }
+                    free(b.out), free(b.kept);
                 }
-                free(a.out), free(b.out);
+                free(f32.out), free(f32.kept);
                 free_scen(&s);
             }
-            CHECK(feasible > 0, "%s %s: no feasible trial", m->name, kv_decode_name(rule));
-            printf("%-13s %-6s %d of 5 random setups feasible, all within the rule\n", m->name, kv_decode_name(rule),
-                   feasible);
+            for (int type = KB_F32; type <= KB_BF16; type++) {
+                CHECK(feasible[type] > 0, "%s %s %s: no feasible trial", m->name, kv_decode_name(rule),
+                      kb_kvtype_name(type));
+                printf("%-13s %-6s %-4s %d of 5 random setups feasible, all within the rule\n", m->name,
+                       kv_decode_name(rule), kb_kvtype_name(type), feasible[type]);
+            }
         }
     }
     return check_done("test_conformance");

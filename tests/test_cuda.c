@@ -87,7 +87,7 @@ static void decode_dev_case(int g, int d, int n, int use_idx, int use_bias, int 
         bias[i] = test_unif() < 0.5 ? 0.0f : logf((float)test_int(1, 64));
         idx[i] = test_int(0, rows - 1);
     }
-    kb_decode_args ref = {g, d, n, q, K, V, use_idx ? idx : NULL, use_bias ? bias : NULL, rout, use_probs ? rprobs : NULL};
+    kb_decode_args ref = {g, d, n, q, K, V, use_idx ? idx : NULL, use_bias ? bias : NULL, rout, use_probs ? rprobs : NULL, KB_F32};
     kb_cpu()->decode(&ref);
 
     float *dq = to_device(q, sizeof(float) * g * d, "q"), *dK = to_device(K, sizeof(float) * rows * d, "K");
@@ -96,7 +96,7 @@ static void decode_dev_case(int g, int d, int n, int use_idx, int use_bias, int 
     test_poison(out, (size_t)g * d);
     test_poison(probs, (size_t)g * n);
     float *dout = to_device(out, sizeof(float) * g * d, "out"), *dprobs = to_device(probs, sizeof(float) * g * n, "probs");
-    kb_decode_args a = {g, d, n, dq, dK, dV, use_idx ? didx : NULL, use_bias ? dbias : NULL, dout, use_probs ? dprobs : NULL};
+    kb_decode_args a = {g, d, n, dq, dK, dV, use_idx ? didx : NULL, use_bias ? dbias : NULL, dout, use_probs ? dprobs : NULL, KB_F32};
     int rc = kb_cuda_decode_dev(&a);
     CHECK(rc == 0 && kb_cuda_sync() == 0, "decode_dev g=%d d=%d n=%d returned %d", g, d, n, rc);
     from_device(out, dout, sizeof(float) * g * d);

@@ -61,7 +61,7 @@ static void ref_attend(int g, int d, const float *q, const float *K, const float
 
 static void test_marks(void) {
     kv_store s;
-    CHECK(kvs_init(&s, 8, 2) == 0, "kvs_init failed");
+    CHECK(kvs_init(&s, 8, 2, KB_F32) == 0, "kvs_init failed");
     float k[8], v[8];
     for (int i = 0; i < 12; i++) {
         test_fill(k, 8, 1.0f);
@@ -90,7 +90,7 @@ static void test_marks(void) {
     /* kvs_decode on the CPU backend: the CPU decode over the rows, bit for bit */
     kb_select("cpu", NULL);
     int n = test_int(5, 60), d = 24, g = 3;
-    kvs_init(&s, d, 1);
+    kvs_init(&s, d, 1, KB_F32);
     float *q = fmalloc((size_t)g * d), *o1 = fmalloc((size_t)g * d), *o2 = fmalloc((size_t)g * d);
     float *p1 = fmalloc((size_t)g * n), *p2 = fmalloc((size_t)g * n), *kk = fmalloc(d), *vv = fmalloc(d);
     for (int r = 0; r < n; r++) {
@@ -242,7 +242,7 @@ static void run_method(const meth *mc, const scen *sc, int on_dev, record *rec) 
     const kv_method *m = mc->m;
     int n = sc->n;
     kv_setup su = {.n_layers = L, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .n_prompt = n,
-                   .max_decode = STEPS, .budget_frac = mc->frac, .elem_bytes = 4, .params = mc->params};
+                   .max_decode = STEPS, .budget_frac = mc->frac, .params = mc->params};
     int budget = kv_budget(&su);
     char err[256] = "";
     size_t cur0 = dev_current();
@@ -389,7 +389,7 @@ static void push_random(kv_store *s, int k) {
  * the rows from the first that moved uploaded (all of them after the copy grew). */
 static void test_mirror(void) {
     kv_store s;
-    kvs_init(&s, D, 1);
+    kvs_init(&s, D, 1, KB_F32);
     push_random(&s, test_int(20, 80));
     float q[G * D], out[G * D], probs[G * 256], bias[256];
     long up = 0;
@@ -436,7 +436,7 @@ static void test_mirror(void) {
  * right each time, resident rows never uploaded again. */
 static void test_working_set(void) {
     kv_store s;
-    kvs_init(&s, D, 1);
+    kvs_init(&s, D, 1, KB_F32);
     push_random(&s, test_int(60, 120));
     float q[G * D], out[G * D], probs[G * 64];
     int32_t sel[64], prev[64], nprev = 0, max_ns = 0;

@@ -232,7 +232,7 @@ static void run_engine(kv_model *m, const int32_t *ids, const char *what, eng_ou
     if (rc) return;
     const kv_method *fk = kv_method_find("fullkv");
     kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv, .head_dim = c->head_dim,
-                  .n_prompt = N, .max_decode = STEPS, .budget_frac = 1.0, .elem_bytes = 4};
+                  .n_prompt = N, .max_decode = STEPS, .budget_frac = 1.0};
     kv_state *st = fk ? fk->init(&s, err, sizeof err) : NULL;
     CHECK(st != NULL, "%s: fullkv init: %s", what, fk ? err : "fullkv is not registered");
     if (!st) return;

@@ -57,7 +57,7 @@ static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->sur
 static kv_state *start(const scen *s, const char *params, int budget) {
     char err[256] = "";
     kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = L, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .n_prompt = s->n,
-                   .max_decode = STEPS, .budget_tokens = budget, .elem_bytes = 4, .params = params};
+                   .max_decode = STEPS, .budget_tokens = budget, .params = params};
     kv_state *st = kv_sekv_spread.init(&su, err, sizeof err);
     for (int l = 0; st && l < L; l++) {
         kv_prefill p = {.layer = l, .n = s->n, .K = krow(s, l, 0, 0), .V = vrow(s, l, 0, 0), .kv_stride = s->stride,

@@ -254,7 +254,7 @@ static void ref_decode(const kb_decode_args *a, double *out, double *probs) {
         double mx = -INFINITY, z = 0;
         double *s = probs + (size_t)hh * n;
         for (int i = 0; i < n; i++) {
-            const float *k = a->K + (size_t)(a->idx ? a->idx[i] : i) * d;
+            const float *k = (const float *)a->K + (size_t)(a->idx ? a->idx[i] : i) * d;
             double dot = 0;
             for (int c = 0; c < d; c++) dot += (double)a->q[hh * d + c] * k[c];
             s[i] = dot / sqrt((double)d) + (a->bias ? a->bias[i] : 0.0);
@@ -264,7 +264,7 @@ static void ref_decode(const kb_decode_args *a, double *out, double *probs) {
         for (int c = 0; c < d; c++) out[hh * d + c] = 0;
         for (int i = 0; i < n; i++) {
             s[i] /= z;
-            const float *v = a->V + (size_t)(a->idx ? a->idx[i] : i) * d;
+            const float *v = (const float *)a->V + (size_t)(a->idx ? a->idx[i] : i) * d;
             for (int c = 0; c < d; c++) out[hh * d + c] += s[i] * v[c];
         }
     }
@@ -285,7 +285,7 @@ static void test_decode_case(const kb_backend *be, int g, int d, int n, int use_
     }
     test_poison(out, (size_t)g * d);
     test_poison(probs, (size_t)g * n);
-    kb_decode_args a = {g, d, n, q, K, V, use_idx ? idx : NULL, use_bias ? bias : NULL, out, use_probs ? probs : NULL};
+    kb_decode_args a = {g, d, n, q, K, V, use_idx ? idx : NULL, use_bias ? bias : NULL, out, use_probs ? probs : NULL, KB_F32};
     be->decode(&a);
     double *rout = dcalloc((size_t)g * d), *rprobs = dcalloc((size_t)g * n);
     ref_decode(&a, rout, rprobs);
@@ -333,8 +333,8 @@ static void test_decode_coarse(const kb_backend *be) {
     float *p_full = fmalloc((size_t)g * n_full), *p_coarse = fmalloc((size_t)g * n_coarse);
     test_poison(out_full, (size_t)g * d);
     test_poison(out_coarse, (size_t)g * d);
-    kb_decode_args af = {g, d, n_full, q, K, V, idx_full, bias_full, out_full, p_full};
-    kb_decode_args ac = {g, d, n_coarse, q, K, V, idx_coarse, bias_coarse, out_coarse, p_coarse};
+    kb_decode_args af = {g, d, n_full, q, K, V, idx_full, bias_full, out_full, p_full, KB_F32};
+    kb_decode_args ac = {g, d, n_coarse, q, K, V, idx_coarse, bias_coarse, out_coarse, p_coarse, KB_F32};
     be->decode(&af);
     be->decode(&ac);
     double *ref = dcalloc((size_t)g * d), *pref = dcalloc((size_t)g * n_coarse);

@@ -115,7 +115,7 @@ static kv_setup make_setup(const scen *sc, double frac, int tokens, const char *
         .decode_rule = g_rule,
         .n_layers = sc->L, .n_heads = sc->H, .n_kv_heads = sc->Hkv, .head_dim = sc->d,
         .n_prompt = sc->n, .max_decode = sc->steps, .budget_frac = tokens > 0 ? 0 : frac,
-        .budget_tokens = tokens, .elem_bytes = 2, .params = params,
+        .budget_tokens = tokens, .params = params,
     };
     return s;
 }
@@ -328,7 +328,7 @@ static void check_accounting(const scen *sc, const trial *t, const kv_state *st,
     memset(&mem, 0xff, sizeof mem);
     m->memory(st, &mem);
     int scored = t->pol == P_H2O || t->pol == P_H2O_ONESHOT || t->pol == P_SNAP;
-    size_t kvb = (size_t)rows * 2 * sc->d * 2;
+    size_t kvb = (size_t)rows * 2 * sc->d * sizeof(float);   /* f32 rows */
     CHECK(mem.fast_tokens == rows, "%s %s: fast_tokens %ld vs %ld rows", m->name, when, mem.fast_tokens, rows);
     CHECK(mem.fast_bytes - mem.fast_aux_bytes == kvb, "%s %s: K/V bytes %zu vs %zu", m->name, when,
           mem.fast_bytes - mem.fast_aux_bytes, kvb);
@@ -373,7 +373,7 @@ static void run_trial(const scen *sc, const trial *t) {
 
     track *tr = calloc((size_t)L * Hkv, sizeof *tr);
     for (int i = 0; i < L * Hkv; i++) tr[i].score = calloc((size_t)n + STEPS, sizeof(double));
-    size_t row_bytes = 2 * (size_t)d * 2 + (t->pol == P_FULL || t->pol == P_STREAM ? 0 : 4);
+    size_t row_bytes = 2 * (size_t)d * sizeof(float) + (t->pol == P_FULL || t->pol == P_STREAM ? 0 : 4);
     size_t want_peak = 0, resident = 0;
     for (int l = 0; l < L; l++) {
         kv_prefill p = layer_prefill(sc, l, &nd);

@@ -17,7 +17,7 @@
 
 extern const kv_method kv_pyramidkv, kv_chunkkv, kv_sentencekv;
 
-enum { STEPS = 20, EB = 2 };   /* decode steps; bytes per stored element (bf16 accounting) */
+enum { STEPS = 20, EB = 4 };   /* decode steps; bytes per stored element (f32 rows, the default) */
 
 typedef struct {
     int L, H, Hkv, g, d, n, win;
@@ -181,7 +181,7 @@ static int g_rule = KV_DECODE_HOLD;
 static kv_setup setup_of(const scen *sc, int budget_tokens, double frac, const char *params) {
     return (kv_setup){.decode_rule = g_rule,.n_layers = sc->L, .n_heads = sc->H, .n_kv_heads = sc->Hkv, .head_dim = sc->d,
                       .n_prompt = sc->n, .max_decode = STEPS, .budget_frac = frac,
-                      .budget_tokens = budget_tokens, .elem_bytes = EB, .params = params};
+                      .budget_tokens = budget_tokens, .params = params};
 }
 
 static void ingest_all(const kv_method *m, kv_state *st, const scen *sc) {
@@ -688,7 +688,7 @@ static void test_sentencekv(int L, int H, int Hkv, int d, int n, int B, const ch
             work += (npr < B ? npr : B) + mx[i].nrows - npr;
             vecs += mx[i].ns;
         }
-        size_t row = (size_t)2 * d * EB, aux = (size_t)vecs * d * EB;
+        size_t row = (size_t)2 * d * EB, aux = (size_t)vecs * d * sizeof(float);   /* sentence vectors: f32 */
         kv_mem mem;
         memset(&mem, 0xff, sizeof mem);
         kv_sentencekv.memory(st, &mem);
@@ -715,7 +715,7 @@ static void test_sentencekv(int L, int H, int Hkv, int d, int n, int B, const ch
 static void test_bad_setups(void) {
     const kv_method *ms[] = {&kv_pyramidkv, &kv_chunkkv, &kv_sentencekv};
     kv_setup ok = {.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 8, .n_prompt = 50, .max_decode = 4,
-                   .budget_frac = 0.5, .elem_bytes = 2};
+                   .budget_frac = 0.5};
     const char *bad_params[] = {"nope=1", "window", "window=x", "window=0", "kernel=0"};
     for (int i = 0; i < 3; i++) {
         const kv_method *m = ms[i];

@@ -60,7 +60,7 @@ static void rec_append(kv_state *st, int layer, const float *k, const float *v, 
 static kv_state *fullkv_after_prefill(kv_model *m, const kv_prefill_out *pf, int max_decode) {
     const kv_model_config *c = model_config(m);
     kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv, .head_dim = c->head_dim,
-                  .n_prompt = pf->n, .max_decode = max_decode, .budget_frac = 1.0, .elem_bytes = 4};
+                  .n_prompt = pf->n, .max_decode = max_decode, .budget_frac = 1.0};
     char err[256];
     kv_state *st = kv_fullkv.init(&s, err, sizeof err);
     CHECK(st != NULL, "fullkv init: %s", err);
@@ -182,7 +182,7 @@ static void test_answers_france(kv_model *m) {
     int32_t ids[256], out[GEN];
     int n = tok_encode(t, text, strlen(text), 1, ids, 256);
     free(text);
-    kv_setup s = {.budget_frac = 1.0, .elem_bytes = 4};
+    kv_setup s = {.budget_frac = 1.0};
     char err[256], answer[1024] = "";
     int k = model_generate_method(m, &kv_fullkv, &s, ids, n, GEN, out, NULL, NULL, NULL, err, sizeof err);
     CHECK(k > 0, "%s", err);
@@ -197,7 +197,7 @@ static void test_plain_vs_fullkv(kv_model *m, int chat) {
     char err[256];
     int np = model_generate_plain(m, ids, n, GEN, plain, err, sizeof err);
     CHECK(np > 0, "plain: %s", err);
-    kv_setup s = {.budget_frac = 1.0, .elem_bytes = 4};
+    kv_setup s = {.budget_frac = 1.0};
     kv_gen_stats st;
     int nm = model_generate_method(m, &kv_fullkv, &s, ids, n, GEN, meth, NULL, NULL, &st, err, sizeof err);
     CHECK(nm == np, "%s prompt: plain made %d tokens, fullkv %d (%s)", chat ? "chat" : "text", np, nm,

@@ -47,7 +47,7 @@ static const kv_method *M = &kv_sekv_spread;
 
 static kv_state *start(const scen *s, const char *params, int budget, char *err, size_t errlen) {
     kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s->L, .n_heads = s->H, .n_kv_heads = s->Hkv, .head_dim = s->d, .n_prompt = s->n,
-                   .max_decode = s->steps, .budget_tokens = budget, .elem_bytes = 2, .params = params};
+                   .max_decode = s->steps, .budget_tokens = budget, .params = params};
     return M->init(&su, err, errlen);
 }
 
@@ -416,7 +416,7 @@ static void test_budget(void) {
         kv_mem m;
         M->memory(st, &m);
         bad_mem |= m.fast_tokens != rows || m.fast_tokens > (long)s.L * s.Hkv * B ||
-                   m.fast_bytes != (size_t)rows * 2 * s.d * 2 + m.fast_aux_bytes || m.fast_peak < m.fast_bytes ||
+                   m.fast_bytes != (size_t)rows * 2 * s.d * sizeof(float) + m.fast_aux_bytes || m.fast_peak < m.fast_bytes ||
                    m.slow_bytes == 0 || m.slow_peak < m.slow_bytes;
         for (int l = 0; l < s.L; l++) {
             double e = check_structure(st, &s, l, s.n + k + 1, 32);
@@ -628,7 +628,7 @@ static void test_default_params(void) {
                  {mh, "params_file=default,rank=32", 1}, {mh, NULL, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
-                       .max_decode = 1, .budget_tokens = 200, .elem_bytes = 2, .params = cases[i].params,
+                       .max_decode = 1, .budget_tokens = 200, .params = cases[i].params,
                        .model_hash = cases[i].hash};
         kv_state *st = M->init(&su, err, sizeof err);
         CHECK(st != NULL, "case %zu: %s", i, err);
@@ -655,7 +655,7 @@ static void test_default_params(void) {
     p.trained = 0;
     sekv_params_save(&p, path, err, sizeof err);
     kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s.L, .n_heads = s.H, .n_kv_heads = s.Hkv, .head_dim = s.d, .n_prompt = s.n,
-                   .max_decode = 1, .budget_tokens = 200, .elem_bytes = 2, .params = "params_file=default",
+                   .max_decode = 1, .budget_tokens = 200, .params = "params_file=default",
                    .model_hash = mh};
     kv_state *st = M->init(&su, err, sizeof err);
     if (st) sekv_describe(st, desc, sizeof desc), M->free(st);

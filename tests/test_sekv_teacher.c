@@ -45,7 +45,7 @@ int main(void) {
     /* reference: fullkv over a prefill of exactly [0, t), then decode token t */
     const kv_method *full = kv_method_find("fullkv");
     kv_setup su = {.n_layers = L, .n_heads = H, .n_kv_heads = c->n_head_kv, .head_dim = d, .n_prompt = t,
-                   .max_decode = 2, .budget_frac = 1.0, .elem_bytes = 4};
+                   .max_decode = 2, .budget_frac = 1.0};
     kv_state *st = full->init(&su, err, sizeof err);
     for (int l = 0; l < L && st; l++) {
         kv_prefill lp = prefill_layer(&pt, l);

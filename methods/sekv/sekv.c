@@ -215,11 +215,12 @@ void sekv_free(kv_state *st);
 kv_state *sekv_init_as(const kv_method *m, const kv_setup *s, char *err, size_t errlen) {
     if (kv_param_check(m, s->params, err, errlen)) return NULL;
     if (s->n_layers < 1 || s->n_heads < 1 || s->n_kv_heads < 1 || s->head_dim < 1 ||
-        s->n_heads % s->n_kv_heads || s->n_prompt < 1 || s->max_decode < 0 || s->elem_bytes < 1) {
-        snprintf(err, errlen, "sekv: bad setup (layers %d, heads %d/%d, head dim %d, n_prompt %d, elem_bytes %d)",
-                 s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->n_prompt, s->elem_bytes);
+        s->n_heads % s->n_kv_heads || s->n_prompt < 1 || s->max_decode < 0) {
+        snprintf(err, errlen, "sekv: bad setup (layers %d, heads %d/%d, head dim %d, n_prompt %d)",
+                 s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->n_prompt);
         return NULL;
     }
+    if (kv_check_type(s, "sekv", err, errlen)) return NULL;
     if (s->budget_tokens < 0 || (s->budget_tokens == 0 && !(s->budget_frac > 0 && s->budget_frac <= 1))) {
         snprintf(err, errlen, "sekv: budget must be >= 1 token or a fraction in (0,1]");
         return NULL;
@@ -231,7 +232,7 @@ kv_state *sekv_init_as(const kv_method *m, const kv_setup *s, char *err, size_t 
     }
     st->m = m;
     st->L = s->n_layers; st->H = s->n_heads; st->Hkv = s->n_kv_heads; st->d = s->head_dim;
-    st->g = st->H / st->Hkv; st->eb = s->elem_bytes; st->n_prompt = s->n_prompt;
+    st->g = st->H / st->Hkv; st->kvt = s->kv_type; st->eb = kb_kvtype_bytes(s->kv_type); st->n_prompt = s->n_prompt;
     st->B = kv_budget(s);
     st->hold = s->decode_rule == KV_DECODE_HOLD;
     st->alpha_used = NAN;
@@ -322,11 +323,19 @@ void sekv_refresh_span_rows(sekv_layer *ly) {
 
 /* ---------------------------------------------------------------- spans */
 
+/* A span's factors as the K/V type stores them. */
+static void round_factor(const kv_state *st, sekv_factor *f) {
+    kb_kv_round_rows(st->kvt, f->U, (size_t)f->len * f->r);
+    kb_kv_round_rows(st->kvt, f->s, (size_t)f->r);
+    kb_kv_round_rows(st->kvt, f->Vt, (size_t)f->r * f->d);
+}
+
 int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const float *V,
                     const float *surp, float *kbar, float *vbar) {
     sekv_layer *ly = &st->layer[layer];
     int len = ly->span[s].len, d = st->d, R = st->rank;
     sekv_coarse(K, V, surp, len, d, kbar, vbar, NULL);
+    sekv_round_rows(st, kbar, 1), sekv_round_rows(st, vbar, 1);   /* stored rows: the K/V type */
     float *pc = ly->kspread + ((size_t)j * ly->span_cap + s) * 2 * d;
     if (st->route == 1) {   /* top-2 principal directions of the keys about kbar, scaled by their rms */
         float *c = malloc(((size_t)len * d + sekv_factor_floats(len, d, 2)) * sizeof *c);
@@ -353,6 +362,7 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
         if (b->rows) free(fb);
         return -1;
     }
+    round_factor(st, &b->fk), round_factor(st, &b->fv);   /* the slow tier stores the K/V type too */
     int r = b->fk.r;
     if (st->gate == 0) {
         for (int i = 0; i < r; i++) b->mk[i] = b->mv[i] = 1;
@@ -369,6 +379,7 @@ int sekv_build_span(kv_state *st, int layer, int s, int j, const float *K, const
     if (b->rows) {
         b->buf = sekv_slow_alloc(st, 2 * (size_t)len * d);
         if (b->buf) sekv_reconstruct(&b->fk, b->mk, b->buf), sekv_reconstruct(&b->fv, b->mv, b->buf + (size_t)len * d);
+        if (b->buf) kb_kv_round_rows(st->kvt, b->buf, 2 * (size_t)len * d);
         free(fb);
         b->fk.U = b->fk.s = b->fk.Vt = b->fv.U = b->fv.s = b->fv.Vt = NULL;
         if (!b->buf) return -1;
@@ -542,6 +553,7 @@ int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
         for (int j = 0; j < st->Hkv; j++) {
             memcpy(ly->kv[j].K + (size_t)r * d, p->K + (size_t)j * p->kv_stride + (size_t)t * d, d * sizeof(float));
             memcpy(ly->kv[j].V + (size_t)r * d, p->V + (size_t)j * p->kv_stride + (size_t)t * d, d * sizeof(float));
+            sekv_round_rows(st, ly->kv[j].K + (size_t)r * d, 1), sekv_round_rows(st, ly->kv[j].V + (size_t)r * d, 1);
         }
         t++;
     }
@@ -555,7 +567,7 @@ int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
         return -1;
     }
     for (int s = 0; s < ly->ns; s++)
-        st->slow_bytes += st->Hkv * sekv_store_floats(ly->span[s].len, d, st->rank) * sizeof(float);
+        st->slow_bytes += st->Hkv * sekv_store_floats(ly->span[s].len, d, st->rank) * st->eb;
     if (st->slow_bytes > st->slow_peak) st->slow_peak = st->slow_bytes;
     ly->total = n;
     int lw = st->local < n ? st->local : n;

@@ -32,6 +32,7 @@ void sekv_append(kv_state *st, int layer, const float *k, const float *v, const 
         ly->kv[j].n_recon = 0;   /* last step's reconstruction is dropped */
         memcpy(ly->kv[j].K + (size_t)r * d, k + (size_t)j * d, d * sizeof(float));
         memcpy(ly->kv[j].V + (size_t)r * d, v + (size_t)j * d, d * sizeof(float));
+        sekv_round_rows(st, ly->kv[j].K + (size_t)r * d, 1), sekv_round_rows(st, ly->kv[j].V + (size_t)r * d, 1);
     }
     ly->total++;
     if (st->hold) sekv_keep_budget(st, layer);

@@ -106,7 +106,7 @@ static void compact(kv_state *st, int layer, int end, int all) {
     sekv_rows_moved(st, ly, r0);
     sekv_refresh_span_rows(ly);
     for (int i = s0; i < ly->ns; i++)
-        st->slow_bytes += Hkv * sekv_store_floats(ly->span[i].len, d, st->rank) * sizeof(float);
+        st->slow_bytes += Hkv * sekv_store_floats(ly->span[i].len, d, st->rank) * st->eb;
     if (st->slow_bytes > st->slow_peak) st->slow_peak = st->slow_bytes;
     free(tk);
     free(ck);
@@ -119,7 +119,7 @@ static int row_len(const sekv_layer *ly, int r) {
 }
 
 static size_t span_bytes(const kv_state *st, int len) {
-    return (size_t)st->Hkv * sekv_store_floats(len, st->d, st->rank) * sizeof(float);
+    return (size_t)st->Hkv * sekv_store_floats(len, st->d, st->rank) * st->eb;
 }
 
 /* Opens (delta = +1) or closes (delta = -1) span slot k, moving the later spans' arrays. */

@@ -52,6 +52,7 @@ typedef struct {
 struct kv_state {
     const kv_method *m;         /* kv_sekv or kv_sekv_spread: the parameter defaults */
     int L, H, Hkv, d, g, eb, n_prompt, B;
+    int kvt;                    /* the K/V element type (kb_kvtype); eb its bytes */
     int hold;                   /* --decode hold: fold decoded tokens to keep P <= B (else append) */
     /* parameters */
     double alpha;               /* < 0: auto */
@@ -90,6 +91,14 @@ struct kv_state {
     void *dev_spans;            /* [dev_spans_cap] scratch span list */
     int dev_spans_cap;
 };
+
+/* Storage of the K/V type: SeKV's rows (anchors, decoded tokens, coarse span rows) and
+ * its span factors hold exactly the values the type stores, rounded where they are
+ * written, and are accounted at eb bytes an element; the buffers themselves are f32
+ * (the decode reads them as such). */
+static inline void sekv_round_rows(const kv_state *st, float *rows, int n) {
+    kb_kv_round_rows(st->kvt, rows, (size_t)n * st->d);
+}
 
 /* Rows from r on changed or moved: the device copies upload them again at the next attend. */
 static inline void sekv_rows_moved(const kv_state *st, sekv_layer *ly, int r) {

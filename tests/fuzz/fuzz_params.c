@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         mparams_canon(&mp, canon, sizeof canon);
         for (int i = 0; i < mp.n; i++) {
             kv_setup s = {.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .n_prompt = 96,
-                          .max_decode = 4, .budget_frac = 0.25, .elem_bytes = 4, .params = mp.p[i]};
+                          .max_decode = 4, .budget_frac = 0.25, .params = mp.p[i]};
             kv_state *st = mp.m[i]->init(&s, err, sizeof err);
             if (st) mp.m[i]->free(st);
         }

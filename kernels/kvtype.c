@@ -1,0 +1,58 @@
+#include "kvtype.h"
+#include <strings.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
+
+static const char *const names[] = {"f32", "f16", "bf16"};
+
+const char *kb_kvtype_name(int t) { return t >= 0 && t <= KB_BF16 ? names[t] : "?"; }
+
+int kb_kvtype_parse(const char *s, int *out) {
+    for (int t = 0; s && t <= KB_BF16; t++)
+        if (!strcasecmp(s, names[t])) {
+            *out = t;
+            return 0;
+        }
+    return -1;
+}
+
+void kb_kv_put(int t, void *dst, const float *src, int n) {
+    if (t == KB_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *h = dst;
+    int i = 0;
+    if (t == KB_BF16) {
+        for (; i < n; i++) h[i] = kb_f32_to_bf16(src[i]);
+        return;
+    }
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) h[i] = kb_f32_to_f16(src[i]);
+}
+
+void kb_kv_get(int t, float *dst, const void *src, int n) {
+    if (t == KB_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    const uint16_t *h = src;
+    int i = 0;
+    if (t == KB_BF16) {
+        for (; i < n; i++) dst[i] = kb_bf16_to_f32(h[i]);
+        return;
+    }
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+    for (; i < n; i++) dst[i] = kb_f16_to_f32(h[i]);
+}
+
+void kb_kv_round_rows(int t, float *x, size_t n) {
+    if (t == KB_F32) return;
+    for (size_t i = 0; i < n; i++) x[i] = kb_kv_round(t, x[i]);
+}
