@@ -127,15 +127,16 @@ static void key_field(const char *key, const char *name, char *buf, size_t n) {
 }
 
 void kv_runinfo_line(const kv_runinfo *ri, char *buf, size_t n) {
-    char split[16], hints[8], extra[64] = "";
+    char split[16], hints[8], kvt[16], extra[64] = "";
     key_field(ri->run_key, ";split=", split, sizeof split);
+    key_field(ri->run_key, ";kv_type=", kvt, sizeof kvt);   /* absent: before --kv-type, rows were f32 */
     key_field(ri->run_key, ";oracle_hints=", hints, sizeof hints);
     if (*split) snprintf(extra, sizeof extra, ", split %s", split);
     if (*hints) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", oracle hints %s",
                          strcmp(hints, "0") ? "on" : "off");
-    snprintf(buf, n, "run %lld: workload %s%s, model %s, git %s, seed %llu, backend %s, created %s, decode rule %s",
-             (long long)ri->id, ri->workload, extra, ri->model, ri->git_commit, (unsigned long long)ri->seed,
-             ri->backend, ri->created, ri->decode_rule);
+    snprintf(buf, n, "run %lld: workload %s%s, model %s, git %s, seed %llu, backend %s, created %s, decode rule %s, "
+             "K/V %s", (long long)ri->id, ri->workload, extra, ri->model, ri->git_commit, (unsigned long long)ri->seed,
+             ri->backend, ri->created, ri->decode_rule, *kvt ? kvt : "f32");
     /* NIAH runs name their prompt settings (split, needles, samples, needle, answer prefix) */
     const char *ni = ri->run_key ? strstr(ri->run_key, ";niah=") : NULL;
     if (ni) {

@@ -136,13 +136,13 @@ static void test_decode_dev(void) {
     float q[64], out[64];
     test_fill(q, 64, 1.0f);
     float *dq = to_device(q, sizeof q, "q"), *dout = to_device(q, sizeof out, "out");
-    kb_decode_args z = {2, 32, 0, dq, dq, dq, NULL, NULL, dout, NULL};
+    kb_decode_args z = {2, 32, 0, dq, dq, dq, NULL, NULL, dout, NULL, KB_F32};
     CHECK(kb_cuda_decode_dev(&z) == 0 && kb_cuda_sync() == 0, "decode_dev n=0 failed");
     from_device(out, dout, sizeof out);
     int zero = 1;
     for (int i = 0; i < 64; i++) zero &= out[i] == 0.0f;
     CHECK(zero, "decode_dev n=0 must write zeros");
-    kb_decode_args big = {17, 32, 5, dq, dq, dq, NULL, NULL, dout, NULL};
+    kb_decode_args big = {17, 32, 5, dq, dq, dq, NULL, NULL, dout, NULL, KB_F32};
     CHECK(kb_cuda_decode_dev(&big) == -1, "decode_dev accepted g=17");
     kb_cuda_free(dq);
     kb_cuda_free(dout);

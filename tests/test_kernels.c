@@ -624,7 +624,7 @@ static void test_thread_determinism(void) {
     test_fill(q, (size_t)g * dd, 1.0f);
     test_fill(K, (size_t)n * dd, 1.0f);
     test_fill(V, (size_t)n * dd, 1.0f);
-    kb_decode_args a1 = {g, dd, n, q, K, V, NULL, NULL, o1, p1};
+    kb_decode_args a1 = {g, dd, n, q, K, V, NULL, NULL, o1, p1, KB_F32};
     kb_cpu()->decode(&a1);
     for (int threads = 2; threads <= 3; threads++) {
         kb_set_threads(threads);
@@ -633,7 +633,7 @@ static void test_thread_determinism(void) {
         CHECK(memcmp(r.mass, base.mass, sizeof(float) * H * base.mass_ld) == 0, "col_mass differs with %d threads", threads);
         CHECK(memcmp(r.win, base.win, sizeof(float) * H * 5 * T) == 0, "win_probs differ with %d threads", threads);
         free_result(&r);
-        kb_decode_args a2 = {g, dd, n, q, K, V, NULL, NULL, o2, p2};
+        kb_decode_args a2 = {g, dd, n, q, K, V, NULL, NULL, o2, p2, KB_F32};
         kb_cpu()->decode(&a2);
         CHECK(memcmp(o1, o2, sizeof(float) * g * dd) == 0 && memcmp(p1, p2, sizeof(float) * g * n) == 0,
               "decode differs with %d threads", threads);
