@@ -6,6 +6,29 @@
 
 static const char *const names[] = {"f32", "f16", "bf16"};
 
+/* 8 lanes of GCC vector extensions: the bf16 conversions as the scalar forms compute them,
+ * lane by lane (-march=native maps them onto AVX2/AVX-512 integer ops). */
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+typedef uint32_t u32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+
+static inline void bf16_put8(uint16_t *h, const float *src) {
+    u32x8 x;
+    memcpy(&x, src, sizeof x);
+    i32x8 nan = (x & 0x7fffffffu) > 0x7f800000u;
+    u32x8 r = (x + 0x7fffu + ((x >> 16) & 1)) >> 16, q = (x >> 16) | 0x40;
+    r = (r & ~(u32x8)nan) | (q & (u32x8)nan);
+    u16x8 o = __builtin_convertvector(r, u16x8);
+    memcpy(h, &o, sizeof o);
+}
+
+static inline void bf16_get8(float *dst, const uint16_t *h) {
+    u16x8 v;
+    memcpy(&v, h, sizeof v);
+    u32x8 x = __builtin_convertvector(v, u32x8) << 16;
+    memcpy(dst, &x, sizeof x);
+}
+
 const char *kb_kvtype_name(int t) { return t >= 0 && t <= KB_BF16 ? names[t] : "?"; }
 
 int kb_kvtype_parse(const char *s, int *out) {
@@ -25,6 +48,7 @@ void kb_kv_put(int t, void *dst, const float *src, int n) {
     uint16_t *h = dst;
     int i = 0;
     if (t == KB_BF16) {
+        for (; i + 8 <= n; i += 8) bf16_put8(h + i, src + i);
         for (; i < n; i++) h[i] = kb_f32_to_bf16(src[i]);
         return;
     }
@@ -43,6 +67,7 @@ void kb_kv_get(int t, float *dst, const void *src, int n) {
     const uint16_t *h = src;
     int i = 0;
     if (t == KB_BF16) {
+        for (; i + 8 <= n; i += 8) bf16_get8(dst + i, h + i);
         for (; i < n; i++) dst[i] = kb_bf16_to_f32(h[i]);
         return;
     }

@@ -4,9 +4,9 @@
  * Conversions to 16 bits round to nearest, ties to even; NaN stays NaN (quieted), values
  * past the type's range become +-inf, f16 keeps subnormals. The scalar forms here are the
  * definition; kb_kv_put/kb_kv_get may use F16C for f16 (bit-identical, checked by
- * tests/test_kvtype.c). bf16 is plain integer arithmetic that gcc vectorises: AVX-512
- * BF16's vcvtneps2bf16 flushes subnormal inputs to zero, so using it would make the
- * stored bits depend on the machine. */
+ * tests/test_kvtype.c). bf16 rows use the same integer arithmetic 8 lanes at a time (GCC
+ * vector extensions), not AVX-512 BF16: its vcvtneps2bf16 flushes subnormal inputs to
+ * zero, so using it would make the stored bits depend on the machine. */
 #ifndef KB_KVTYPE_H
 #define KB_KVTYPE_H
 #include <stdint.h>

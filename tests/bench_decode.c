@@ -2,7 +2,8 @@
  *
  * Decode: g = 4 query heads per kv head, d = 128, over 32K and 128K-token contexts;
  * reports K/V bytes read per second next to a memcpy of a buffer of the same size,
- * split over the same threads, measured in the same run (ratio = decode / memcpy).
+ * split over the same threads, measured in the same run (ratio = decode / memcpy); on the
+ * CPU also over bf16 and f16 rows (--kv-type), whose bytes are half.
  * Prefill: causal attention over a 4K prompt, GFLOP/s counting 4*d flops per
  * (query head, query, visible key) pair. Each figure is the median of --reps runs.
  * With --backend cuda the host-pointer calls above include the copies to and from the
@@ -62,12 +63,19 @@ static double time_memcpy(char *dst, const char *src, size_t bytes) {
     return now() - t;
 }
 
-static void bench_decode(const kb_backend *be, int ctx, int Hkv, int reps) {
+static void bench_decode(const kb_backend *be, int ctx, int Hkv, int reps, int type) {
     const int g = 4, d = 128;
-    size_t per_head = (size_t)ctx * d;
-    float *K = alloc_random(per_head * Hkv, 1), *V = alloc_random(per_head * Hkv, 2);
+    size_t per_head = (size_t)ctx * d, es = (size_t)kb_kvtype_bytes(type);
+    float *Kf = alloc_random(per_head * Hkv, 1), *Vf = alloc_random(per_head * Hkv, 2);
     float *q = alloc_random((size_t)Hkv * g * d, 3), *out = malloc(sizeof(float) * Hkv * g * d);
-    size_t bytes = 2 * per_head * Hkv * sizeof(float);
+    size_t bytes = 2 * per_head * Hkv * es;
+    char *K = malloc(bytes / 2), *V = malloc(bytes / 2);   /* rows in the type */
+    if (!K || !V) {
+        fprintf(stderr, "bench_decode: out of memory\n");
+        exit(1);
+    }
+    kb_kv_put(type, K, Kf, (int)(per_head * Hkv)), kb_kv_put(type, V, Vf, (int)(per_head * Hkv));
+    free(Kf), free(Vf);
     char *dst = malloc(bytes);
     if (!out || !dst) {
         fprintf(stderr, "bench_decode: out of memory\n");
@@ -77,8 +85,8 @@ static void bench_decode(const kb_backend *be, int ctx, int Hkv, int reps) {
     for (int r = -1; r < reps; r++) {   /* r = -1 warms up */
         double t = now();
         for (int j = 0; j < Hkv; j++) {
-            kb_decode_args a = {g, d, ctx, q + (size_t)j * g * d, K + j * per_head, V + j * per_head, NULL, NULL,
-                                out + (size_t)j * g * d, NULL, KB_F32};
+            kb_decode_args a = {g, d, ctx, q + (size_t)j * g * d, K + j * per_head * es, V + j * per_head * es, NULL,
+                                NULL, out + (size_t)j * g * d, NULL, type};
             be->decode(&a);
         }
         t = now() - t;
@@ -86,8 +94,9 @@ static void bench_decode(const kb_backend *be, int ctx, int Hkv, int reps) {
         if (r >= 0) td[r] = t, tm[r] = m;
     }
     double t = median(td, reps), m = median(tm, reps);
-    printf("decode   %-5s ctx %6d  Hkv %d g %d d %d  %7.1f MiB  %8.3f ms  %7.2f GB/s   memcpy %7.2f GB/s   ratio %.2f\n",
-           be->name, ctx, Hkv, g, d, bytes / 1048576.0, t * 1e3, bytes / t / 1e9, bytes / m / 1e9, m / t);
+    printf("decode   %-5s %-4s ctx %6d  Hkv %d g %d d %d  %7.1f MiB  %8.3f ms  %7.2f GB/s   memcpy %7.2f GB/s   "
+           "ratio %.2f\n", be->name, kb_kvtype_name(type), ctx, Hkv, g, d, bytes / 1048576.0, t * 1e3, bytes / t / 1e9,
+           bytes / m / 1e9, m / t);
     free(K); free(V); free(q); free(out); free(dst);
 }
 
@@ -227,8 +236,11 @@ int main(int argc, char **argv) {
     if (threads) kb_set_threads(threads);
     const kb_backend *be = kb_get();
     printf("backend %s, %d threads, median of %d runs\n", be->name, kb_threads(), reps);
-    bench_decode(be, 32768, 2, reps);
-    if (!quick) bench_decode(be, 131072, 2, reps);
+    /* 16-bit rows: the CPU kernel (the CUDA backend hands them to it) */
+    for (int type = KB_F32; type <= (be == kb_cpu() ? KB_BF16 : KB_F32); type++) {
+        bench_decode(be, 32768, 2, reps, type);
+        if (!quick) bench_decode(be, 131072, 2, reps, type);
+    }
     bench_prefill(be, quick ? 2048 : 4096, 9, 3, 64, reps);
     if (!quick) bench_prefill(be, 4096, 8, 2, 128, reps);
 #ifdef KB_CUDA
