@@ -16,7 +16,7 @@ static const kv_param params[] = {
     {"tau", "-1", "zoom threshold on the relevance for every head; -1 = 0.05 with route=1, else from the params (0.05 untrained)"},
     {"zoom", "1", "0 = no reconstruction: coarse summaries only"},
     {"trained_zoom", "1", "0 = relevance sigmoid(q.kbar/sqrt d) alone, no spread, no W (ablation)"},
-    {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans (ablation)"},
+    {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans, token 0 the only anchor; same = the surprisal anchors' count placed evenly, one per chunk (ablation)"},
     {"route", "1", "span relevance: 1 = mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q, from their top-2 principal directions), 0 = the paper's d' routing summary (W from params_file)"},
     {"gate", "1", "rank gate at decode: 1 = hard (component kept iff m > 0.5), 2 = soft m, 0 = off"},
     {"p_max", "0.5", "the persistent part may take P <= p_max*B (half: the other half is room to zoom)"},

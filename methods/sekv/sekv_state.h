@@ -5,6 +5,9 @@
 #include "sekv.h"
 #include "../../kernels/core.h"
 
+/* fixed_chunk=same: the C8 ablation at the surprisal segmentation's anchor count */
+#define SEKV_CHUNK_SAME (-1)
+
 /* One span's slow-tier store for one kv head and its gate masks: the factors (buf holds
  * fk's and fv's arrays), or, when rows is set (sekv_store_rows: no larger), the rows the
  * gated factors rebuild, K [len][d] then V [len][d] (fk, fv keep len, d, r only). */
