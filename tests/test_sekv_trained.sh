@@ -25,9 +25,9 @@ unset KVBENCH_SEKV_PARAMS
     --params "uncapped=1,params_file=none" >"$T/out" 2>"$T/err" || fail "sekv-probe failed: $(cat "$T/err")"
 cat "$T/out"
 sed -n 2p "$T/out" | grep -q "params: trained (default file)" || fail "the shipped file was not loaded by default"
-sed -n 4p "$T/out" | grep -q "params: none (untrained routing)" || fail "params_file=none still trained"
+sed -n 5p "$T/out" | grep -q "params: none (untrained routing)" || fail "params_file=none still trained"
 val() { sed -n "$1p" "$T/out" | sed -E "s/.* $2 ([0-9.na]+).*/\1/"; }
-rt=$(val 1 rows) ru=$(val 3 rows) rec=$(val 1 recall)
+rt=$(val 1 rows) ru=$(val 4 rows) rec=$(val 1 recall)
 awk -v a="$rt" -v b="$ru" 'BEGIN { exit !(a > 0 && a < 0.8 * b) }' || fail "trained router not sparser: $rt rows vs $ru untrained"
 awk -v r="$rec" 'BEGIN { exit !(r > 0) }' || fail "trained router never expands the needle's span (recall $rec)"
 # no file for this model: untrained, and said once on stderr

@@ -291,10 +291,10 @@ int sekv_grow_spans(kv_state *st, sekv_layer *ly, int need) {
     float *kh = malloc((size_t)H * cap * dp * sizeof *kh);
     int32_t *sel = malloc((size_t)Hkv * cap * sizeof *sel);
     int32_t *rr = malloc((size_t)Hkv * cap * sizeof *rr);
-    uint8_t *zh = calloc((size_t)H * cap, 1);
+    uint8_t *zh = calloc((size_t)H * cap, 1), *why = calloc((size_t)H * cap, 1);
     float *kb = malloc((size_t)Hkv * cap * 2 * st->d * sizeof *kb);
-    if (!sp || !sr || !kh || !sel || !rr || !zh || !kb) {
-        free(kh), free(sel), free(rr), free(zh), free(kb);
+    if (!sp || !sr || !kh || !sel || !rr || !zh || !why || !kb) {
+        free(kh), free(sel), free(rr), free(zh), free(why), free(kb);
         return -1;
     }
     for (int j = 0; j < Hkv && ly->kspread; j++)
@@ -304,8 +304,8 @@ int sekv_grow_spans(kv_state *st, sekv_layer *ly, int need) {
     ly->kspread = kb;
     for (int h = 0; h < H && ly->khat; h++)   /* keep the routing keys, new row stride */
         memcpy(kh + (size_t)h * cap * dp, ly->khat + (size_t)h * old * dp, (size_t)ly->ns * dp * sizeof *kh);
-    free(ly->khat), free(ly->sel), free(ly->recon_row), free(ly->zoom_h);
-    ly->khat = kh, ly->sel = sel, ly->recon_row = rr, ly->zoom_h = zh;
+    free(ly->khat), free(ly->sel), free(ly->recon_row), free(ly->zoom_h), free(ly->why);
+    ly->khat = kh, ly->sel = sel, ly->recon_row = rr, ly->zoom_h = zh, ly->why = why;
     for (int j = 0; j < Hkv; j++) {
         sekv_basis *b = realloc(ly->kv[j].basis, (size_t)cap * sizeof *b);
         if (!b) return -1;
@@ -621,6 +621,7 @@ void sekv_free(kv_state *st) {
         }
         free(ly->kv), free(ly->row_span), free(ly->row_pos), free(ly->span), free(ly->span_row);
         free(ly->khat), free(ly->kspread), free(ly->sel), free(ly->n_sel), free(ly->recon_row), free(ly->zoom_h);
+        free(ly->why);
         free(ly->kept), free(ly->events);
     }
     free(st->layer);
@@ -715,6 +716,11 @@ const float *sekv_span_factors(const kv_state *st, int layer, int kv_head, int s
 }
 
 size_t sekv_device_bytes(const kv_state *st) { return sekv_dev_bytes_held(st); }
+
+int sekv_why(const kv_state *st, int layer, int head, int s) {
+    const sekv_layer *ly = &st->layer[layer];
+    return ly->why && s >= 0 && s < ly->ns ? ly->why[(size_t)head * ly->span_cap + s] : SEKV_WHY_OFF;
+}
 
 int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans) {
     const sekv_layer *ly = &st->layer[layer];

@@ -48,6 +48,7 @@ typedef struct {
     int *n_sel;                 /* [Hkv] */
     int32_t *recon_row;         /* [Hkv][span_cap] first reconstructed row of span s, -1 */
     uint8_t *zoom_h;            /* [H][span_cap] span expanded for head h */
+    uint8_t *why;               /* [H][span_cap] sekv_why_code of span s for head h */
     double *kept;               /* [H] entries attended */
     long *events;               /* [H] expansions so far */
 } sekv_layer;
