@@ -838,6 +838,34 @@ static void test_paper_storage(void) {
     M = &kv_sekv_spread;
 }
 
+/* fixed_chunk=same (claim C8) through the method: recorded as "same" in the params used,
+ * and the state's segmentation is sekv_segment_even's at the paper's defaults (as many
+ * anchors as the surprisal segmentation, placed evenly). A bad value is refused. */
+static void test_fixed_chunk_same(void) {
+    M = &kv_sekv;
+    scen s = make_scen(1, 2, 1, 16, test_int(300, 600), 1);
+    char err[256], used[512] = "";
+    kv_state *st = start(&s, "fixed_chunk=same,uncapped=1,params_file=none", s.n / 10, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "fixed_chunk=same: %s", err);
+    if (st) {
+        sekv_params_used(st, used, sizeof used);
+        CHECK(strstr(used, "fixed_chunk=same") != NULL, "params used: %s", used);
+        sekv_seg ref, even;
+        sekv_segment_ex(s.surp, s.n, 1.0, 4, SEKV_LMAX_NONE, 0, 0, 0, &ref);
+        sekv_segment_even(s.surp, s.n, 1.0, 4, SEKV_LMAX_NONE, 0, 0, &even);
+        const sekv_seg *sg = sekv_segmentation(st);
+        CHECK(sg && sg->n_anchors == ref.n_anchors && sg->n_spans == even.n_spans &&
+                  !memcmp(sg->kind, even.kind, (size_t)s.n),
+              "segmentation is not the even one (%d anchors, surprisal %d)", sg ? sg->n_anchors : -1, ref.n_anchors);
+        sekv_seg_free(&ref), sekv_seg_free(&even);
+        M->free(st);
+    }
+    CHECK(!start(&s, "fixed_chunk=-2", s.n / 10, err, sizeof err) && strstr(err, "fixed_chunk"),
+          "fixed_chunk=-2 accepted: %s", err);
+    free_scen(&s);
+    M = &kv_sekv_spread;
+}
+
 int main(void) {
     test_seed();
     test_exact(0);
@@ -855,6 +883,7 @@ int main(void) {
     test_budget();
     test_auto_and_infeasible();
     test_fit_order();
+    test_fixed_chunk_same();
     test_bad_params();
     test_default_params();
     test_tiny();
