@@ -20,6 +20,7 @@ typedef struct {
     const char *model, *corpus, *out, *cache, *log;
     int steps, rank, threads, max_docs, ctx, budget_per_span;
     int held_out, eval_every;   /* early stopping: documents held out, steps between checks */
+    int held_out_given;         /* --held-out given: too few documents is an error, not a note */
     double lambda_budget;
     uint64_t seed;
     sekv_teacher_cfg tc;
@@ -60,9 +61,10 @@ static void usage(FILE *f) {
             "                   zoom BCE's scale\n"
             "  --lambda-budget X  weight of the budget term once ramped in (default %g)\n"
             "  --held-out N     documents of the selection held out of training (every\n"
-            "                   (documents/N)-th one, default %d; 0 = off): every K steps the\n"
-            "                   loss on them (budget at full weight) is measured and the\n"
-            "                   parameters with the lowest one are written (early stopping)\n"
+            "                   (documents/N)-th one; default %d, off with fewer than 2N\n"
+            "                   documents; 0 = off): every K steps the loss on them (budget\n"
+            "                   at full weight) is measured and the parameters with the\n"
+            "                   lowest one are written (early stopping)\n"
             "  --eval-every K   steps between held-out checks (default: steps/20)\n"
             "  --log FILE       loss curve as CSV, one line per step\n"
             "\n"
@@ -135,7 +137,7 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
                 return fail("--lambda-budget '%s': expected a number in 0..100", v);
         } else if (!strcmp(a, "--held-out")) {
             if (parse_int(a, v, 0, 1000, &x)) return -1;
-            o->held_out = (int)x;
+            o->held_out = (int)x, o->held_out_given = 1;
         } else if (!strcmp(a, "--eval-every")) {
             if (parse_int(a, v, 1, 10000000, &x)) return -1;
             o->eval_every = (int)x;
@@ -175,6 +177,8 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
     if (!o->out) return fail("--out FILE is required (see --help)");
     char werr[1200];           /* checked now, not after 10-20 minutes of training */
     if (sekv_params_check_writable(o->out, werr, sizeof werr)) return fail("--out %s", werr);
+    if (o->held_out_given && o->held_out * 2 > o->max_docs)
+        return fail("--held-out %d: needs at least twice as many documents (--max-docs %d)", o->held_out, o->max_docs);
     if (o->tc.keep > o->tc.candidates)
         return fail("--keep %d exceeds --candidates %d", o->tc.keep, o->tc.candidates);
     o->tc.rank = o->rank;
@@ -442,6 +446,11 @@ int cmd_train_sekv(int argc, char **argv) {
     }
     /* Early stopping on a held-out slice of the corpus: every (nd/N)-th document; the
      * rest train. order[] then indexes the training documents only. */
+    if (o.held_out > 0 && o.held_out * 2 > nd && !o.held_out_given) {
+        fprintf(stderr, "train-sekv: note: %d usable documents, too few to hold %d out: no early stopping\n", nd,
+                o.held_out);
+        o.held_out = 0;
+    }
     if (o.held_out > 0) {
         if (o.held_out * 2 > nd) {
             fail("--held-out %d: needs at least twice as many documents (%d usable)", o.held_out, nd);
