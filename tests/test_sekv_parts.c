@@ -127,6 +127,51 @@ static void test_segment(void) {
           "bad arguments accepted");
 }
 
+/* fixed_chunk=same (claim C8): the surprisal segmentation's anchor count, placed evenly,
+ * each anchor opening a chunk of equal length (+-1) whose rest is one span (l_max off) or
+ * SHORT tokens; sinks and the local window as before. */
+static void test_segment_even(void) {
+    for (int it = 0; it < 200; it++) {
+        int n = test_int(1, 600), l_min = test_int(1, 6), l_max = SEKV_LMAX_NONE;
+        int sinks = it % 2 ? test_int(0, 5) : 0, local = it % 3 ? test_int(0, 40) : 0;
+        float *H = malloc((size_t)n * sizeof *H);
+        for (int t = 0; t < n; t++) H[t] = (float)(-log(test_unif() + 1e-9) * (test_unif() < 0.1 ? 6 : 1));
+        double alpha = 0.2 + 2.5 * test_unif();
+        sekv_seg ref, sg;
+        CHECK(sekv_segment_ex(H, n, alpha, l_min, l_max, 0, sinks, local, &ref) == 0, "segment");
+        CHECK(sekv_segment_even(H, n, alpha, l_min, l_max, sinks, local, &sg) == 0, "segment_even");
+        int lo = sinks < n ? sinks : n, hi = n - local > lo ? n - local : lo;
+        CHECK(sg.n_anchors == (hi > lo ? ref.n_anchors : 0) && sg.n_forced == ref.n_forced,
+              "n=%d: %d anchors (surprisal %d), %d forced (%d)", n, sg.n_anchors, ref.n_anchors, sg.n_forced,
+              ref.n_forced);
+        CHECK(sg.threshold == ref.threshold, "threshold not the surprisal one");
+        if (sinks == 0 && hi > 0) CHECK(sg.kind[0] == SEKV_ANCHOR, "token 0 not an anchor");
+        /* chunk lengths: anchor to next anchor (or the window), all within 1 of each other */
+        int mn = n + 1, mx = -1, ok = 1, spans = 0, shorts = 0;
+        int prev = lo < hi && sg.kind[lo] != SEKV_ANCHOR ? lo - 1 : -1;   /* no anchor: one run after the sinks */
+        for (int t = lo; t <= hi; t++) {
+            if (t < hi && sg.kind[t] == SEKV_FORCED) ok = 0;
+            if (t == hi || sg.kind[t] == SEKV_ANCHOR) {
+                if (prev >= 0) {
+                    int len = t - prev, rest = len - 1;
+                    mn = len < mn ? len : mn, mx = len > mx ? len : mx;
+                    /* the rest of the chunk: one span, or SHORT tokens */
+                    int is_span = 0;
+                    for (int s = 0; s < sg.n_spans; s++)
+                        is_span |= sg.span[s].start == prev + 1 && sg.span[s].len == rest;
+                    if (rest > 0 && is_span != (rest >= l_min)) ok = 0;
+                    spans += rest > 0 && rest >= l_min, shorts += rest < l_min ? rest : 0;
+                }
+                prev = t;
+            }
+        }
+        CHECK(ok && spans == sg.n_spans && shorts == sg.n_short, "chunks are not anchor + one span (n=%d)", n);
+        CHECK(mx < 0 || mx - mn <= 1, "chunk lengths %d..%d differ by more than 1", mn, mx);
+        sekv_seg_free(&ref), sekv_seg_free(&sg);
+        free(H);
+    }
+}
+
 /* ------------------------------------------------------------ factors */
 
 /* Orthonormal columns: Q [rows][k] by Gram-Schmidt in double. */
@@ -464,6 +509,7 @@ static void test_params_file(void) {
 int main(void) {
     test_seed();
     test_segment();
+    test_segment_even();
     test_factors();
     test_coarse();
     test_gate_route();

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SeKV's shipped parameters (methods/sekv/params/): the file matches its sha256, `sekv`
 # loads it by default for the default model (no training in CI), says so on stderr when
-# no file fits, and on a NIAH dev case (768 tokens, depth 35: outside the reported grid)
-# the trained router, run uncapped, is sparser than the untrained one (which expands
-# every span) and still expands the needle's span. Whether it beats the untrained router
-# is measured, not asserted: see methods/sekv/params/README.md (it does not).
+# no file fits, and on NIAH dev cases (768 and 1,280 tokens, depth 35: outside the
+# reported grid) the trained router, capped at 50%, gives the answer a lower
+# teacher-forced NLL than the untrained router at the same budget and does expand the
+# needle's span. Its zoom precision is NOT better than the untrained router's (measured,
+# not asserted: see methods/sekv/params/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KVBENCH=${KVBENCH:-./kvbench}
@@ -21,14 +22,16 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 unset KVBENCH_SEKV_PARAMS
-"$KVBENCH" sekv-probe --model "$MODEL" --ctx 768 --depths 35 --params "uncapped=1" \
-    --params "uncapped=1,params_file=none" >"$T/out" 2>"$T/err" || fail "sekv-probe failed: $(cat "$T/err")"
+# capped at 50% on two dev cases: the trained router's answer NLL is lower than the
+# untrained one's at the same budget, and it does expand the needle's span
+"$KVBENCH" sekv-probe --model "$MODEL" --ctx 768,1280 --depths 35 --budget 0.5 --params "" \
+    --params "params_file=none" >"$T/out" 2>"$T/err" || fail "sekv-probe failed: $(cat "$T/err")"
 cat "$T/out"
 sed -n 2p "$T/out" | grep -q "params: trained (default file)" || fail "the shipped file was not loaded by default"
-sed -n 4p "$T/out" | grep -q "params: none (untrained routing)" || fail "params_file=none still trained"
+sed -n 6p "$T/out" | grep -q "params: none (untrained routing)" || fail "params_file=none still trained"
 val() { sed -n "$1p" "$T/out" | sed -E "s/.* $2 ([0-9.na]+).*/\1/"; }
-rt=$(val 1 rows) ru=$(val 3 rows) rec=$(val 1 recall)
-awk -v a="$rt" -v b="$ru" 'BEGIN { exit !(a > 0 && a < 0.8 * b) }' || fail "trained router not sparser: $rt rows vs $ru untrained"
+nt=$(val 1 nll) nu=$(val 5 nll) rec=$(val 1 recall)
+awk -v a="$nt" -v b="$nu" 'BEGIN { exit !(a > 0 && a < b) }' || fail "trained router's answer NLL $nt not below the untrained $nu"
 awk -v r="$rec" 'BEGIN { exit !(r > 0) }' || fail "trained router never expands the needle's span (recall $rec)"
 # no file for this model: untrained, and said once on stderr
 KVBENCH_SEKV_PARAMS=/nonexistent/p.params "$KVBENCH" sekv-probe --model "$MODEL" --ctx 768 --depths 35 --budget 0.5 \

@@ -14,9 +14,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
+enum { HELD_OUT_DEFAULT = 4 };
+
 typedef struct {
     const char *model, *corpus, *out, *cache, *log;
     int steps, rank, threads, max_docs, ctx, budget_per_span;
+    int held_out, eval_every;   /* early stopping: documents held out, steps between checks */
+    int held_out_given;         /* --held-out given: too few documents is an error, not a note */
+    double lambda_budget;
     uint64_t seed;
     sekv_teacher_cfg tc;
     double mem_mb;
@@ -28,7 +33,8 @@ static void usage(FILE *f) {
             "usage: kvbench train-sekv [--model F] [--corpus DIR] --out params.bin [--steps N]\n"
             "                          [--seed S] [--rank R] [--threads N] [--max-docs N] [--ctx N]\n"
             "                          [--candidates N] [--keep N] [--alpha A] [--cache DIR|none]\n"
-            "                          [--budget-norm row|span] [--log FILE.csv]\n"
+            "                          [--budget-norm row|span] [--lambda-budget X]\n"
+            "                          [--held-out N] [--eval-every K] [--log FILE.csv]\n"
             "\n"
             "Trains SeKV's zoom-in (routing projections W, thresholds tau, rank gate; the model\n"
             "stays frozen) to match the model's full attention at mined positions of long\n"
@@ -53,12 +59,20 @@ static void usage(FILE *f) {
             "  --budget-norm M  the z budget: row = expanded spans per (position, layer, head),\n"
             "                   averaged over rows (default); span = the expansion rate, on the\n"
             "                   zoom BCE's scale\n"
+            "  --lambda-budget X  weight of the budget term once ramped in (default %g)\n"
+            "  --held-out N     documents of the selection held out of training (every\n"
+            "                   (documents/N)-th one; default %d, off with fewer than 2N\n"
+            "                   documents; 0 = off): every K steps the loss on them (budget\n"
+            "                   at full weight) is measured and the parameters with the\n"
+            "                   lowest one are written (early stopping)\n"
+            "  --eval-every K   steps between held-out checks (default: steps/20)\n"
             "  --log FILE       loss curve as CSV, one line per step\n"
             "\n"
             "Loss (reference §8): KL(teacher || student attention) + BCE zoom targets + gated\n"
             "reconstruction error + a budget term ramped in over the first half; AdamW lr 1e-3,\n"
             "weight decay 0.01, cosine schedule with 10%% warm-up, gradient clipping at 1.\n",
-            model_default_path(), t.rank, t.candidates, t.keep, t.alpha);
+            model_default_path(), t.rank, t.candidates, t.keep, t.alpha, sekv_loss_defaults().lambda_budget,
+            HELD_OUT_DEFAULT);
 }
 
 static int fail(const char *fmt, ...) {
@@ -92,7 +106,8 @@ static const char *default_dir(const char *env, const char *leaf, char *buf, siz
 static int parse_args(int argc, char **argv, train_opts *o, int *help) {
     static char corpus[1024], cache[1024];
     *o = (train_opts){.model = model_default_path(), .steps = 300, .threads = 0, .max_docs = 40,
-                      .ctx = 2048, .seed = 1, .tc = sekv_teacher_defaults(), .mem_mb = 1536};
+                      .ctx = 2048, .seed = 1, .tc = sekv_teacher_defaults(), .mem_mb = 1536,
+                      .held_out = HELD_OUT_DEFAULT, .lambda_budget = sekv_loss_defaults().lambda_budget};
     o->corpus = default_dir("KVBENCH_CORPUS", "corpus", corpus, sizeof corpus);
     o->cache = default_dir("KVBENCH_SEKV_CACHE", "sekv-train", cache, sizeof cache);
     o->rank = o->tc.rank;
@@ -115,7 +130,18 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
             if (strcmp(v, "row") && strcmp(v, "span")) return fail("--budget-norm '%s': expected row or span", v);
             o->budget_per_span = !strcmp(v, "span");
         }
-        else if (!strcmp(a, "--alpha")) {
+        else if (!strcmp(a, "--lambda-budget")) {
+            char *end;
+            o->lambda_budget = strtod(v, &end);
+            if (end == v || *end || !isfinite(o->lambda_budget) || o->lambda_budget < 0 || o->lambda_budget > 100)
+                return fail("--lambda-budget '%s': expected a number in 0..100", v);
+        } else if (!strcmp(a, "--held-out")) {
+            if (parse_int(a, v, 0, 1000, &x)) return -1;
+            o->held_out = (int)x, o->held_out_given = 1;
+        } else if (!strcmp(a, "--eval-every")) {
+            if (parse_int(a, v, 1, 10000000, &x)) return -1;
+            o->eval_every = (int)x;
+        } else if (!strcmp(a, "--alpha")) {
             char *end;
             o->tc.alpha = strtod(v, &end);
             if (end == v || *end || !isfinite(o->tc.alpha) || o->tc.alpha < 0 || o->tc.alpha > 10)
@@ -151,6 +177,8 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
     if (!o->out) return fail("--out FILE is required (see --help)");
     char werr[1200];           /* checked now, not after 10-20 minutes of training */
     if (sekv_params_check_writable(o->out, werr, sizeof werr)) return fail("--out %s", werr);
+    if (o->held_out_given && o->held_out * 2 > o->max_docs)
+        return fail("--held-out %d: needs at least twice as many documents (--max-docs %d)", o->held_out, o->max_docs);
     if (o->tc.keep > o->tc.candidates)
         return fail("--keep %d exceeds --candidates %d", o->tc.keep, o->tc.candidates);
     o->tc.rank = o->rank;
@@ -237,6 +265,37 @@ typedef struct {
     sekv_tdoc doc;
     int resident;
 } train_doc;
+
+/* The loss (and, with g, its gradient) on one document, loading it when not resident. */
+static int doc_loss(const train_doc *d, const sekv_tparams *th, const sekv_loss_cfg *lc, double lb,
+                    sekv_tparams *g, sekv_loss_parts *parts) {
+    sekv_tdoc tmp;
+    const sekv_tdoc *doc = &d->doc;
+    char err[512];
+    if (!d->resident) {
+        if (sekv_tdoc_load(&tmp, d->path, err, sizeof err)) return fail("%s", err);
+        doc = &tmp;
+    }
+    int rc = sekv_train_loss(th, doc, NULL, 0, lc, lb, g, parts, NULL);
+    if (!d->resident) sekv_tdoc_free(&tmp);
+    if (rc) return fail("%s: loss failed (shape mismatch or out of memory)", d->name);
+    return 0;
+}
+
+/* Mean loss parts over the held-out documents, the budget term at its full weight (so
+ * checks at any step compare). 0 or -1. */
+static int held_out_loss(const train_doc *docs, const int *idx, int n, const sekv_tparams *th,
+                         const sekv_loss_cfg *lc, sekv_loss_parts *mean) {
+    *mean = (sekv_loss_parts){0};
+    for (int i = 0; i < n; i++) {
+        sekv_loss_parts q;
+        if (doc_loss(&docs[idx[i]], th, lc, lc->lambda_budget, NULL, &q)) return -1;
+        mean->total += q.total / n, mean->kl += q.kl / n, mean->zoom += q.zoom / n;
+        mean->budget += q.budget / n, mean->expand += q.expand / n;
+        mean->recall += q.recall / n, mean->precision += q.precision / n;
+    }
+    return 0;
+}
 
 static uint64_t sm_next(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -352,15 +411,16 @@ int cmd_train_sekv(int argc, char **argv) {
     double t_data = now_s() - t_begin;
 
     sekv_params p = {0};
-    sekv_tparams th = {0}, g = {0}, mo = {0}, vo = {0};
-    int rc = 1, *order = NULL;
+    sekv_tparams th = {0}, g = {0}, mo = {0}, vo = {0}, best = {0};
+    int rc = 1, *order = NULL, *held = NULL, *pool = NULL, n_train = nd, n_held = 0;
     FILE *logf = NULL;
     if (sekv_params_init(&p, mc->n_layer, mc->n_head, mc->head_dim, o.rank, o.seed, err, sizeof err)) {
         fail("%s", err);
         goto done;
     }
     if (sekv_tparams_from(&th, &p) || sekv_tparams_alloc(&g, th.L, th.H, th.d, th.R) ||
-        sekv_tparams_alloc(&mo, th.L, th.H, th.d, th.R) || sekv_tparams_alloc(&vo, th.L, th.H, th.d, th.R)) {
+        sekv_tparams_alloc(&mo, th.L, th.H, th.d, th.R) || sekv_tparams_alloc(&vo, th.L, th.H, th.d, th.R) ||
+        sekv_tparams_alloc(&best, th.L, th.H, th.d, th.R)) {
         fail("out of memory");
         goto done;
     }
@@ -369,48 +429,68 @@ int cmd_train_sekv(int argc, char **argv) {
         goto done;
     }
     if (logf) fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,pos_rate,recall,precision,eff_rank,lr,grad_norm,"
-                            "seconds\n");
+                            "seconds,heldout\n");
     size_t np = sekv_params_count(&p);
     fprintf(stderr, "train-sekv: %d documents ready in %.0fs; %zu trainable parameters (%.3f%% of the model's %.1fM)\n",
             nd, t_data, np, 100.0 * np / (double)mc->n_params, mc->n_params / 1e6);
 
     sekv_loss_cfg lc = sekv_loss_defaults();
     lc.budget_per_span = o.budget_per_span;
+    lc.lambda_budget = o.lambda_budget;
     sekv_optim_cfg oc = sekv_optim_defaults(o.steps);
     order = malloc((size_t)nd * sizeof *order);
-    if (!order) {
+    held = malloc((size_t)nd * sizeof *held);
+    if (!order || !held) {
         fail("out of memory");
         goto done;
     }
+    /* Early stopping on a held-out slice of the corpus: every (nd/N)-th document; the
+     * rest train. order[] then indexes the training documents only. */
+    if (o.held_out > 0 && o.held_out * 2 > nd && !o.held_out_given) {
+        fprintf(stderr, "train-sekv: note: %d usable documents, too few to hold %d out: no early stopping\n", nd,
+                o.held_out);
+        o.held_out = 0;
+    }
+    if (o.held_out > 0) {
+        if (o.held_out * 2 > nd) {
+            fail("--held-out %d: needs at least twice as many documents (%d usable)", o.held_out, nd);
+            goto done;
+        }
+        int stride = nd / o.held_out, *train = order;
+        n_train = 0;
+        for (int i = 0; i < nd; i++)
+            if (i % stride == stride - 1 && n_held < o.held_out) held[n_held++] = i;
+            else train[n_train++] = i;
+        fprintf(stderr, "train-sekv: %d documents train, %d held out for early stopping:", n_train, n_held);
+        for (int i = 0; i < n_held; i++) fprintf(stderr, " %s", docs[held[i]].name);
+        fprintf(stderr, "\n");
+    }
+    pool = malloc((size_t)nd * sizeof *pool);
+    if (!pool) {
+        fail("out of memory");
+        goto done;
+    }
+    if (o.held_out > 0) memcpy(pool, order, (size_t)n_train * sizeof *pool);
+    else
+        for (int i = 0; i < nd; i++) pool[i] = i;
+    int eval_every = o.eval_every > 0 ? o.eval_every : (o.steps / 20 > 1 ? o.steps / 20 : 1), best_step = -1;
+    double best_held = INFINITY;
     uint64_t rng = o.seed ^ 0x5eb7ULL;
     double t_train = now_s(), first_total = NAN;
     sekv_loss_parts last = {0};
     int every = o.steps / 40 > 1 ? o.steps / 40 : 1;
     for (int s = 0; s < o.steps; s++) {
-        if (s % nd == 0) {   /* a new epoch: shuffle the document order */
-            for (int i = 0; i < nd; i++) order[i] = i;
-            for (int i = nd - 1; i > 0; i--) {
+        if (s % n_train == 0) {   /* a new epoch: shuffle the document order */
+            for (int i = 0; i < n_train; i++) order[i] = pool[i];
+            for (int i = n_train - 1; i > 0; i--) {
                 int j = (int)(sm_next(&rng) % (uint64_t)(i + 1)), t = order[i];
                 order[i] = order[j], order[j] = t;
             }
         }
-        train_doc *d = &docs[order[s % nd]];
-        sekv_tdoc tmp, *doc = &d->doc;
-        if (!d->resident) {
-            if (sekv_tdoc_load(&tmp, d->path, err, sizeof err)) {
-                fail("%s", err);
-                goto done;
-            }
-            doc = &tmp;
-        }
+        train_doc *d = &docs[order[s % n_train]];
         double lb = sekv_budget_at(lc.lambda_budget, s, o.steps), lr = sekv_lr_at(&oc, s);
         sekv_loss_parts parts;
-        int lrc = sekv_train_loss(&th, doc, NULL, 0, &lc, lb, &g, &parts, NULL);
-        if (!d->resident) sekv_tdoc_free(&tmp);
-        if (lrc) {
-            fail("%s: loss failed (shape mismatch or out of memory)", d->name);
-            goto done;
-        }
+        if (doc_loss(d, &th, &lc, lb, &g, &parts)) goto done;
         if (!isfinite(parts.total)) {
             fail("step %d: loss is not finite (%g) on %s", s, parts.total, d->name);
             goto done;
@@ -420,10 +500,28 @@ int cmd_train_sekv(int argc, char **argv) {
         if (s == 0) first_total = parts.total;
         last = parts;
         double el = now_s() - t_train;
-        if (logf)
-            fprintf(logf, "%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.4f,%.4f,%.4f,%.3f,%.4g,%.4g,%.2f\n", s, d->name,
+        double ho = NAN;
+        if (n_held && ((s + 1) % eval_every == 0 || s == o.steps - 1)) {
+            sekv_loss_parts hp;
+            if (held_out_loss(docs, held, n_held, &th, &lc, &hp)) goto done;
+            ho = hp.total;
+            fprintf(stderr,
+                    "held-out after step %d: loss %.4f (kl %.4f zoom %.4f budget %.2f) expand %.2f recall %.2f"
+                    " precision %.2f%s\n",
+                    s + 1, hp.total, hp.kl, hp.zoom, hp.budget, hp.expand, hp.recall, hp.precision,
+                    hp.total < best_held ? "  (best)" : "");
+            if (hp.total < best_held) {
+                best_held = hp.total, best_step = s;
+                memcpy(best.W, th.W, th.n * sizeof *th.W);
+            }
+        }
+        if (logf) {
+            fprintf(logf, "%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.4f,%.4f,%.4f,%.3f,%.4g,%.4g,%.2f,", s, d->name,
                     parts.total, parts.kl, parts.zoom, parts.recon, parts.budget, lb, parts.expand, parts.pos_rate,
                     parts.recall, parts.precision, parts.eff_rank, lr, gn, el);
+            if (isfinite(ho)) fprintf(logf, "%.6g", ho);
+            fprintf(logf, "\n");
+        }
         if (s % every == 0 || s == o.steps - 1) {
             char eta[32];
             fmt_time(el / (s + 1) * (o.steps - s - 1), eta, sizeof eta);
@@ -435,10 +533,15 @@ int cmd_train_sekv(int argc, char **argv) {
                     eta);
         }
     }
+    if (best_step >= 0) {
+        fprintf(stderr, "train-sekv: early stopping: the parameters after step %d of %d (held-out loss %.4f)\n",
+                best_step + 1, o.steps, best_held);
+        memcpy(th.W, best.W, th.n * sizeof *th.W);
+    }
     sekv_tparams_to(&th, &p);
     p.model_hash = mhash;
     p.trained = 1;
-    p.train_steps = o.steps;
+    p.train_steps = best_step >= 0 ? best_step + 1 : o.steps;
     if (sekv_params_save(&p, o.out, err, sizeof err)) {
         fail("%s", err);
         goto done;
@@ -454,9 +557,10 @@ done:
     if (logf) fclose(logf);
     for (int i = 0; i < nd; i++) sekv_tdoc_free(&docs[i].doc);
     free(docs);
-    free(order);
+    free(order), free(held), free(pool);
     sekv_params_free(&p);
     sekv_tparams_free(&th), sekv_tparams_free(&g), sekv_tparams_free(&mo), sekv_tparams_free(&vo);
+    sekv_tparams_free(&best);
     model_free(m);
     return rc;
 }

@@ -31,7 +31,7 @@ static const kv_param params[] = {
     {"tau", "-1", "zoom threshold on the relevance for every head; -1 = the trained per-(layer, head) thresholds (0.05 untrained; 0.05 with route=1)"},
     {"zoom", "1", "0 = no reconstruction: coarse summaries only (ablation: without SVD)"},
     {"trained_zoom", "1", "0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d) alone, no W, no ln|S| (ablation)"},
-    {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans (ablation)"},
+    {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans, token 0 the only anchor; same = as many anchors as the surprisal segmentation finds, placed evenly, each opening a chunk of equal length (claim C8 at the same anchors budget)"},
     {"route", "0", "span relevance: 0 = the paper's trained d'=32 routing summary sigmoid(W q . norm(W kbar)/sqrt d' + ln|S|); 1 = kvbench's untrained mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q)"},
     {"gate", "2", "rank gate at decode: 2 = soft m (the paper), 1 = hard (component kept iff m > 0.5), 0 = off"},
     {"p_max", "1", "the persistent part may take P <= p_max*B (the paper: 1, the rest is room to zoom); more is infeasible"},
@@ -92,11 +92,12 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
         kv_param_double(m, ps, "tau", &tau, err, errlen) ||
         kv_param_int(m, ps, "zoom", &st->zoom, err, errlen) ||
         kv_param_int(m, ps, "trained_zoom", &st->trained_zoom, err, errlen) ||
-        kv_param_int(m, ps, "fixed_chunk", &st->fixed_chunk, err, errlen) ||
         kv_param_int(m, ps, "route", &st->route, err, errlen) ||
         kv_param_int(m, ps, "gate", &st->gate, err, errlen))
         return -1;
     char buf[64];
+    if (raw_value(ps, "fixed_chunk", buf, sizeof buf) && !strcmp(buf, "same")) st->fixed_chunk = SEKV_CHUNK_SAME;
+    else if (kv_param_int(m, ps, "fixed_chunk", &st->fixed_chunk, err, errlen)) return -1;
     st->alpha = -1;
     if (!raw_value(ps, "alpha", buf, sizeof buf)) param_default(m, "alpha", buf, sizeof buf);
     if (strcmp(buf, "auto") != 0) {
@@ -124,7 +125,7 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
     else if (dprime != SEKV_DPRIME) bad = "dprime is fixed at 32";
     else if (tau != -1 && !(tau >= 0 && tau <= 1)) bad = "tau must be in [0,1] (or -1)";
     else if ((st->zoom | st->trained_zoom) & ~1) bad = "zoom and trained_zoom must be 0 or 1";
-    else if (st->fixed_chunk < 0) bad = "fixed_chunk must be >= 0";
+    else if (st->fixed_chunk < 0 && st->fixed_chunk != SEKV_CHUNK_SAME) bad = "fixed_chunk must be >= 0 (or same)";
     else if (st->route & ~1) bad = "route must be 0 or 1";
     else if (st->gate < 0 || st->gate > 2) bad = "gate must be 0 (off), 1 (hard) or 2 (soft)";
     if (bad) {
@@ -291,10 +292,10 @@ int sekv_grow_spans(kv_state *st, sekv_layer *ly, int need) {
     float *kh = malloc((size_t)H * cap * dp * sizeof *kh);
     int32_t *sel = malloc((size_t)Hkv * cap * sizeof *sel);
     int32_t *rr = malloc((size_t)Hkv * cap * sizeof *rr);
-    uint8_t *zh = calloc((size_t)H * cap, 1);
+    uint8_t *zh = calloc((size_t)H * cap, 1), *why = calloc((size_t)H * cap, 1);
     float *kb = malloc((size_t)Hkv * cap * 2 * st->d * sizeof *kb);
-    if (!sp || !sr || !kh || !sel || !rr || !zh || !kb) {
-        free(kh), free(sel), free(rr), free(zh), free(kb);
+    if (!sp || !sr || !kh || !sel || !rr || !zh || !why || !kb) {
+        free(kh), free(sel), free(rr), free(zh), free(why), free(kb);
         return -1;
     }
     for (int j = 0; j < Hkv && ly->kspread; j++)
@@ -304,8 +305,8 @@ int sekv_grow_spans(kv_state *st, sekv_layer *ly, int need) {
     ly->kspread = kb;
     for (int h = 0; h < H && ly->khat; h++)   /* keep the routing keys, new row stride */
         memcpy(kh + (size_t)h * cap * dp, ly->khat + (size_t)h * old * dp, (size_t)ly->ns * dp * sizeof *kh);
-    free(ly->khat), free(ly->sel), free(ly->recon_row), free(ly->zoom_h);
-    ly->khat = kh, ly->sel = sel, ly->recon_row = rr, ly->zoom_h = zh;
+    free(ly->khat), free(ly->sel), free(ly->recon_row), free(ly->zoom_h), free(ly->why);
+    ly->khat = kh, ly->sel = sel, ly->recon_row = rr, ly->zoom_h = zh, ly->why = why;
     for (int j = 0; j < Hkv; j++) {
         sekv_basis *b = realloc(ly->kv[j].basis, (size_t)cap * sizeof *b);
         if (!b) return -1;
@@ -424,14 +425,14 @@ static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen)
     static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
     static const int caps[] = {32, 48, 64, 128, 256};
     int n = st->n_prompt, half = st->uncapped ? INT_MAX : (int)floor(st->p_max * st->B);
-    int auto_a = st->alpha < 0 && !st->fixed_chunk;
+    int auto_a = st->alpha < 0 && st->fixed_chunk <= 0;
     int n_alpha = auto_a ? (int)(sizeof grid / sizeof grid[0]) : 1;
     int lmins[2] = {st->l_min, 2}, n_lmin = !st->lmin_given && st->l_min > 2 ? 2 : 1;
     /* (local, l_max) candidates, without repeats */
     int small = st->B / 8 < 4 ? 4 : st->B / 8 > 32 ? 32 : st->B / 8, shp[10][2], n_shp = 0;
     for (int c = 0; c < 10; c++) {   /* caps ascending; for each, local 32 then small */
         int loc = st->local >= 0 ? st->local : c % 2 == 0 ? 32 : small;
-        int cap = st->l_max > 0 || st->fixed_chunk ? st->l_max : caps[c / 2];
+        int cap = st->l_max > 0 || st->fixed_chunk > 0 ? st->l_max : caps[c / 2];
         if (cap > 0 && cap < st->l_min) cap = st->l_min;
         int seen = 0;
         for (int i = 0; i < n_shp; i++) seen |= shp[i][0] == loc && shp[i][1] == cap;
@@ -445,7 +446,9 @@ static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen)
                 double a = auto_a ? grid[ai] : st->alpha > 0 ? st->alpha : 1.0;
                 int loc = shp[si][0], cap = shp[si][1] > 0 ? shp[si][1] : 64;
                 sekv_seg sg;
-                if (sekv_segment_ex(surp, n, a, lmins[li], cap, st->fixed_chunk, st->sinks, loc, &sg)) {
+                if (st->fixed_chunk == SEKV_CHUNK_SAME
+                        ? sekv_segment_even(surp, n, a, lmins[li], cap, st->sinks, loc, &sg)
+                        : sekv_segment_ex(surp, n, a, lmins[li], cap, st->fixed_chunk, st->sinks, loc, &sg)) {
                     snprintf(err, errlen, "sekv: out of memory segmenting %d tokens", n);
                     return -1;
                 }
@@ -453,18 +456,18 @@ static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen)
                 if (P <= half) {
                     st->seg = sg;
                     st->have_seg = 1;
-                    st->alpha_used = st->fixed_chunk ? NAN : a;
+                    st->alpha_used = st->fixed_chunk > 0 ? NAN : a;
                     st->lmin_used = lmins[li];
                     st->local = loc;
                     st->l_max = cap;
-                    st->threshold = st->fixed_chunk ? INFINITY : sg.threshold;
+                    st->threshold = st->fixed_chunk ? INFINITY : sg.threshold;   /* decoded tokens never anchor then */
                     return 0;
                 }
                 if (best_p < 0 || P < best_p)
                     best_p = P, best_a = a, best_l = lmins[li], best_loc = loc, best_cap = cap;
                 sekv_seg_free(&sg);
             }
-    if (st->fixed_chunk)
+    if (st->fixed_chunk > 0)
         snprintf(err, errlen,
                  "infeasible: persistent part P=%d exceeds p_max*B=%d (B=%d; best: fixed_chunk=%d, l_min=%d, "
                  "sinks=%d, local=%d)",
@@ -630,6 +633,7 @@ void sekv_free(kv_state *st) {
         }
         free(ly->kv), free(ly->row_span), free(ly->row_pos), free(ly->span), free(ly->span_row);
         free(ly->khat), free(ly->kspread), free(ly->sel), free(ly->n_sel), free(ly->recon_row), free(ly->zoom_h);
+        free(ly->why);
         free(ly->kept), free(ly->events);
     }
     free(st->layer);
@@ -654,7 +658,7 @@ void sekv_describe(const kv_state *st, char *buf, size_t len) {
     if (st->local >= 0) snprintf(local, sizeof local, "%d%s", st->local, st->local_auto ? " (auto)" : "");
     snprintf(buf, len,
              "%s: alpha=%g%s l_min=%d l_max=%s sinks=%d local=%s spans=%d P=%d B=%d%s rank=%d zoom=%d%s gate=%d route=%s %s",
-             st->m->name, st->alpha_used, st->alpha < 0 && !st->fixed_chunk ? " (auto)" : "",
+             st->m->name, st->alpha_used, st->alpha < 0 && st->fixed_chunk <= 0 ? " (auto)" : "",
              st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, ns,
              st->have_seg ? sekv_seg_persistent(&st->seg) : -1, st->B, st->uncapped ? " (uncapped)" : "", st->rank,
              st->zoom, st->trained_zoom ? "" : " (untrained zoom)", st->gate, st->route ? "spread" : "summary",
@@ -665,17 +669,18 @@ void sekv_describe(const kv_state *st, char *buf, size_t len) {
 
 void sekv_params_used(const kv_state *st, char *buf, size_t len) {
     char alpha[32] = "auto";
-    if (st->have_seg && !st->fixed_chunk) snprintf(alpha, sizeof alpha, "%.17g", st->alpha_used);
+    if (st->have_seg && st->fixed_chunk <= 0) snprintf(alpha, sizeof alpha, "%.17g", st->alpha_used);
     else if (st->alpha > 0) snprintf(alpha, sizeof alpha, "%.17g", st->alpha);
-    char lmax[16] = "auto", local[16] = "auto";
+    char lmax[16] = "auto", local[16] = "auto", chunk[16] = "same";
+    if (st->fixed_chunk != SEKV_CHUNK_SAME) snprintf(chunk, sizeof chunk, "%d", st->fixed_chunk);
     if (st->l_max == SEKV_LMAX_NONE) snprintf(lmax, sizeof lmax, "none");
     else if (st->l_max >= 0) snprintf(lmax, sizeof lmax, "%d", st->l_max);
     if (st->local >= 0) snprintf(local, sizeof local, "%d", st->local);
     int n = snprintf(buf, len,
                      "alpha=%s,l_min=%d,l_max=%s,sinks=%d,local=%s,rank=%d,tau=%g,zoom=%d,trained_zoom=%d,"
-                     "fixed_chunk=%d,gate=%d,route=%d,p_max=%g,uncapped=%d",
+                     "fixed_chunk=%s,gate=%d,route=%d,p_max=%g,uncapped=%d",
                      alpha, st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, st->rank,
-                     st->tau_override, st->zoom, st->trained_zoom, st->fixed_chunk, st->gate, st->route,
+                     st->tau_override, st->zoom, st->trained_zoom, chunk, st->gate, st->route,
                      st->p_max, st->uncapped);
     if (n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, ",params_file=%s", st->params_file[0] ? st->params_file : "none");
@@ -723,6 +728,11 @@ const float *sekv_span_factors(const kv_state *st, int layer, int kv_head, int s
 }
 
 size_t sekv_device_bytes(const kv_state *st) { return sekv_dev_bytes_held(st); }
+
+int sekv_why(const kv_state *st, int layer, int head, int s) {
+    const sekv_layer *ly = &st->layer[layer];
+    return ly->why && s >= 0 && s < ly->ns ? ly->why[(size_t)head * ly->span_cap + s] : SEKV_WHY_OFF;
+}
 
 int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans) {
     const sekv_layer *ly = &st->layer[layer];

@@ -55,6 +55,16 @@ void sekv_span_tokens(const kv_state *st, int layer, int kv_head, int s, float *
  * and returns the count. */
 int sekv_expanded(const kv_state *st, int layer, int head, int32_t *spans);
 
+/* Why span s was or was not expanded for query head h at the last attend(). */
+enum {
+    SEKV_WHY_BELOW = 0,      /* its relevance for h is not above h's tau */
+    SEKV_WHY_ZOOMED = 1,     /* expanded for h */
+    SEKV_WHY_TOO_LONG = 2,   /* above tau, but its |S| rows exceed the whole room B - P */
+    SEKV_WHY_NO_ROOM = 3,    /* above tau and would fit alone: the room went to higher-scored spans */
+    SEKV_WHY_OFF = 4,        /* no routing this step (zoom=0, no spans, or no room at all) */
+};
+int sekv_why(const kv_state *st, int layer, int head, int s);
+
 /* Span s's slow-tier buffer for kv head j (K's U, s, Vt, then V's; or K's rows then V's
  * when sekv_store_rows): pinned host memory
  * when the state was made with the CUDA backend selected. */

@@ -1,8 +1,15 @@
-/* SeKV at decode time: append() adds the token at full resolution and, under --decode
- * hold, keeps the budget (sekv_fold.c); under append the token stays as it is and the
- * zoom room stays B - P of the compressed prompt. attend() routes every query head over the spans, expands the most
- * relevant ones per kv group within B - P (gap fix 4) and runs one softmax per head over
- * full, coarse and reconstructed rows. */
+/* SeKV's decode step (reference §8), one layer at a time, read top to bottom:
+ *   route    every query head scores every span (route(): the trained d'=32 summaries,
+ *            or sekv-spread's mean + spread)
+ *   select   per kv group, the spans over some head's tau, by descending score, each
+ *            taken if its |S| rows fit in the room B - P (gap fix 4: per group, not per head)
+ *   rebuild  the selected spans' rows from their rank-r factors: host threads here, or
+ *            on the device (sekv_dev.c, kernels/cuda_sekv.cu)
+ *   attend   one softmax per query head over full-resolution rows, coarse rows (bias
+ *            ln|S|) and the rebuilt rows of the spans it zooms into
+ *   append   the token joins at full resolution (gap fix 1); under --decode hold the
+ *            budget is kept by folding (sekv_fold.c)
+ * sekv_attend() runs the first four steps, sekv_append() the last. */
 #include "sekv_state.h"
 #include "../../kernels/core.h"
 
@@ -11,33 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void sekv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
-    sekv_layer *ly = &st->layer[layer];
-    if (!ly->ingested) sekv_die("append before ingest", layer);
-    int pos = ly->total, d = st->d;
-    if (pos >= st->surp_cap) {
-        int cap = 2 * st->surp_cap;
-        float *s = realloc(st->surp, (size_t)cap * sizeof *s);
-        if (!s) sekv_die("out of memory", layer);
-        st->surp = s, st->surp_cap = cap;
-    }
-    st->surp[pos] = t->surprisal;
-    if (sekv_grow_rows(st, ly, ly->n_rows + 1 + st->B)) sekv_die("out of memory", layer);
-    int r = ly->n_rows++;
-    sekv_rows_moved(st, ly, r);
-    ly->row_span[r] = -1;
-    ly->row_pos[r] = pos;
-    for (int j = 0; j < st->Hkv; j++) {
-        ly->kv[j].n_recon = 0;   /* last step's reconstruction is dropped */
-        memcpy(ly->kv[j].K + (size_t)r * d, k + (size_t)j * d, d * sizeof(float));
-        memcpy(ly->kv[j].V + (size_t)r * d, v + (size_t)j * d, d * sizeof(float));
-        sekv_round_rows(st, ly->kv[j].K + (size_t)r * d, 1), sekv_round_rows(st, ly->kv[j].V + (size_t)r * d, 1);
-    }
-    ly->total++;
-    if (st->hold) sekv_keep_budget(st, layer);
-    sekv_track_peak(st, 0);
-}
 
 /* ---------------------------------------------------------------- attend */
 
@@ -168,6 +148,14 @@ static int select_group(kv_state *st, int layer, int j, const float *scores, int
         for (int h = j * st->g; h < (j + 1) * st->g; h++)
             ly->zoom_h[(size_t)h * ly->span_cap + s] = scores[(size_t)h * ns + s] > tau_logit(st, layer, h);
     }
+    for (int h = j * st->g; h < (j + 1) * st->g; h++)   /* what each head got, and why not */
+        for (int s = 0; s < ns; s++) {
+            size_t o = (size_t)h * ly->span_cap + s;
+            ly->why[o] = ly->zoom_h[o]                                     ? SEKV_WHY_ZOOMED
+                         : !(scores[(size_t)h * ns + s] > tau_logit(st, layer, h)) ? SEKV_WHY_BELOW
+                         : ly->span[s].len > room                          ? SEKV_WHY_TOO_LONG
+                                                                           : SEKV_WHY_NO_ROOM;
+        }
     ly->n_sel[j] = n;
     ly->kv[j].n_recon = used;
     return used;
@@ -183,35 +171,67 @@ static void log_zoom(kv_state *st, int step, int layer, int head, int expanded) 
     st->zlog[st->n_zlog++] = (sekv_zoom_event){step, layer, head, expanded};
 }
 
-void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
+/* Scratch of one step: scores [H][ns] then the candidate list; entry lists per head. */
+static cand *step_scratch(kv_state *st, int layer) {
     sekv_layer *ly = &st->layer[layer];
-    if (!ly->ingested) sekv_die("attend before ingest", layer);
-    int d = st->d, ns = ly->ns, H = st->H, Hkv = st->Hkv, P = ly->n_rows;
-    /* append: the decoded rows sit on top of the budget, the room is the prompt's;
-     * uncapped: every candidate expands */
-    int room = st->uncapped ? INT_MAX / 4 : st->B - P + (st->hold ? 0 : ly->total - st->n_prompt);
-    /* scratch */
-    size_t need_scores = (size_t)H * ns + (size_t)ns * sizeof(cand) / sizeof(float) + 1;
-    if ((size_t)st->scores_cap < need_scores) {
+    size_t need = (size_t)st->H * ly->ns + (size_t)ly->ns * sizeof(cand) / sizeof(float) + 1;
+    if ((size_t)st->scores_cap < need) {
         free(st->scores);
-        st->scores = malloc(need_scores * sizeof *st->scores);
+        st->scores = malloc(need * sizeof *st->scores);
         if (!st->scores) sekv_die("out of memory", layer);
-        st->scores_cap = (int)need_scores;
+        st->scores_cap = (int)need;
     }
-    memset(ly->zoom_h, 0, (size_t)H * ly->span_cap);
-    int n_tasks = 0, most = 0;
-    for (int j = 0; j < Hkv; j++) ly->n_sel[j] = 0, ly->kv[j].n_recon = 0;
-    if (st->zoom && ns > 0 && room > 0) {
-        route(st, layer, q, st->scores);
-        cand *cs = (cand *)(st->scores + (size_t)H * ns);
-        for (int j = 0; j < Hkv; j++) {
-            int used = select_group(st, layer, j, st->scores, room, cs);
-            if (used > most) most = used;
-            n_tasks += ly->n_sel[j];
+    return (cand *)(st->scores + (size_t)st->H * ly->ns);
+}
+
+/* Rows a step may rebuild per kv group: B - P, plus under append the decoded rows that
+ * sit on top of the budget (the room stays the prompt's); uncapped: unbounded. */
+static int zoom_room(const kv_state *st, const sekv_layer *ly) {
+    if (st->uncapped) return INT_MAX / 4;
+    return st->B - ly->n_rows + (st->hold ? 0 : ly->total - st->n_prompt);
+}
+
+/* Every kv group's spans to rebuild this step (select_group); returns the most rows
+ * one group rebuilds, *n_tasks the spans over all groups. */
+static int select_spans(kv_state *st, int layer, const float *scores, cand *cs, int room, int *n_tasks) {
+    sekv_layer *ly = &st->layer[layer];
+    int most = 0;
+    *n_tasks = 0;
+    for (int j = 0; j < st->Hkv; j++) {
+        int used = select_group(st, layer, j, scores, room, cs);
+        if (used > most) most = used;
+        *n_tasks += ly->n_sel[j];
+    }
+    return most;
+}
+
+/* Head h's entries, in position order: a full-resolution row (bias 0), a span's coarse
+ * row (bias ln|S|) or, where h zooms into the span, its rebuilt rows (bias 0). Returns
+ * the count; *expanded the spans zoomed. */
+static int head_entries(const kv_state *st, const sekv_layer *ly, int h, int32_t *idx, float *bias, int *expanded) {
+    const uint8_t *zh = ly->zoom_h + (size_t)h * ly->span_cap;
+    const int32_t *rr = ly->recon_row + (size_t)(h / st->g) * ly->span_cap;
+    int n = 0;
+    *expanded = 0;
+    for (int r = 0; r < ly->n_rows; r++) {
+        int s = ly->row_span[r];
+        if (s < 0) {
+            idx[n] = r, bias[n++] = 0;
+        } else if (zh[s]) {
+            for (int i = 0; i < ly->span[s].len; i++) idx[n] = rr[s] + i, bias[n++] = 0;
+            (*expanded)++;
+        } else {
+            idx[n] = r, bias[n++] = logf((float)ly->span[s].len);
         }
     }
-    /* room for the rebuilt rows (only uncapped can outgrow the rows sized for B) */
-    if (sekv_grow_rows(st, ly, P + most)) sekv_die("out of memory", layer);
+    return n;
+}
+
+/* One softmax per query head over its entries: on the device all heads of the layer in
+ * one batched call (one round trip), else one by one here. */
+static void attend_heads(kv_state *st, int layer, const float *q, float *out, int on_dev, int n_tasks) {
+    sekv_layer *ly = &st->layer[layer];
+    int H = st->H, d = st->d;
     if (st->idx_cap < H * ly->row_cap) {   /* one entry list per query head */
         free(st->idx), free(st->bias);
         st->idx = malloc((size_t)H * ly->row_cap * sizeof *st->idx);
@@ -221,28 +241,11 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
     }
     kb_decode_args *as = malloc((size_t)H * sizeof *as);
     if (!as) sekv_die("out of memory", layer);
-    /* On the CUDA backend the spans are rebuilt on the device (sekv_dev.c), else here. */
-    int on_dev = sekv_dev_prepare(st, layer);
-    if (n_tasks && !on_dev) reconstruct_host(st, layer, n_tasks);
-    /* One softmax per query head over its entries, in position order: on the device all
-     * heads of the layer in one batched call (one round trip), else one by one here. */
     for (int h = 0; h < H; h++) {
-        int j = h / st->g, n = 0, expanded = 0;
-        const uint8_t *zh = ly->zoom_h + (size_t)h * ly->span_cap;
-        const int32_t *rr = ly->recon_row + (size_t)j * ly->span_cap;
+        int j = h / st->g, expanded;
         int32_t *idx = st->idx + (size_t)h * ly->row_cap;
         float *bias = st->bias + (size_t)h * ly->row_cap;
-        for (int r = 0; r < P; r++) {
-            int s = ly->row_span[r];
-            if (s < 0) {
-                idx[n] = r, bias[n++] = 0;
-            } else if (zh[s]) {
-                for (int i = 0; i < ly->span[s].len; i++) idx[n] = rr[s] + i, bias[n++] = 0;
-                expanded++;
-            } else {
-                idx[n] = r, bias[n++] = logf((float)ly->span[s].len);
-            }
-        }
+        int n = head_entries(st, ly, h, idx, bias, &expanded);
         as[h] = (kb_decode_args){.g = 1, .d = d, .n = n, .q = q + (size_t)h * d, .K = ly->kv[j].K,
                                  .V = ly->kv[j].V, .idx = idx, .bias = bias, .out = out + (size_t)h * d,
                                  .probs = NULL};
@@ -255,6 +258,64 @@ void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
         for (int h = 0; h < H; h++) kb_get()->decode(&as[h]);
     }
     free(as);
+}
+
+/* One decode step of one layer, top to bottom: route -> select -> rebuild -> attend.
+ * (The token's own row joins afterwards, in sekv_append below: append, or fold under
+ * --decode hold.) */
+void sekv_attend(kv_state *st, int layer, const float *q, float *out) {
+    sekv_layer *ly = &st->layer[layer];
+    if (!ly->ingested) sekv_die("attend before ingest", layer);
+    cand *cs = step_scratch(st, layer);
+    int room = zoom_room(st, ly), n_tasks = 0, most = 0;
+    memset(ly->zoom_h, 0, (size_t)st->H * ly->span_cap);
+    memset(ly->why, SEKV_WHY_OFF, (size_t)st->H * ly->span_cap);
+    for (int j = 0; j < st->Hkv; j++) ly->n_sel[j] = 0, ly->kv[j].n_recon = 0;
+    if (st->zoom && ly->ns > 0 && room > 0) {
+        /* 1. route: every query head's relevance for every span */
+        route(st, layer, q, st->scores);
+        /* 2. select: per kv group, the spans over some head's tau that fit in the room */
+        most = select_spans(st, layer, st->scores, cs, room, &n_tasks);
+    }
+    /* 3. rebuild the selected spans from their factors, after the persistent rows (only
+     *    uncapped can outgrow the rows sized for B); on the CUDA backend on the device
+     *    (sekv_dev.c), inside the batched attention call */
+    if (sekv_grow_rows(st, ly, ly->n_rows + most)) sekv_die("out of memory", layer);
+    int on_dev = sekv_dev_prepare(st, layer);
+    if (n_tasks && !on_dev) reconstruct_host(st, layer, n_tasks);
+    /* 4. attend: one softmax per query head over full, coarse and rebuilt rows */
+    attend_heads(st, layer, q, out, on_dev, n_tasks);
     ly->steps++;
+    sekv_track_peak(st, 0);
+}
+
+/* ---------------------------------------------------------------- append / fold */
+
+/* 5. The decoded token joins at full resolution; under --decode hold the budget is kept
+ * by folding (sekv_fold.c), under append it stays as it is. */
+void sekv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
+    sekv_layer *ly = &st->layer[layer];
+    if (!ly->ingested) sekv_die("append before ingest", layer);
+    int pos = ly->total, d = st->d;
+    if (pos >= st->surp_cap) {
+        int cap = 2 * st->surp_cap;
+        float *s = realloc(st->surp, (size_t)cap * sizeof *s);
+        if (!s) sekv_die("out of memory", layer);
+        st->surp = s, st->surp_cap = cap;
+    }
+    st->surp[pos] = t->surprisal;
+    if (sekv_grow_rows(st, ly, ly->n_rows + 1 + st->B)) sekv_die("out of memory", layer);
+    int r = ly->n_rows++;
+    sekv_rows_moved(st, ly, r);
+    ly->row_span[r] = -1;
+    ly->row_pos[r] = pos;
+    for (int j = 0; j < st->Hkv; j++) {
+        ly->kv[j].n_recon = 0;   /* last step's reconstruction is dropped */
+        memcpy(ly->kv[j].K + (size_t)r * d, k + (size_t)j * d, d * sizeof(float));
+        memcpy(ly->kv[j].V + (size_t)r * d, v + (size_t)j * d, d * sizeof(float));
+        sekv_round_rows(st, ly->kv[j].K + (size_t)r * d, 1), sekv_round_rows(st, ly->kv[j].V + (size_t)r * d, 1);
+    }
+    ly->total++;
+    if (st->hold) sekv_keep_budget(st, layer);
     sekv_track_peak(st, 0);
 }

@@ -209,6 +209,7 @@ static void merge(kv_state *st, int layer, int r) {
         if (ly->row_span[i] >= 0) ly->row_span[i] = s++;
     sekv_refresh_span_rows(ly);
     memset(ly->zoom_h, 0, (size_t)st->H * ly->span_cap);
+    memset(ly->why, SEKV_WHY_OFF, (size_t)st->H * ly->span_cap);
 }
 
 /* The settled neighbouring rows (past token 0 and the sinks) covering the fewest tokens;

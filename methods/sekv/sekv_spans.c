@@ -86,6 +86,40 @@ int sekv_segment_ex(const float *surprisal, int n, double alpha, int l_min, int 
     return 0;
 }
 
+int sekv_segment_even(const float *surprisal, int n, double alpha, int l_min, int l_max, int sinks,
+                      int local, sekv_seg *o) {
+    /* the surprisal segmentation only for its anchor count, mu, sigma and threshold */
+    if (sekv_segment_ex(surprisal, n, alpha, l_min, l_max, 0, sinks, local, o)) return -1;
+    int A = o->n_anchors, lo = sinks < n ? sinks : n, hi = n - local > lo ? n - local : lo, m = hi - lo;
+    int *pieces = malloc(((size_t)n + 1) * sizeof *pieces);
+    if (!pieces) {
+        sekv_seg_free(o);
+        return -1;
+    }
+    /* A anchors at lo + floor(i*m/A), i < A: the first opens the region (token 0 when
+     * there are no sinks, as in the surprisal count; with sinks token 0 is forced there) */
+    memset(o->kind, SEKV_SPAN, (size_t)n);
+    o->n_anchors = o->n_short = o->n_spans = 0;
+    for (int t = 0; t < n; t++)
+        if (t < lo || t >= hi) o->kind[t] = SEKV_FORCED;
+    for (int i = 0; i < A && m > 0; i++) {
+        int t = lo + (int)((long long)i * m / A);
+        if (o->kind[t] == SEKV_SPAN) o->kind[t] = SEKV_ANCHOR, o->n_anchors++;
+    }
+    for (int t = 0; t < n;) {
+        if (o->kind[t] != SEKV_SPAN) {
+            t++;
+            continue;
+        }
+        int e = t;
+        while (e < n && o->kind[e] == SEKV_SPAN) e++;
+        emit_run(o, t, e - t, l_min, l_max, pieces);
+        t = e;
+    }
+    free(pieces);
+    return 0;
+}
+
 int sekv_segment(const float *surprisal, int n, double alpha, int l_min, int l_max,
                  int fixed_chunk, sekv_seg *out) {
     return sekv_segment_ex(surprisal, n, alpha, l_min, l_max, fixed_chunk, 0, 0, out);

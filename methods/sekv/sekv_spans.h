@@ -60,6 +60,14 @@ int sekv_segment(const float *surprisal, int n, double alpha, int l_min, int l_m
  * A forced token that is also an anchor counts as SEKV_FORCED. */
 int sekv_segment_ex(const float *surprisal, int n, double alpha, int l_min, int l_max,
                     int fixed_chunk, int sinks, int local, sekv_seg *out);
+/* The fixed-chunk ablation at the same anchors budget (claim C8): as many anchors as
+ * sekv_segment_ex finds with these settings (its count, mu, sigma and threshold are kept),
+ * but placed evenly instead of at surprisal peaks: the tokens between the sinks and the
+ * local window are cut into that many chunks of equal length (+-1), each opening with
+ * its one full-resolution token (token 0 the first when there are no sinks); the rest
+ * of each chunk is its span (l_min and l_max as above). 0 or -1 as sekv_segment. */
+int sekv_segment_even(const float *surprisal, int n, double alpha, int l_min, int l_max, int sinks,
+                      int local, sekv_seg *out);
 void sekv_seg_free(sekv_seg *s);
 /* Persistent rows a segmentation costs per layer per kv head: full-resolution tokens
  * plus one coarse row per span. */

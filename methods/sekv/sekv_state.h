@@ -5,6 +5,9 @@
 #include "sekv.h"
 #include "../../kernels/core.h"
 
+/* fixed_chunk=same: the C8 ablation at the surprisal segmentation's anchor count */
+#define SEKV_CHUNK_SAME (-1)
+
 /* One span's slow-tier store for one kv head and its gate masks: the factors (buf holds
  * fk's and fv's arrays), or, when rows is set (sekv_store_rows: no larger), the rows the
  * gated factors rebuild, K [len][d] then V [len][d] (fk, fv keep len, d, r only). */
@@ -45,6 +48,7 @@ typedef struct {
     int *n_sel;                 /* [Hkv] */
     int32_t *recon_row;         /* [Hkv][span_cap] first reconstructed row of span s, -1 */
     uint8_t *zoom_h;            /* [H][span_cap] span expanded for head h */
+    uint8_t *why;               /* [H][span_cap] sekv_why_code of span s for head h */
     double *kept;               /* [H] entries attended */
     long *events;               /* [H] expansions so far */
 } sekv_layer;
