@@ -22,7 +22,7 @@
 #define MAX_LIST 32
 
 typedef struct {
-    const char *model, *out, *corpus;
+    const char *model, *out, *corpus, *check_run;
     int ctx[MAX_LIST], n_ctx;
     const kv_method *methods[MAX_LIST];
     int n_methods;
@@ -73,6 +73,8 @@ static void usage(FILE *f) {
             "  --seed S           synthetic inputs' seed (default 1)\n"
             "  --out FILE         also record into this results file (report/plot read it)\n"
             "  --quiet            no progress lines\n"
+            "  --check-run DB     the CPU engine's memory model against the peak RSS a model run (kvbench\n"
+            "                     run --model ...) measured in DB, per case and result, with the error\n"
             "  --measure-inputs   write the measured input tables (harness/sim_stats_table.c) to\n"
             "                     stdout, from the model over --corpus DIR (--chunks N, --tokens N)\n",
             "smollm2-135m, llama3-8b, mistral-7b, qwen2.5-7b");
@@ -168,6 +170,7 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--corpus")) o->corpus = v;
+        else if (!strcmp(a, "--check-run")) o->check_run = v;
         else if (!strcmp(a, "--ctx")) bad = each(a, v, add_ctx, o);
         else if (!strcmp(a, "--methods")) bad = each(a, v, add_method, o);
         else if (!strcmp(a, "--budget")) bad = each(a, v, add_budget, o);
@@ -332,6 +335,7 @@ int cmd_sim(int argc, char **argv) {
     if (pr) return pr > 0 ? 0 : 2;
     if (!o.model) o.model = model_default_path();
     char err[1024];
+    if (o.check_run) return sim_check_run(o.check_run, err, sizeof err) ? (fail("%s", err), 1) : 0;
     if (o.measure) {
         const char *home = getenv("HOME");
         char corpus[512];

@@ -116,18 +116,26 @@ void sim_other_bytes(const sim_shape *s, int ctx, double weight_bytes, int act_b
                      const kv_needs *needs, sim_other *o);
 
 /* The CPU engine's own process memory for one case of `kvbench run` (model/): each term
- * named so it can follow the engine when it changes. */
+ * named so it can follow the engine when it changes (sim_cost.c says which code each
+ * term stands for). Two peaks: over the shared prefill (cases.rss_peak) and over one
+ * method's compression and decode (results.rss_peak), which the prefill's outputs are
+ * still resident under. */
 typedef struct {
-    double weights_mapped;     /* the GGUF file mapped (pages touched: all of it) */
-    double weights_f32;        /* f32 copies the prefill's GEMMs read (model/engine.h) */
-    double kv_all_layers;      /* the prefill keeps every layer's f32 K/V ([L][Hkv][n][d] x 2) */
+    double runtime;            /* binary, libraries, OpenBLAS and SQLite buffers: a constant */
+    double weights_mapped;     /* the GGUF file mapped, every page read (random model: its f32 weights) */
+    double weights_f32;        /* f32 copies of the matrices for the prefill's GEMMs (model/engine.h) */
+    double kv_all_layers;      /* the prefill's outputs: every layer's f32 K/V ([L][Hkv][n][d] x 2) */
     double stats;              /* col_mass [L][H][n] and win_probs [L][H][win][n], when asked */
-    double activations;        /* prefill chunk buffers (x, q, k, v, scores, MLP) and logits */
-    double method;             /* the method's own resident bytes at its peak (f32 rows) */
-    double total;
+    double act_prefill;        /* the prefill's work buffer (residual stream, one chunk's projections
+                                  and MLP, or 256 tokens' logits) and RoPE table; freed after it */
+    double method;             /* the method's resident f32 rows and state at its peak, both tiers */
+    double peak_prefill, peak_method;
 } sim_engine_mem;
 void sim_engine_memory(const kv_model_config *c, double file_bytes, int is_random, int n, const kv_needs *needs,
-                       double method_peak_bytes, sim_engine_mem *out);
+                       double method_bytes, sim_engine_mem *out);
+/* kvbench sim --check-run DB: the engine memory model against every result's measured
+ * peak RSS in a run's results file; prints both and the error. 0, or -1 with err. */
+int sim_check_run(const char *db_path, char *err, size_t errlen);
 
 /* Bandwidths in bytes/s and where each came from. */
 typedef struct {

@@ -31,25 +31,27 @@ void sim_other_bytes(const sim_shape *s, int ctx, double weight_bytes, int act_b
  * (a random model's f32 weights are used in place); the prefill keeps every layer's f32
  * K/V and, when asked, every layer's statistics until the case ends; its work buffer
  * holds the residual stream of all n tokens plus one chunk's projections and MLP, or a
- * block of 256 tokens' logits. Runtime: the binary, libraries, OpenBLAS and SQLite,
- * a constant. */
+ * block of 256 tokens' logits, and is freed when the prefill ends. The methods store f32
+ * rows on the CPU whatever elem_bytes says. */
 #define ENGINE_RUNTIME_BYTES (24.0 * 1048576)
 void sim_engine_memory(const kv_model_config *c, double file_bytes, int is_random, int n, const kv_needs *needs,
-                       double method_peak_bytes, sim_engine_mem *o) {
+                       double method_bytes, sim_engine_mem *o) {
     double E = c->n_embd, F = c->n_ff, V = c->n_vocab, L = c->n_layer, H = c->n_head, d = c->head_dim;
     double qd = H * d, kvd = (double)c->n_head_kv * d, C = n < 512 ? n : 512, CL = n < 256 ? n : 256;
     double mats = L * (2 * E * qd + 2 * E * kvd + 3 * E * F) + V * E;   /* the 7 per layer + output */
     memset(o, 0, sizeof *o);
+    o->runtime = ENGINE_RUNTIME_BYTES;
     o->weights_mapped = is_random ? 4 * (c->n_params > 0 ? (double)c->n_params : mats) : file_bytes;
     o->weights_f32 = is_random ? 0 : 4 * mats;
     o->kv_all_layers = 2 * L * kvd * n * 4;
     if (needs && needs->col_mass) o->stats += 4 * L * H * n;
     if (needs && needs->window > 0) o->stats += 4 * L * H * (needs->window < n ? needs->window : n) * (double)n;
     double gw = F > qd ? F : qd, layers_fl = n * E + C * (E + qd + 2 * kvd + gw + F), logits_fl = n * E + CL * (E + V);
-    o->activations = 4 * ((layers_fl > logits_fl ? layers_fl : logits_fl) + (double)n * d + 2.0 * V) + 5.0 * n;
-    o->method = method_peak_bytes;
-    o->total = ENGINE_RUNTIME_BYTES + o->weights_mapped + o->weights_f32 + o->kv_all_layers + o->stats +
-               o->activations + o->method;
+    o->act_prefill = 4 * ((layers_fl > logits_fl ? layers_fl : logits_fl) + (double)n * d);
+    o->method = method_bytes;
+    double base = o->runtime + o->weights_mapped + o->weights_f32 + o->kv_all_layers + o->stats;
+    o->peak_prefill = base + o->act_prefill;
+    o->peak_method = base + o->method;
 }
 
 /* The H200 SXM's data-sheet figures (NVIDIA): HBM3e 4.8 TB/s; PCIe Gen5 x16 64 GB/s per
