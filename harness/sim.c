@@ -62,12 +62,13 @@ static void usage(FILE *f) {
             "  --ctx LIST         prompt lengths, K = 1024 (default 8K,32K,128K; at most 1M)\n"
             "  --methods LIST     all or method names (default all)\n"
             "  --budget LIST      fractions in (0,1] or token counts (default 0.1)\n"
-            "  --decode N         decode tokens appended after the prompt (default 16)\n"
+            "  --decode N         decode tokens appended after the prompt (default 8)\n"
             "  --kv-type T        stored K/V element: bf16 (default, as on the paper's GPUs), f16, f32\n"
             "  --weights T        weight bytes: bf16, f16, f32 per parameter, or file (as stored in the\n"
             "                     GGUF); default file for a GGUF, bf16 for a random preset\n"
             "  --params P         per-method parameters, as kvbench run's\n"
-            "  --layers N         most layers held at once (default: from MemAvailable)\n"
+            "  --layers N         layers run through each method's code, at most what half of\n"
+            "                     MemAvailable holds (default 2); the rest are scaled\n"
             "  --bw-host GBPS     host memory bandwidth (default: make bench's measurement)\n"
             "  --decode-rule R    append (default) or hold, as kvbench run's --decode\n"
             "  --seed S           synthetic inputs' seed (default 1)\n"
@@ -249,8 +250,9 @@ static kv_needs union_needs(const sim_opts *o, const sim_shape *sh, int ctx) {
     return all;
 }
 
-/* Layers held at once: the inputs of each plus, in the worst case (FullKV), the
- * method's f32 copy of it, within half of MemAvailable. */
+/* Layers held at once: --layers (default 2: the synthetic layers are drawn alike, so more
+ * only average more draws and cost time), at most what fits in half of MemAvailable with
+ * each layer's inputs plus, in the worst case (FullKV), the method's f32 copy of it. */
 static int layers_to_hold(const sim_opts *o, const sim_shape *sh, int ctx, const kv_needs *nd) {
     const kv_model_config *c = &sh->cfg;
     double per = sim_layer_bytes(ctx, c->n_head, c->n_head_kv, c->head_dim, nd) +
@@ -258,7 +260,7 @@ static int layers_to_hold(const sim_opts *o, const sim_shape *sh, int ctx, const
     int m = (int)(0.5 * mem_available() / per);
     if (m < 1) m = 1;
     if (m > c->n_layer) m = c->n_layer;
-    if (o->layers > 0 && o->layers < m) m = o->layers;
+    if (o->layers < m) m = o->layers;
     return m;
 }
 
@@ -330,7 +332,7 @@ static void print_header(const sim_opts *o, const sim_shape *sh, const sim_bw *b
 }
 
 int cmd_sim(int argc, char **argv) {
-    sim_opts o = {.decode = 16, .kv_type = "bf16", .elem_bytes = 2, .seed = 1, .chunks = 8, .tokens = 2048};
+    sim_opts o = {.decode = 8, .layers = 2, .kv_type = "bf16", .elem_bytes = 2, .seed = 1, .chunks = 8, .tokens = 2048};
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
     if (!o.model) o.model = model_default_path();
