@@ -28,7 +28,7 @@ typedef struct {
     int n_methods;
     double budgets[MAX_LIST];
     int n_budgets;
-    int decode, elem_bytes, layers, quiet, measure, chunks, tokens, decode_rule;
+    int decode, elem_bytes, layers, quiet, measure, chunks, tokens, decode_rule, chunk;
     double weight_bytes;        /* per parameter; 0 = as stored in the GGUF file */
     const char *kv_type, *weights;
     double bw_host;
@@ -67,6 +67,8 @@ static void usage(FILE *f) {
             "  --weights T        weight bytes: bf16, f16, f32 per parameter, or file (as stored in the\n"
             "                     GGUF); default file for a GGUF, bf16 for a random preset\n"
             "  --params P         per-method parameters, as kvbench run's\n"
+            "  --prefill-chunk N  tokens per prefill chunk for the activations (default 512; 0 = the\n"
+            "                     whole prompt at once, as an unchunked prefill)\n"
             "  --layers N         layers run through each method's code, at most what half of\n"
             "                     MemAvailable holds (default 2); the rest are scaled\n"
             "  --bw-host GBPS     host memory bandwidth (default: make bench's measurement)\n"
@@ -196,6 +198,7 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
             if (errno || *end || !*v || *v == '-') bad = fail("--seed '%s': expected a non-negative integer", v);
         } else {
             int *dst = !strcmp(a, "--decode") ? &o->decode : !strcmp(a, "--layers") ? &o->layers
+                     : !strcmp(a, "--prefill-chunk") ? &o->chunk
                      : !strcmp(a, "--chunks") ? &o->chunks : !strcmp(a, "--tokens") ? &o->tokens : NULL;
             if (!dst) {
                 fprintf(stderr, "kvbench sim: unknown option '%s'\n", a);
@@ -205,8 +208,8 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
             char *end;
             errno = 0;
             long x = strtol(v, &end, 10);
-            if (errno || *end || !*v || x < (dst == &o->decode ? 0 : 1) || x > 1000000)
-                bad = fail("%s '%s': expected an integer in %d..1000000", a, v, dst == &o->decode ? 0 : 1);
+            if (errno || *end || !*v || x < (dst == &o->decode || dst == &o->chunk ? 0 : 1) || x > 1048576)
+                bad = fail("%s '%s': expected an integer in %d..1048576", a, v, dst == &o->decode || dst == &o->chunk ? 0 : 1);
             else *dst = (int)x;
         }
         if (bad) return -1;
@@ -323,8 +326,8 @@ static void print_header(const sim_opts *o, const sim_shape *sh, const sim_bw *b
     const kv_model_config *c = &sh->cfg;
     printf("## kvbench sim: %s (%s, %d layers, %d heads, %d kv heads, head_dim %d, %.2f B params)\n\n", sh->spec,
            c->arch, c->n_layer, c->n_head, c->n_head_kv, c->head_dim, sh->n_params / 1e9);
-    printf("KV stored as %s; weights %s; decode %d tokens (rule %s); inputs: %s.\n", o->kv_type, o->weights,
-           o->decode, kv_decode_name(o->decode_rule), sim_stats_default()->source);
+    printf("KV stored as %s; weights %s; activations in the K/V type, prefill chunk %d; decode %d tokens (rule %s);"
+           " inputs: %s.\n", o->kv_type, o->weights, o->chunk, o->decode, kv_decode_name(o->decode_rule), sim_stats_default()->source);
     printf("Bandwidth: host %s; device %s; PCIe %s.\n\n", bw->host_src, bw->device_src, bw->pcie_src);
     printf("| ctx | method | budget | layers run | fast steady GiB | fast peak GiB | slow GiB | weights GiB |"
            " act. peak GiB | total steady GiB | total peak GiB | CPU ms/tok | GPU ms/tok |\n"
@@ -332,7 +335,7 @@ static void print_header(const sim_opts *o, const sim_shape *sh, const sim_bw *b
 }
 
 int cmd_sim(int argc, char **argv) {
-    sim_opts o = {.decode = 8, .layers = 2, .kv_type = "bf16", .elem_bytes = 2, .seed = 1, .chunks = 8, .tokens = 2048};
+    sim_opts o = {.decode = 8, .layers = 2, .chunk = 512, .kv_type = "bf16", .elem_bytes = 2, .seed = 1, .chunks = 8, .tokens = 2048};
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
     if (!o.model) o.model = model_default_path();
@@ -378,14 +381,15 @@ int cmd_sim(int argc, char **argv) {
         char dflt[4096], mp[2048], key[8192], json[8192];
         run_ident_methods(&o.params, dflt, sizeof dflt);
         mparams_canon(&o.params, mp, sizeof mp);
-        snprintf(key, sizeof key, "sim/v1;model=%s;kv=%s;weights=%s;decode=%d;decode_rule=%s;seed=%llu;code=%s;methods=%s%s%s",
-                 o.model, o.kv_type, o.weights, o.decode, kv_decode_name(o.decode_rule), (unsigned long long)o.seed,
+        snprintf(key, sizeof key, "sim/v1;model=%s;kv=%s;weights=%s;decode=%d;layers=%d;chunk=%d;decode_rule=%s;seed=%llu;code=%s;"
+                 "methods=%s%s%s",
+                 o.model, o.kv_type, o.weights, o.decode, o.layers, o.chunk, kv_decode_name(o.decode_rule), (unsigned long long)o.seed,
                  prov.git_commit, dflt, *mp ? ";params=" : "", mp);
         snprintf(json, sizeof json,
                  "{\"workload\":\"sim\",\"model\":\"%s\",\"kv_type\":\"%s\",\"elem_bytes\":%d,\"weights\":\"%s\","
-                 "\"decode\":%d,\"decode_rule\":\"%s\",\"inputs\":\"%s\",\"bw_host\":\"%s\",\"bw_device\":\"%s\","
+                 "\"decode\":%d,\"layers\":%d,\"prefill_chunk\":%d,\"decode_rule\":\"%s\",\"inputs\":\"%s\",\"bw_host\":\"%s\",\"bw_device\":\"%s\","
                  "\"bw_pcie\":\"%s\"}",
-                 o.model, o.kv_type, o.elem_bytes, o.weights, o.decode, kv_decode_name(o.decode_rule),
+                 o.model, o.kv_type, o.elem_bytes, o.weights, o.decode, o.layers, o.chunk, kv_decode_name(o.decode_rule),
                  sim_stats_default()->source, bw.host_src, bw.device_src, bw.pcie_src);
         kvdb_run run = {.run_key = key, .config_json = json, .workload = "sim", .model = o.model,
                         .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS, .host = prov.host,
@@ -458,7 +462,7 @@ int cmd_sim(int argc, char **argv) {
                     kv_state *st = m->init(&s, err, sizeof err);
                     if (st) m->needs(st, &mine), m->free(st);
                 }
-                sim_other_bytes(&sh, ctx, o.weight_bytes, o.elem_bytes, 512, &mine, &ot);   /* this method's stats */
+                sim_other_bytes(&sh, ctx, o.weight_bytes, o.elem_bytes, o.chunk > 0 ? o.chunk : ctx, &mine, &ot);   /* this method's stats */
                 sim_totals t;
                 t.total_steady = ot.weights + r.fast_decode_peak + ot.act_decode;
                 t.total_peak = ot.weights + (double)r.mem.fast_peak + ot.act_prefill + ot.stats;
