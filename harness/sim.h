@@ -65,8 +65,10 @@ void sim_stream(const sim_stats *st, int n, uint64_t seed, float *surprisal, uin
 int sim_layer_make(sim_layer *ly, const sim_stats *st, int n, int H, int Hkv, int d, const kv_needs *needs,
                    int layer, uint64_t seed);
 void sim_layer_free(sim_layer *ly);
-/* A decode token's q [H][d], k and v [Hkv][d], same distributions. */
-void sim_token(const sim_stats *st, int H, int Hkv, int d, uint64_t seed, float *q, float *k, float *v);
+/* Decode step `step`'s q [H][d], k and v [Hkv][d] of layer `layer`: the distributions of
+ * that layer's prompt rows (same offsets and axes). */
+void sim_token(const sim_stats *st, int layer, int H, int Hkv, int d, uint64_t seed, uint64_t step, float *q,
+               float *k, float *v);
 /* Bytes one layer's inputs take (K, V and the statistics), f32. */
 double sim_layer_bytes(int n, int H, int Hkv, int d, const kv_needs *needs);
 

@@ -61,19 +61,25 @@ static void spectrum_sd(const float *spec, int d0, float var, int d, float *sd) 
 }
 
 /* Rows [n][d] of one head: offset mu + independent components with the spectrum's
- * standard deviations, along a seeded permutation of the axes. */
-static void fill_head(float *X, int n, int d, const float *spec, int d0, float var, float mean_rms, rng *r) {
+ * standard deviations, along a permutation of the axes. The offset and permutation come
+ * from the head's own stream `shape` (so a decode token's rows share the prompt's), the
+ * samples from r. */
+static void fill_head(float *X, int n, int d, const float *spec, int d0, float var, float mean_rms, rng shape,
+                      rng *r) {
     float sd[1024], mu[1024];
     int perm[1024];
     spectrum_sd(spec, d0, var, d, sd);
-    for (int i = 0; i < d; i++) perm[i] = i, mu[i] = mean_rms * gauss(r);
+    for (int i = 0; i < d; i++) perm[i] = i, mu[i] = mean_rms * gauss(&shape);
     for (int i = d - 1; i > 0; i--) {
-        int j = (int)(uniform(r) * (i + 1)), t = perm[i];
+        int j = (int)(uniform(&shape) * (i + 1)), t = perm[i];
         perm[i] = perm[j], perm[j] = t;
     }
     for (int t = 0; t < n; t++)
         for (int i = 0; i < d; i++) X[(size_t)t * d + perm[i]] = mu[perm[i]] + sd[i] * gauss(r);
 }
+
+/* The stream of (layer, kv head j, K or V)'s offset and axes. */
+static rng head_shape(uint64_t seed, int layer, int j, int is_v) { return rng_of(seed, 500009 + layer, 2 * j + is_v); }
 
 double sim_layer_bytes(int n, int H, int Hkv, int d, const kv_needs *needs) {
     double b = 2.0 * n * Hkv * d * sizeof(float);
@@ -92,8 +98,10 @@ int sim_layer_make(sim_layer *ly, const sim_stats *st, int n, int H, int Hkv, in
     if (!ly->K || !ly->V || d > 1024) goto oom;
     for (int j = 0; j < Hkv; j++) {
         rng rk = rng_of(seed, 2 + layer, 2 * j), rv = rng_of(seed, 2 + layer, 2 * j + 1);
-        fill_head(ly->K + (size_t)j * n * d, n, d, st->k_spec, st->d, st->k_var, st->k_mean_rms, &rk);
-        fill_head(ly->V + (size_t)j * n * d, n, d, st->v_spec, st->d, st->v_var, st->v_mean_rms, &rv);
+        fill_head(ly->K + (size_t)j * n * d, n, d, st->k_spec, st->d, st->k_var, st->k_mean_rms,
+                  head_shape(seed, layer, j, 0), &rk);
+        fill_head(ly->V + (size_t)j * n * d, n, d, st->v_spec, st->d, st->v_var, st->v_mean_rms,
+                  head_shape(seed, layer, j, 1), &rv);
     }
     rng r = rng_of(seed, 1000003 + layer, 0);
     if (needs && needs->col_mass) {
@@ -128,11 +136,14 @@ void sim_layer_free(sim_layer *ly) {
     memset(ly, 0, sizeof *ly);
 }
 
-void sim_token(const sim_stats *st, int H, int Hkv, int d, uint64_t seed, float *q, float *k, float *v) {
-    rng r = rng_of(seed, 7, 0);
-    for (int h = 0; h < H; h++) fill_head(q + (size_t)h * d, 1, d, st->k_spec, st->d, st->k_var, st->k_mean_rms, &r);
+void sim_token(const sim_stats *st, int layer, int H, int Hkv, int d, uint64_t seed, uint64_t step, float *q,
+               float *k, float *v) {
+    rng r = rng_of(seed, 7 + layer, step);
+    for (int h = 0; h < H; h++)   /* a query shares its kv group's key offset and axes */
+        fill_head(q + (size_t)h * d, 1, d, st->k_spec, st->d, st->k_var, st->k_mean_rms,
+                  head_shape(seed, layer, h / (H / Hkv), 0), &r);
     for (int j = 0; j < Hkv; j++) {
-        fill_head(k + (size_t)j * d, 1, d, st->k_spec, st->d, st->k_var, st->k_mean_rms, &r);
-        fill_head(v + (size_t)j * d, 1, d, st->v_spec, st->d, st->v_var, st->v_mean_rms, &r);
+        fill_head(k + (size_t)j * d, 1, d, st->k_spec, st->d, st->k_var, st->k_mean_rms, head_shape(seed, layer, j, 0), &r);
+        fill_head(v + (size_t)j * d, 1, d, st->v_spec, st->d, st->v_var, st->v_mean_rms, head_shape(seed, layer, j, 1), &r);
     }
 }

@@ -108,7 +108,7 @@ static int run_batch(const sim_case *c, const kv_method *m, const kv_setup *s, i
             int pos = c->ctx + step, from = (int)(((long)step * 7919 + 1) % c->ctx);
             kv_token tok = {pos, c->surprisal[from], c->sent_end[from]};
             for (int l = l0; l < l1; l++) {
-                sim_token(c->stats, (int)H, (int)Hkv, (int)d, c->seed ^ ((uint64_t)(step + 1) << 20 | (uint64_t)l), q, k, v);
+                sim_token(c->stats, l - l0, (int)H, (int)Hkv, (int)d, c->seed, (uint64_t)step, q, k, v);
                 m->append(st, l, k, v, &tok);
                 m->attend(st, l, q, out);
             }

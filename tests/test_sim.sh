@@ -8,7 +8,8 @@
 #    sentence vectors follow the text's sentence count); SeKV infeasible in both;
 #  - scaling: 7 of 30 layers run and scaled (PyramidKV: every layer in batches) equal all
 #    30 run, for those methods;
-#  - the engine's memory model explains every peak RSS the model run measured within 5%;
+#  - the engine's memory model explains every peak RSS the model run measured within 5%
+#    (not under the sanitizers, whose shadow memory is in the RSS);
 #  - llama3-8b shapes against formulas written here: the published parameter count (8.03 B)
 #    in bf16, FullKV's and SnapKV's K/V rows and bytes, StreamingLLM's eviction, PyramidKV's
 #    schedule summing to L x B;
@@ -61,7 +62,11 @@ sk() { q "$1" "SELECT fast_bytes - fast_aux_bytes, fast_tokens, slow_bytes, slow
 # ---------------------------------------------------------------- the engine's memory vs peak RSS
 "$KVBENCH" sim --check-run "$T/real.db" >"$T/check.out" 2>&1 || { cat "$T/check.out"; fail "--check-run exited non-zero"; }
 worst=$(sed -n 's/.*worst \([0-9.]*\)%.*/\1/p' "$T/check.out")
-[ -n "$worst" ] && awk -v w="$worst" 'BEGIN { exit !(w < 5) }' || { cat "$T/check.out"; fail "memory model off by $worst% (> 5%)"; }
+if grep -q "SAN=1" <<<"$(q "$T/real.db" "SELECT build_flags FROM runs")"; then
+    echo "note: sanitizer build (shadow memory in the RSS): the memory model's bound is not checked ($worst%)"
+else
+    [ -n "$worst" ] && awk -v w="$worst" 'BEGIN { exit !(w < 5) }' || { cat "$T/check.out"; fail "memory model off by $worst% (> 5%)"; }
+fi
 
 # ---------------------------------------------------------------- llama3-8b shapes, formulas here
 "$KVBENCH" sim --model random:llama3-8b --ctx 4096 --decode 3 --methods fullkv,snapkv,pyramidkv,streamingllm \
