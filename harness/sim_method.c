@@ -161,7 +161,9 @@ int sim_method_run(const sim_case *c, const kv_method *m, double budget, sim_res
         prefill_peak = maxd(prefill_peak, prefix + (double)b.after_ingest.fast_peak + (f - 1) * ingest);
         prefix += ingest * f;
         for (int k = 0; k <= T; k++) dec_total[k] += dec[k] * f, dmax = maxd(dmax, dec[k]);
-        excess = maxd(excess, (double)b.end.fast_peak - maxd((double)b.after_ingest.fast_peak, dmax));
+        /* a running peak above the prefill's was reached while decoding: by this much over
+         * the most held after a step (an appended row before an eviction) */
+        if (b.end.fast_peak > b.after_ingest.fast_peak) excess = maxd(excess, (double)b.end.fast_peak - dmax);
         sum.fast_bytes += (size_t)llround((double)b.end.fast_bytes * f);
         sum.fast_aux_bytes += (size_t)llround((double)b.end.fast_aux_bytes * f);
         sum.slow_bytes += (size_t)llround((double)b.end.slow_bytes * f);
