@@ -79,9 +79,21 @@ int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const cha
     char line[1024];
     kv_runinfo_line(ri, line, sizeof line);
     gp_open(f, "memory", gp, out, 1100, 700);
-    fprintf(f, "  set title \"total memory: weights + fast-tier K/V at its peak + prefill activations (solid);"
-               " fast-tier K/V steady (dashed)%s\\n",
-            paper ? "; the paper's reported GPU memory (large marks)" : "");
+    /* methods without a finished point (infeasible at this budget, failed) are named */
+    char missing[512] = "";
+    sqlite3_stmt *mq;
+    if (sqlite3_prepare_v2(h, "SELECT DISTINCT r.method || ' ' || r.status FROM results r JOIN cases c ON c.id = r.case_id"
+                              " WHERE c.run_id = ?1 AND r.status <> 'ok' ORDER BY 1", -1, &mq, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(mq, 1, ri->id);
+        while (sqlite3_step(mq) == SQLITE_ROW)
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", *missing ? ", " : "; not drawn: ",
+                     (const char *)sqlite3_column_text(mq, 0));
+        sqlite3_finalize(mq);
+    }
+    fprintf(f, "  set title \"total = weights + fast-tier K/V peak + prefill activations (solid); fast-tier K/V"
+               " steady (dashed)%s\\n",
+            paper ? "; marks: the paper's GPU memory" : "");
+    if (*missing) gp_dq(f, missing + 2), fprintf(f, "\\n");
     gp_dq_wrap(f, line, 120);
     fprintf(f, "\" noenhanced font ',9'\n");
     fprintf(f, "  set xlabel 'context length (tokens)'\n  set ylabel 'GB (10^9 bytes)'\n");
