@@ -434,7 +434,7 @@ int cmd_sim(int argc, char **argv) {
                 rc = fail("out of memory for layer %d at ctx %d (try --layers 1)", l, ctx);
         if (!rc) sim_stream(sim_stats_default(), ctx, o.seed, surp, send);
         sim_case sc = {.shape = &sh, .stats = sim_stats_default(), .ctx = ctx, .decode = o.decode,
-                       .elem_bytes = o.elem_bytes, .decode_rule = o.decode_rule, .max_layers = held, .seed = o.seed,
+                       .elem_bytes = o.elem_bytes, .decode_rule = o.decode_rule, .seed = o.seed,
                        .layers = layers, .n_layers_made = held, .surprisal = surp, .sent_end = send};
         for (int mi = 0; !rc && mi < o.n_methods; mi++)
             for (int bi = 0; !rc && bi < o.n_budgets; bi++) {

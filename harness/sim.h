@@ -93,11 +93,10 @@ typedef struct {
     const sim_shape *shape;
     const sim_stats *stats;
     int ctx, decode, elem_bytes, decode_rule;
-    int max_layers;            /* most layers held at once (memory) */
     uint64_t seed;
     const char *params;        /* the method's --params, or NULL */
-    const sim_layer *layers;   /* [max_layers] synthetic layers, shared by every method */
-    int n_layers_made;
+    const sim_layer *layers;   /* [n_layers_made] synthetic layers, shared by every method */
+    int n_layers_made;         /* layers held at once (--layers, memory) */
     const float *surprisal;    /* [ctx] */
     const uint8_t *sent_end;
 } sim_case;
