@@ -476,11 +476,14 @@ int cmd_sim(int argc, char **argv) {
                          r.batched ? r.measured : c->n_layer);
                 if (strcmp(r.status, "ok"))
                     printf("| %d | %s | %g | %s | %s: %.200s |||||||||\n", ctx, m->name, budget, lay, r.status, r.why);
-                else
-                    printf("| %d | %s | %g | %s | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f |\n", ctx,
+                else {
+                    char cpu[32] = "-";   /* no host bandwidth known */
+                    if (t.cpu_ms >= 0) snprintf(cpu, sizeof cpu, "%.2f", t.cpu_ms);
+                    printf("| %d | %s | %g | %s | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %s | %.3f |\n", ctx,
                            m->name, budget, lay, gib(r.fast_decode_peak), gib((double)r.mem.fast_peak),
                            gib((double)r.mem.slow_peak), gib(ot.weights), gib(ot.act_prefill + ot.stats),
-                           gib(t.total_steady), gib(t.total_peak), t.cpu_ms, t.gpu_ms);
+                           gib(t.total_steady), gib(t.total_peak), cpu, t.gpu_ms);
+                }
                 fflush(stdout);
                 if (!o.quiet)
                     fprintf(stderr, "kvbench sim: ctx %d %s %g: %s in %.1f s\n", ctx, m->name, budget, r.status,

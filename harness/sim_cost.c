@@ -63,7 +63,7 @@ void sim_bw_get(double bw_host_flag, sim_bw *bw) {
     memset(bw, 0, sizeof *bw);
     bw->device = H200_HBM_BPS, bw->pcie = PCIE5_X16_BPS;
     snprintf(bw->device_src, sizeof bw->device_src, "H200 HBM3e 4.8 TB/s (published, not measured)");
-    snprintf(bw->pcie_src, sizeof bw->pcie_src, "PCIe Gen5 x16 64 GB/s per direction (published, not measured)");
+    snprintf(bw->pcie_src, sizeof bw->pcie_src, "Gen5 x16 64 GB/s per direction (published, not measured)");
     if (bw_host_flag > 0) {
         bw->host = bw_host_flag * 1e9;
         snprintf(bw->host_src, sizeof bw->host_src, "--bw-host %.3g GB/s", bw_host_flag);
