@@ -15,6 +15,8 @@
 #    schedule summing to L x B;
 #  - the same seed gives the same results; report --table memory and plot --figure memory
 #    read a sim file, the figure with the paper's points;
+#  - --measure-inputs writes a well-formed table (surprisal >= 0 from 0, sentence ends 0/1,
+#    a descending spectrum of shares summing to 1);
 #  - bad flags: one line, exit 2, the results file untouched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -106,6 +108,29 @@ grep -q "ctx 4096" "$T/rep" || fail "the memory table has no ctx 4096 column"
 "$KVBENCH" plot --db "$T/l8.db" --figure memory --out "$T/mem" >/dev/null 2>"$T/plot.err" || { cat "$T/plot.err"; fail "plot --figure memory"; }
 [ -s "$T/mem.png" ] || fail "no memory figure"
 grep -q "74.8 fullkv" "$T/mem.dat" || fail "the figure's data lacks the paper's points"
+
+# ---------------------------------------------------------------- the input tables' generator
+MODEL=${KVBENCH_MODEL:-$HOME/.cache/kvbench/SmolLM2-135M-Instruct.Q4_1.gguf}
+CORPUS=${KVBENCH_CORPUS:-$HOME/.cache/kvbench/corpus}
+if [ -f "$MODEL" ] && [ -f "$CORPUS/MANIFEST.tsv" ]; then
+    "$KVBENCH" sim --measure-inputs --model "$MODEL" --corpus "$CORPUS" --chunks 1 --tokens 256 >"$T/tab.c" 2>"$T/tab.err" \
+        || { cat "$T/tab.err"; fail "--measure-inputs exited non-zero"; }
+    python3 - "$T/tab.c" <<'EOF2' || fail "--measure-inputs wrote a malformed table"
+import re, sys
+src = open(sys.argv[1]).read()
+body = lambda name: re.search(name + r"\[(\d+)\] = \{([^}]*)\}", src)
+s, e, k = body("surprisal"), body("sent_end"), body("k_spec")
+vals = [float(x) for x in s.group(2).split(",")]
+ends = [int(x) for x in e.group(2).split(",")]
+spec = [float(x) for x in k.group(2).split(",")]
+assert int(s.group(1)) == len(vals) == 256 == len(ends), (s.group(1), len(vals), len(ends))
+assert vals[0] == 0 and all(v >= 0 for v in vals) and max(vals) > 1, "surprisal out of range"
+assert set(ends) <= {0, 1}
+assert len(spec) == 64 and abs(sum(spec) - 1) < 1e-3 and spec == sorted(spec, reverse=True), "K spectrum not shares"
+EOF2
+else
+    echo "note: no default model or corpus here: --measure-inputs not checked"
+fi
 
 # ---------------------------------------------------------------- bad input
 cp "$T/l8.db" "$T/keep.db"
