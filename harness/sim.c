@@ -31,7 +31,7 @@ typedef struct {
     int decode, elem_bytes, layers, quiet, measure, chunks, tokens, decode_rule, chunk;
     double weight_bytes;        /* per parameter; 0 = as stored in the GGUF file */
     const char *kv_type, *weights;
-    double bw_host;
+    double bw_host, bw_device, bw_pcie;
     uint64_t seed;
     method_params params;
 } sim_opts;
@@ -72,6 +72,8 @@ static void usage(FILE *f) {
             "  --layers N         layers run through each method's code, at most what half of\n"
             "                     MemAvailable holds (default 2); the rest are scaled\n"
             "  --bw-host GBPS     host memory bandwidth (default: make bench's measurement)\n"
+            "  --bw-device GBPS   device memory bandwidth (default: the H200's published 4.8 TB/s)\n"
+            "  --bw-pcie GBPS     host-to-device bandwidth (default: PCIe Gen5 x16's published 64 GB/s)\n"
             "  --decode-rule R    append (default) or hold, as kvbench run's --decode\n"
             "  --seed S           synthetic inputs' seed (default 1)\n"
             "  --out FILE         also record into this results file (report/plot read it)\n"
@@ -187,10 +189,12 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
             if (strcmp(v, "file") && !elem_of(v)) bad = fail("--weights '%s': expected bf16, f16, f32 or file", v);
         } else if (!strcmp(a, "--decode-rule")) {
             if (kv_decode_parse(v, &o->decode_rule)) bad = fail("--decode-rule '%s': expected append or hold", v);
-        } else if (!strcmp(a, "--bw-host")) {
+        } else if (!strcmp(a, "--bw-host") || !strcmp(a, "--bw-device") || !strcmp(a, "--bw-pcie")) {
+            double *dst = !strcmp(a, "--bw-host") ? &o->bw_host : !strcmp(a, "--bw-device") ? &o->bw_device : &o->bw_pcie;
             char *end;
-            o->bw_host = strtod(v, &end);
-            if (*end || !(o->bw_host > 0) || o->bw_host > 1e5) bad = fail("--bw-host '%s': expected GB/s > 0", v);
+            errno = 0;
+            *dst = strtod(v, &end);
+            if (errno || end == v || *end || !(*dst > 0) || *dst > 1e6) bad = fail("%s '%s': expected GB/s > 0", a, v);
         } else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
@@ -366,7 +370,7 @@ int cmd_sim(int argc, char **argv) {
         if (run_check_methods(o.methods, o.n_methods, &o.params, &shape, err, sizeof err)) return fail("%s", err), 2;
     }
     sim_bw bw;
-    sim_bw_get(o.bw_host, &bw);
+    sim_bw_get(o.bw_host, o.bw_device, o.bw_pcie, &bw);
 
     kv_db *db = NULL;
     int64_t run_id = -1;

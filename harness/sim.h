@@ -143,10 +143,11 @@ typedef struct {
     double host, device, pcie;
     char host_src[640], device_src[160], pcie_src[160];
 } sim_bw;
-/* Host: --bw-host, else the file `make bench` writes (~/.cache/kvbench/membw.tsv: read
- * bandwidth, all threads), else 0 (unknown). Device and PCIe: tests/gpu output if found,
- * else the H200's published figures. */
-void sim_bw_get(double bw_host_flag, sim_bw *bw);
+/* Host: --bw-host (GB/s, > 0), else the file `make bench` writes (~/.cache/kvbench/membw.tsv:
+ * the best read figure), else 0 (unknown). Device and PCIe: --bw-device / --bw-pcie (GB/s,
+ * e.g. from a tests/gpu/check.sh run's bandwidth lines), else the H200's published figures,
+ * labelled as such. */
+void sim_bw_get(double bw_host_flag, double bw_device_flag, double bw_pcie_flag, sim_bw *bw);
 /* Decode ms/token: (weights + fast-tier KV read) / bandwidth, plus the slow tier's
  * bytes over PCIe. tier 0: the CPU (everything at host bandwidth); 1: the GPU. */
 double sim_latency_ms(const sim_bw *bw, int gpu, double weights, double kv_read, double slow_read);

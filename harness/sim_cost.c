@@ -59,11 +59,19 @@ void sim_engine_memory(const kv_model_config *c, double file_bytes, int is_rando
 #define H200_HBM_BPS 4.8e12
 #define PCIE5_X16_BPS 64e9
 
-void sim_bw_get(double bw_host_flag, sim_bw *bw) {
+void sim_bw_get(double bw_host_flag, double bw_device_flag, double bw_pcie_flag, sim_bw *bw) {
     memset(bw, 0, sizeof *bw);
     bw->device = H200_HBM_BPS, bw->pcie = PCIE5_X16_BPS;
     snprintf(bw->device_src, sizeof bw->device_src, "H200 HBM3e 4.8 TB/s (published, not measured)");
     snprintf(bw->pcie_src, sizeof bw->pcie_src, "Gen5 x16 64 GB/s per direction (published, not measured)");
+    if (bw_device_flag > 0) {
+        bw->device = bw_device_flag * 1e9;
+        snprintf(bw->device_src, sizeof bw->device_src, "--bw-device %.4g GB/s", bw_device_flag);
+    }
+    if (bw_pcie_flag > 0) {
+        bw->pcie = bw_pcie_flag * 1e9;
+        snprintf(bw->pcie_src, sizeof bw->pcie_src, "--bw-pcie %.4g GB/s", bw_pcie_flag);
+    }
     if (bw_host_flag > 0) {
         bw->host = bw_host_flag * 1e9;
         snprintf(bw->host_src, sizeof bw->host_src, "--bw-host %.3g GB/s", bw_host_flag);

@@ -12,7 +12,7 @@
 #    (not under the sanitizers, whose shadow memory is in the RSS);
 #  - llama3-8b shapes against formulas written here: the published parameter count (8.03 B)
 #    in bf16, FullKV's and SnapKV's K/V rows and bytes, StreamingLLM's eviction, PyramidKV's
-#    schedule summing to L x B;
+#    schedule summing to L x B; the latency bound's arithmetic from the stored bytes;
 #  - the same seed gives the same results; report --table memory and plot --figure memory
 #    read a sim file, the figure with the paper's points;
 #  - --measure-inputs writes a well-formed table (surprisal >= 0 from 0, sentence ends 0/1,
@@ -71,8 +71,9 @@ else
 fi
 
 # ---------------------------------------------------------------- llama3-8b shapes, formulas here
-"$KVBENCH" sim --model random:llama3-8b --ctx 4096 --decode 3 --methods fullkv,snapkv,pyramidkv,streamingllm \
-    --layers 1 --quiet --out "$T/l8.db" >"$T/l8.out" 2>"$T/l8.err" || { cat "$T/l8.err"; fail "llama3-8b sim exited non-zero"; }
+L8=(sim --model random:llama3-8b --ctx 4096 --decode 3 --methods fullkv,snapkv,pyramidkv,streamingllm,sentencekv
+    --layers 1 --quiet --bw-host 5 --bw-device 1000 --bw-pcie 10)
+"$KVBENCH" "${L8[@]}" --out "$T/l8.db" >"$T/l8.out" 2>"$T/l8.err" || { cat "$T/l8.err"; fail "llama3-8b sim exited non-zero"; }
 python3 - "$T/l8.db" <<'EOF' || fail "llama3-8b figures differ from the formulas"
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
@@ -96,12 +97,16 @@ w = db.execute("SELECT weights FROM sim_mem WHERE method='fullkv'").fetchone()[0
 if w != 2 * params: print(f"weights {w}, want {2 * params}"); bad = 1
 fp = db.execute("SELECT fast_peak FROM results WHERE method='fullkv'").fetchone()[0]
 if fp != L * Hkv * (n + T) * row: print(f"fullkv peak {fp}"); bad = 1
+# the latency bound: (weights + fast-tier bytes read) / bandwidth, the slow tier's over PCIe on the GPU
+for m, w, kv, slow, cpu, gpu in db.execute("SELECT method, weights, kv_read, slow_read, cpu_ms, gpu_ms FROM sim_mem"):
+    want_cpu, want_gpu = (w + kv + slow) / 5e9 * 1e3, ((w + kv) / 1e12 + slow / 10e9) * 1e3
+    if abs(cpu / want_cpu - 1) > 1e-12 or abs(gpu / want_gpu - 1) > 1e-12: print(f"{m}: ms {cpu} {gpu}, want {want_cpu} {want_gpu}"); bad = 1
+    if m == "sentencekv" and not slow > 0: print("sentencekv moves nothing up from the slow tier"); bad = 1
 sys.exit(bad)
 EOF
 
 # ---------------------------------------------------------------- same seed, same numbers; report; plot
-"$KVBENCH" sim --model random:llama3-8b --ctx 4096 --decode 3 --methods fullkv,snapkv,pyramidkv,streamingllm \
-    --layers 1 --quiet >"$T/l8b.out" 2>/dev/null || fail "second llama3-8b sim exited non-zero"
+"$KVBENCH" "${L8[@]}" >"$T/l8b.out" 2>/dev/null || fail "second llama3-8b sim exited non-zero"
 diff <(grep '^| 4096' "$T/l8.out") <(grep '^| 4096' "$T/l8b.out") >/dev/null || fail "the same seed gave other numbers"
 "$KVBENCH" report --db "$T/l8.db" --table memory >"$T/rep" 2>"$T/rep.err" || { cat "$T/rep.err"; fail "report --table memory"; }
 grep -q "ctx 4096" "$T/rep" || fail "the memory table has no ctx 4096 column"
@@ -136,7 +141,7 @@ fi
 cp "$T/l8.db" "$T/keep.db"
 sum=$(sha256sum <"$T/keep.db")
 for bad in "--ctx 0" "--ctx 2M" "--kv-type q8" "--model random:nope" "--methods bogus" "--budget 0" "--weights int3" \
-           "--decode -1" "--params sekv:rank=abc"; do
+           "--decode -1" "--params sekv:rank=abc" "--bw-pcie 0"; do
     set +e
     # shellcheck disable=SC2086
     "$KVBENCH" sim --model random:llama3-8b $bad --out "$T/keep.db" >/dev/null 2>"$T/bad.err"
