@@ -17,6 +17,7 @@ static const struct {
     {"train-sekv", cmd_train_sekv, "train SeKV's zoom-in (routing, thresholds, rank gate) on a corpus"},
     {"merge", cmd_merge, "join the results files of a sharded run (run --shard K/N) into one"},
     {"slurm-script", cmd_slurm_script, "write a SLURM array script that runs a kvbench run in N shards, then merges"},
+    {"sim", cmd_sim, "memory by tier and decode latency at any context, by the methods' own code, no weights loaded"},
     {"sekv-probe", cmd_sekv_probe, "SeKV's zoom-in on NIAH dev cases: answer NLL, zoom precision and recall"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])

@@ -321,3 +321,21 @@ kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen) {
     }
     return model_load_random(name, seed, err, errlen);
 }
+
+int random_model_shape(const char *name, kv_model_config *out, int *tied) {
+    for (int i = 0; i < N_PRESETS; i++) {
+        const preset *p = &presets[i];
+        if (!name || strcmp(name, p->name)) continue;
+        memset(out, 0, sizeof *out);
+        snprintf(out->arch, sizeof out->arch, "%s", p->arch);
+        snprintf(out->name, sizeof out->name, "random %s", p->name);
+        out->n_layer = p->n_layer, out->n_embd = p->n_embd, out->n_head = p->n_head;
+        out->n_head_kv = p->n_head_kv, out->head_dim = p->head_dim, out->n_ff = p->n_ff;
+        out->n_vocab = p->n_vocab, out->n_ctx_train = p->n_ctx;
+        out->rope_base = p->rope_base, out->norm_eps = p->norm_eps;
+        out->has_qkv_bias = !strcmp(p->arch, "qwen2");
+        if (tied) *tied = p->tied;
+        return 0;
+    }
+    return -1;
+}

@@ -24,4 +24,9 @@ kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen);
  * Two test-only shapes load too but are not listed: tiny-llama, tiny-qwen2. */
 const char *const *random_model_presets(void);
 
+/* The shapes of preset `name` (test-only ones included) without building the model
+ * (kvbench sim); *tied (or NULL): 1 when the output matrix is the embedding. 0, or -1 for
+ * an unknown name. */
+int random_model_shape(const char *name, kv_model_config *out, int *tied);
+
 #endif

@@ -393,6 +393,8 @@ int plot_lines_write(const char *figure, sqlite3 *h, const kv_runinfo *ri, const
     int rc;
     if (!strcmp(figure, "zoom")) {
         rc = write_zoom(h, ri, variant, out, gp, dat);
+    } else if (!strcmp(figure, "memory") && ri->workload && !strcmp(ri->workload, "sim")) {
+        rc = plot_sim_memory(h, ri, out, gp, dat);   /* totals with weights, and the paper's points */
     } else {
         int fig = 0;
         while (fig < N_FIGS && strcmp(FIGS[fig].name, figure)) fig++;

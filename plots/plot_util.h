@@ -34,4 +34,7 @@ int gp_check_image(const char *path, const char *magic, size_t n);
 int plot_lines_known(const char *figure);
 int plot_lines_write(const char *figure, sqlite3 *h, const kv_runinfo *ri, const char *variant, const char *out,
                      const char *gp, const char *dat);
+/* kvbench plot --figure memory for a kvbench sim run (plot_sim.c): totals in GB with the
+ * SeKV paper's reported points beside them. 0 or -1. */
+int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const char *gp, const char *dat);
 #endif
