@@ -8,6 +8,7 @@
 #include "provenance.h"
 #include "run_ident.h"
 #include "sim.h"
+#include "../kernels/kvtype.h"
 #include "../results/db.h"
 
 #include <errno.h>
@@ -28,7 +29,7 @@ typedef struct {
     int n_methods;
     double budgets[MAX_LIST];
     int n_budgets;
-    int decode, elem_bytes, layers, quiet, measure, chunks, tokens, decode_rule, chunk;
+    int decode, elem_bytes, kvt, layers, quiet, measure, chunks, tokens, decode_rule, chunk;
     double weight_bytes;        /* per parameter; 0 = as stored in the GGUF file */
     const char *kv_type, *weights;
     double bw_host, bw_device, bw_pcie;
@@ -183,7 +184,8 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
             if (mparams_parse(&o->params, v, err, sizeof err)) bad = fail("--params: %s", err);
         } else if (!strcmp(a, "--kv-type")) {
             o->kv_type = v;
-            if (!(o->elem_bytes = elem_of(v))) bad = fail("--kv-type '%s': expected bf16, f16 or f32", v);
+            if (kb_kvtype_parse(v, &o->kvt)) bad = fail("--kv-type '%s': expected bf16, f16 or f32", v);
+            else o->elem_bytes = kb_kvtype_bytes(o->kvt);
         } else if (!strcmp(a, "--weights")) {
             o->weights = v;
             if (strcmp(v, "file") && !elem_of(v)) bad = fail("--weights '%s': expected bf16, f16, f32 or file", v);
@@ -241,7 +243,7 @@ static kv_needs union_needs(const sim_opts *o, const sim_shape *sh, int ctx) {
             const kv_model_config *c = &sh->cfg;
             kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
                           .head_dim = c->head_dim, .n_prompt = ctx, .max_decode = o->decode + 1,
-                          .elem_bytes = o->elem_bytes, .params = mparams_get(&o->params, o->methods[i]),
+                          .kv_type = o->kvt, .params = mparams_get(&o->params, o->methods[i]),
                           .model_hash = sh->model_hash, .decode_rule = o->decode_rule};
             if (o->budgets[b] <= 1) s.budget_frac = o->budgets[b];
             else s.budget_tokens = (int)o->budgets[b];
@@ -339,7 +341,7 @@ static void print_header(const sim_opts *o, const sim_shape *sh, const sim_bw *b
 }
 
 int cmd_sim(int argc, char **argv) {
-    sim_opts o = {.decode = 8, .layers = 2, .chunk = 512, .kv_type = "bf16", .elem_bytes = 2, .seed = 1, .chunks = 8, .tokens = 2048};
+    sim_opts o = {.decode = 8, .layers = 2, .chunk = 512, .kv_type = "bf16", .elem_bytes = 2, .kvt = KB_BF16, .seed = 1, .chunks = 8, .tokens = 2048};
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
     if (!o.model) o.model = model_default_path();
@@ -366,7 +368,7 @@ int cmd_sim(int argc, char **argv) {
         const kv_model_config *c = &sh.cfg;
         kv_setup shape = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
                           .head_dim = c->head_dim, .n_prompt = 256, .max_decode = 1, .budget_frac = 0.5,
-                          .elem_bytes = o.elem_bytes, .model_hash = sh.model_hash};
+                          .kv_type = o.kvt, .model_hash = sh.model_hash};
         if (run_check_methods(o.methods, o.n_methods, &o.params, &shape, err, sizeof err)) return fail("%s", err), 2;
     }
     sim_bw bw;
@@ -438,7 +440,7 @@ int cmd_sim(int argc, char **argv) {
                 rc = fail("out of memory for layer %d at ctx %d (try --layers 1)", l, ctx);
         if (!rc) sim_stream(sim_stats_default(), ctx, o.seed, surp, send);
         sim_case sc = {.shape = &sh, .stats = sim_stats_default(), .ctx = ctx, .decode = o.decode,
-                       .elem_bytes = o.elem_bytes, .decode_rule = o.decode_rule, .seed = o.seed,
+                       .elem_bytes = o.elem_bytes, .kv_type = o.kvt, .decode_rule = o.decode_rule, .seed = o.seed,
                        .layers = layers, .n_layers_made = held, .surprisal = surp, .sent_end = send};
         for (int mi = 0; !rc && mi < o.n_methods; mi++)
             for (int bi = 0; !rc && bi < o.n_budgets; bi++) {
@@ -460,7 +462,7 @@ int cmd_sim(int argc, char **argv) {
                 if (m->needs) {
                     kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
                                   .head_dim = c->head_dim, .n_prompt = ctx, .max_decode = o.decode + 1,
-                                  .elem_bytes = o.elem_bytes, .params = sc.params, .model_hash = sh.model_hash};
+                                  .kv_type = o.kvt, .params = sc.params, .model_hash = sh.model_hash};
                     if (budget <= 1) s.budget_frac = budget;
                     else s.budget_tokens = (int)budget;
                     kv_state *st = m->init(&s, err, sizeof err);

@@ -92,7 +92,7 @@ typedef struct {
 typedef struct {
     const sim_shape *shape;
     const sim_stats *stats;
-    int ctx, decode, elem_bytes, decode_rule;
+    int ctx, decode, elem_bytes, kv_type, decode_rule;   /* kv_type: kb_kvtype, elem_bytes its size */
     uint64_t seed;
     const char *params;        /* the method's --params, or NULL */
     const sim_layer *layers;   /* [n_layers_made] synthetic layers, shared by every method */

@@ -33,7 +33,7 @@ static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c
         if (!m || !m->needs) continue;
         double b = sqlite3_column_double(st, 1);
         kv_setup su = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
-                       .head_dim = c->head_dim, .n_prompt = n, .max_decode = 1, .elem_bytes = 4,
+                       .head_dim = c->head_dim, .n_prompt = n, .max_decode = 1,
                        .params = (const char *)sqlite3_column_text(st, 2)};
         if (b <= 1) su.budget_frac = b;
         else su.budget_tokens = (int)b;

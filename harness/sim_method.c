@@ -32,7 +32,7 @@ static double now_s(void) {
 static kv_setup setup_of(const sim_case *c, double budget) {
     const kv_model_config *cf = &c->shape->cfg;
     kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv, .head_dim = cf->head_dim,
-                  .n_prompt = c->ctx, .max_decode = c->decode + 1, .elem_bytes = c->elem_bytes, .params = c->params,
+                  .n_prompt = c->ctx, .max_decode = c->decode + 1, .kv_type = c->kv_type, .params = c->params,
                   .model_hash = c->shape->model_hash, .decode_rule = c->decode_rule};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;
