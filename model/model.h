@@ -88,5 +88,9 @@ double model_surprisal(const kv_model *m, const float *logits, int id);  /* -ln 
 int model_sent_end(const kv_model *m, int id);                /* the sent_end rule for one token */
 /* Tokens per prefill chunk (GEMM rows and attention queries at a time); 0 = default 512. */
 void model_set_prefill_chunk(kv_model *m, int chunk);
+/* Decode mat-vecs: 0 (default) quantizes each input vector to 8 bits per block of 32 and
+ * uses int8 dot products for Q4_0/Q4_1/Q8_0 weights, as llama.cpp does (logits move by
+ * about 1e-2 relative); 1 keeps f32 activations (the float64 reference tests use it). */
+void model_set_f32_activations(kv_model *m, int on);
 
 #endif
