@@ -150,6 +150,13 @@ static int32_t *encode_prompt(const kv_tokenizer *t, const char *text, int chat,
     return ids;
 }
 
+/* The timings line both generate paths print (stderr, after the text). */
+static void print_timings(const kv_gen_stats *st) {
+    fprintf(stderr, "prefill %.1f tok/s (%.2f s), decode %.1f tok/s (%d steps, %.2f s)\n",
+            st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, st->prefill_s,
+            st->decode_s > 0 ? st->n_steps / st->decode_s : 0.0, st->n_steps, st->decode_s);
+}
+
 int cmd_generate(int argc, char **argv) {
     const char *path = model_default_path(), *prompt = NULL, *method = "fullkv", *params = NULL, *backend = "cpu";
     int chat = 0, max_tokens = 128, threads = 0, plain = 0;
@@ -223,21 +230,22 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kvbench generate: could not tokenise the prompt%s\n", ids && !n ? " (it is empty)" : "");
         goto done;
     }
+    kv_gen_stats st;
     if (plain) {
-        int k = model_generate_plain(m, ids, n, max_tokens, out, err, sizeof err);
+        int k = model_generate_plain(m, ids, n, max_tokens, out, &st, err, sizeof err);
         if (k < 0) {
             fprintf(stderr, "kvbench generate: %s\n", err);
             goto done;
         }
         for (int i = 0; i < k; i++) stream_token((void *)tok, out[i]);
         printf("\n");
-        fprintf(stderr, "prompt %d tokens, generated %d (plain full cache)\n", n, k);
+        fprintf(stderr, "plain full cache, prompt %d tokens, generated %d, %d threads\n", n, k, kb_threads());
+        print_timings(&st);
         rc = 0;
         goto done;
     }
     kv_setup s = {.budget_frac = budget <= 1 ? budget : 0, .budget_tokens = budget > 1 ? (int)budget : 0,
                   .elem_bytes = 4, .params = params};
-    kv_gen_stats st;
     int k = model_generate_method(m, meth, &s, ids, n, max_tokens, out, stream_token, (void *)tok, &st,
                                   err, sizeof err);
     printf("\n");
@@ -247,9 +255,7 @@ int cmd_generate(int argc, char **argv) {
         goto done;
     }
     fprintf(stderr, "method %s, prompt %d tokens, generated %d, %d threads\n", meth->name, n, k, kb_threads());
-    fprintf(stderr, "prefill %.1f tok/s (%.2f s), decode %.1f tok/s (%d steps, %.2f s)\n",
-            st.prefill_s > 0 ? n / st.prefill_s : 0.0, st.prefill_s,
-            st.decode_s > 0 ? st.n_steps / st.decode_s : 0.0, st.n_steps, st.decode_s);
+    print_timings(&st);
     fprintf(stderr, "memory: fast %.2f MB (peak %.2f, aux %.2f), slow %.2f MB (peak %.2f), %ld fast K/V rows\n",
             st.mem.fast_bytes / 1048576.0, st.mem.fast_peak / 1048576.0, st.mem.fast_aux_bytes / 1048576.0,
             st.mem.slow_bytes / 1048576.0, st.mem.slow_peak / 1048576.0, st.mem.fast_tokens);

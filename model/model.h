@@ -61,10 +61,6 @@ int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int p
 int model_decode_tap(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
                      const kv_token *info, float *logits, float *attn);
 
-/* Plain generation with the engine's own full cache (no method plumbing), greedy.
- * Writes up to max_new ids to out; returns the count, or -1. */
-int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
-                         int32_t *out, char *err, size_t errlen);
 
 /* Greedy generation through a method: prefill with the method's needs, ingest every
  * layer, then decode until a stop token or max_new tokens. setup supplies the budget,
@@ -77,6 +73,11 @@ typedef struct {
     double prefill_s, decode_s; /* prefill_s includes the method's ingest */
     kv_mem mem;                 /* the method's memory after the last step */
 } kv_gen_stats;
+/* Plain generation with the engine's own full cache (no method plumbing), greedy.
+ * Writes up to max_new ids to out; returns the count, or -1. stats (optional): counts
+ * and timings as for model_generate_method (mem stays zero). */
+int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
+                         int32_t *out, kv_gen_stats *stats, char *err, size_t errlen);
 int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *setup,
                           const int32_t *prompt, int n, int max_new, int32_t *out,
                           void (*on_token)(void *ctx, int id), void *ctx,

@@ -69,7 +69,7 @@ int main(void) {
 
     /* the reference tokens: the plain engine's greedy answer */
     int32_t plain[16];
-    int np = model_generate_plain(m, ids, n, 8, plain, err, sizeof err);
+    int np = model_generate_plain(m, ids, n, 8, plain, NULL, err, sizeof err);
     CHECK(np >= ref.k, "plain generation: %d tokens (%s)", np, err);
     for (int s = 0; s < ref.k && s < np; s++) CHECK(plain[s] == ref.tok[s], "step %d: plain %d, reference %d", s, plain[s], ref.tok[s]);
 

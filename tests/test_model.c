@@ -196,8 +196,14 @@ static void test_plain_vs_fullkv(kv_model *m, int chat) {
     int32_t ids[256], plain[GEN], meth[GEN];
     int n = encode(m, chat, ids, 256);
     char err[256];
-    int np = model_generate_plain(m, ids, n, GEN, plain, err, sizeof err);
+    kv_gen_stats pst;
+    memset(&pst, 0xff, sizeof pst);   /* poisoned: every field must be written */
+    int np = model_generate_plain(m, ids, n, GEN, plain, &pst, err, sizeof err);
     CHECK(np > 0, "plain: %s", err);
+    CHECK(pst.n_prompt == n && pst.n_new == np && (pst.n_steps == np || pst.n_steps == np - 1) &&
+              pst.prefill_s > 0 && pst.decode_s > 0 && pst.mem.fast_tokens == 0,
+          "plain stats: prompt %d new %d steps %d, %.3g s + %.3g s", pst.n_prompt, pst.n_new, pst.n_steps,
+          pst.prefill_s, pst.decode_s);
     kv_setup s = {.budget_frac = 1.0, .elem_bytes = 4};
     kv_gen_stats st;
     int nm = model_generate_method(m, &kv_fullkv, &s, ids, n, GEN, meth, NULL, NULL, &st, err, sizeof err);
@@ -306,7 +312,7 @@ static void test_context_refused(kv_model *m) {
     CHECK(model_prefill(m, ids, n, NULL, &pf, err, sizeof err) == -1, "over-long prompt accepted");
     CHECK(strstr(err, want) != NULL, "message: %s", err);
     int32_t out[4];
-    CHECK(model_generate_plain(m, ids, n, 4, out, err, sizeof err) == -1, "plain accepted an over-long prompt");
+    CHECK(model_generate_plain(m, ids, n, 4, out, NULL, err, sizeof err) == -1, "plain accepted an over-long prompt");
     free(ids);
 }
 
