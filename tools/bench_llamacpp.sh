@@ -91,7 +91,7 @@ with open(f"{tmp}/kv.csv") as f:
     for r in csv.DictReader(f):
         kv[int(r["depth"])] = (float(r["prefill_tok_s"]), float(r["decode_tok_s"]))
 print(f"model {os.path.basename(model)}, {threads} threads; tok/s (llama-bench: mean of its reps; kvbench: "
-      "one bench_model run, decode with 8-bit activations, 32 steps; at 8192 its prompt is 8160 tokens); "
+      "one bench_model run, decode with 8-bit activations, 32 new tokens; at 8192 its prompt is 8160 tokens); "
       "pp = prefill of the whole depth, tg = decode after it; ratio = kvbench / llama.cpp")
 hdr = f"{'depth':>6} | {'kvbench pp':>10} {'llama fa0':>9} {'llama def':>9} {'ratio fa0':>9} {'ratio def':>9} | " \
       f"{'kvbench tg':>10} {'llama fa0':>9} {'llama def':>9} {'ratio fa0':>9} {'ratio def':>9}"
