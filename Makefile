@@ -59,7 +59,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: print-cflags sekv-params haystack setup check all test bench clean model corpus demo san-test valgrind fuzz test-slurm
+.PHONY: print-cflags sekv-params haystack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -118,6 +118,12 @@ valgrind: $(KVBENCH) $(TEST_BIN)
 
 bench: $(KVBENCH) $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+# The engine against llama.cpp on the same GGUF and threads (tools/bench_llamacpp.sh): the
+# first run downloads the llama-cpp-python source distribution (77 MB) and builds its
+# llama-bench into ~/.cache/kvbench/llamacpp (long on 2 cores). Not part of check or CI.
+bench-llamacpp: $(BUILD)/tests/bench_model
+	@BUILD=$(BUILD) bash tools/bench_llamacpp.sh
 
 # The default model (SmolLM2-135M-Instruct Q4_1) into the cache, checked by SHA-256.
 model:

@@ -106,6 +106,11 @@ int run_parse_kv_type(const char *flag, const char *s, int *out) {
     return 0;
 }
 
+int run_parse_activations(const char *flag, const char *s, int *q8) {
+    if (!strcmp(s, "f32") || !strcmp(s, "q8")) return *q8 = s[0] == 'q', 0;
+    return run_fail("%s '%s': expected f32 or q8", flag, s);
+}
+
 int run_kv_type_backend(int kv_type, const char *backend) {
     if (kv_type != KB_F32 && backend && !strcmp(backend, "cuda"))
         return run_fail("--kv-type %s needs --backend cpu: the CUDA kernels and device copies hold f32 rows",

@@ -31,6 +31,9 @@ int run_parse_kv_type(const char *flag, const char *s, int *out);
 /* 16-bit rows need the CPU backend (the CUDA kernels and device copies hold f32): 0, or
  * -1 with the message printed. */
 int run_kv_type_backend(int kv_type, const char *backend);
+/* --activations f32|q8: the decode mat-vecs' activations (q8: 8-bit blocks, as llama.cpp).
+ * Sets *q8 to 0 or 1; 0, or -1 with the error printed. */
+int run_parse_activations(const char *flag, const char *s, int *q8);
 
 /* 1 if the help text usage() prints documents flag (a line "  --flag " or "  --flag,"):
  * tells an unknown option from a known one given without its value, wherever the flag

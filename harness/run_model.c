@@ -62,6 +62,7 @@ typedef struct {
     int threads, jobs, job_index, quiet;
     int decode_rule;           /* kv_decode_rule, the same for every method */
     int kv_type;               /* kb_kvtype of every method's K/V rows */
+    int q8_act;                /* --activations q8: decode mat-vecs on 8-bit activations */
     int print_prompts;         /* --print-prompts N: write the first N prompts, run nothing */
     shard_spec shard;   /* --shard K/N: only the cases of shard K */
     int fidelity, repeat;      /* --fidelity K (0 off), --repeat N */
@@ -118,6 +119,10 @@ void run_model_usage(FILE *f) {
             "                     (the --fidelity reference) included; rounded to nearest even, attention\n"
             "                     computes in f32, the prefill stays f32; memory counts the type's bytes.\n"
             "                     Part of the run's identity. 16-bit: CPU backend only\n"
+            "  --activations A    f32 (default: logits equal transformers' within 2e-6) or q8 (decode\n"
+            "                     mat-vecs on 8-bit activation blocks with int8 dot products, as\n"
+            "                     llama.cpp does: faster, logits off by about 1e-2 relative). Part of\n"
+            "                     the run's identity. q8: CPU backend only\n"
             "  --split dev|test   niah, ruler: test (default; reported numbers) or dev (for tuning), with\n"
             "                     disjoint generator seeds and haystack text (niah: test sample 1 is the\n"
             "                     classic prompt from the essays' start, dev starts in their second half)\n"
@@ -272,6 +277,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--backend")) o->backend = val;
         else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--kv-type")) { if (run_parse_kv_type(flag, val, &o->kv_type)) return -1; }
+        else if (!strcmp(flag, "--activations")) { if (run_parse_activations(flag, val, &o->q8_act)) return -1; }
         else if (!strcmp(flag, "--decode")) {
             if (kv_decode_parse(val, &o->decode_rule))
                 return run_fail("--decode '%s': expected append or hold", val);
@@ -530,10 +536,10 @@ static int run_key(const rm_opts *o, const kv_model *model, const char *ident, c
     mparams_canon(&o->params, mp, sizeof mp);
     int k = snprintf(buf, n,
              "model/v2;workload=%s;model=%s;%s;seed=%llu;split=%s;max_new=%d;question_after=%d;truncate=%d;"
-             "template=%s;kv_type=%s;elem_bytes=%d;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
+             "template=%s;kv_type=%s;elem_bytes=%d;activations=%s;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
              o->wl.name, mid, ident, (unsigned long long)o->wl.seed, wl_split_name(o->wl.split), o->wl.max_new,
              o->wl.question_after, mw_ctx_is_length(o->wl.kind) ? 0 : o->wl.truncate,
-             tc_template_name(model_tokenizer(model)), kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type), backend, kv_decode_name(o->decode_rule), code, dflt,
+             tc_template_name(model_tokenizer(model)), kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type), o->q8_act ? "q8" : "f32", backend, kv_decode_name(o->decode_rule), code, dflt,
              *mp ? ";params=" : "", mp);
     if (k < 0 || (size_t)k >= n) return -1;
     if (o->wl.kind == MW_NIAH) {
@@ -576,7 +582,8 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
                              : "question-aware: the whole prompt prefilled and compressed");
     PUT(",\"max_new\":%d,\"seed\":%llu,\"limit\":%d,\"truncate\":%d,\"shots\":%d", o->wl.max_new,
         (unsigned long long)o->wl.seed, o->wl.limit, o->wl.truncate, o->wl.shots);
-    PUT(",\"kv_type\":\"%s\",\"elem_bytes\":%d,\"backend\":", kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type));
+    PUT(",\"kv_type\":\"%s\",\"elem_bytes\":%d,\"activations\":\"%s\",\"backend\":", kb_kvtype_name(o->kv_type),
+        kb_kvtype_bytes(o->kv_type), o->q8_act ? "q8" : "f32");
     STR(backend);
     PUT(",\"decode_rule\":"), STR(kv_decode_name(o->decode_rule));
     PUT(",\"threads\":%d,\"jobs\":%d,\"fullkv_budget\":1,\"methods\":[", kb_threads(), o->jobs);
@@ -1019,6 +1026,8 @@ int cmd_run_model(int argc, char **argv) {
     /* cuda without a usable device (or a CPU build): one line, then the CPU; the run is
      * recorded with the backend it really used */
     if (run_kv_type_backend(o.kv_type, o.backend)) return 2;
+    if (o.q8_act && !strcmp(o.backend, "cuda"))
+        return run_fail("--activations q8 needs --backend cpu: the CUDA engine's mat-vecs read f32 activations"), 2;
     const char *backend = "cpu", *why = NULL;
     if (!strcmp(o.backend, "cuda") && kb_select("cuda", &why) == 0) backend = "cuda";
     else if (kb_select("cpu", NULL) == 0 && !strcmp(o.backend, "cuda") && o.job_index < 0)
@@ -1028,6 +1037,7 @@ int cmd_run_model(int argc, char **argv) {
     char err[1024];
     kv_model *model = model_load(o.model_path, err, sizeof err);
     if (!model) return run_fail("--model: %s", err), 1;
+    model_set_f32_activations(model, !o.q8_act);
     const kv_model_config *cf = model_config(model);
     {   /* every method accepts its parameters on this model, or nothing runs (and nothing is stored) */
         int n_chk = cf->n_ctx_train < 1024 ? cf->n_ctx_train : 1024;

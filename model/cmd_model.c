@@ -102,7 +102,8 @@ int cmd_info(int argc, char **argv) {
 static void generate_usage(void) {
     printf("usage: kvbench generate [--model FILE] --prompt TEXT [--chat] [--max-tokens N]\n"
            "                        [--method M] [--budget B] [--params k=v,..] [--threads N] [--plain]\n"
-           "                        [--backend cpu|cuda] [--kv-type f32|f16|bf16]\n\n"
+           "                        [--backend cpu|cuda] [--kv-type f32|f16|bf16]\n"
+           "                        [--activations f32|q8]\n\n"
            "Greedy answer to a prompt; attention goes through a KV-cache method.\n"
            "  --model FILE      GGUF file (default %s)\n"
            "  --prompt TEXT     the prompt\n"
@@ -118,6 +119,8 @@ static void generate_usage(void) {
            "                    only the prefill moves to the device\n"
            "  --kv-type T       the method's K/V rows as f32 (default), f16 or bf16 (attention computes\n"
            "                    in f32); 16-bit needs --backend cpu and a method (not --plain)\n"
+           "  --activations A   f32 (default; logits as the references) or q8: decode mat-vecs on 8-bit\n"
+           "                    activation blocks with int8 dot products, as llama.cpp (CPU only)\n"
            "  --plain           the engine's own full cache instead of a method (a cross-check)\n"
            "Text goes to stdout as it is generated; statistics to stderr.\n",
            model_default_path());
@@ -152,9 +155,16 @@ static int32_t *encode_prompt(const kv_tokenizer *t, const char *text, int chat,
     return ids;
 }
 
+/* The timings line both generate paths print (stderr, after the text). */
+static void print_timings(const kv_gen_stats *st) {
+    fprintf(stderr, "prefill %.1f tok/s (%.2f s), decode %.1f tok/s (%d steps, %.2f s)\n",
+            st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, st->prefill_s,
+            st->decode_s > 0 ? st->n_steps / st->decode_s : 0.0, st->n_steps, st->decode_s);
+}
+
 int cmd_generate(int argc, char **argv) {
     const char *path = model_default_path(), *prompt = NULL, *method = "fullkv", *params = NULL, *backend = "cpu";
-    int chat = 0, max_tokens = 128, threads = 0, plain = 0, kv_type = KB_F32;
+    int chat = 0, max_tokens = 128, threads = 0, plain = 0, kv_type = KB_F32, q8 = 0;
     double budget = 0.1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -165,7 +175,8 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--plain")) plain = 1;
         else if (!strcmp(a, "--model") || !strcmp(a, "--prompt") || !strcmp(a, "--max-tokens") ||
                  !strcmp(a, "--method") || !strcmp(a, "--budget") || !strcmp(a, "--params") ||
-                 !strcmp(a, "--threads") || !strcmp(a, "--backend") || !strcmp(a, "--kv-type")) {
+                 !strcmp(a, "--threads") || !strcmp(a, "--backend") || !strcmp(a, "--kv-type") ||
+                 !strcmp(a, "--activations")) {
             if (!(v = flag_value(argc, argv, &i))) return 2;
             if (!strcmp(a, "--model")) path = v;
             else if (!strcmp(a, "--prompt")) prompt = v;
@@ -177,6 +188,12 @@ int cmd_generate(int argc, char **argv) {
                     fprintf(stderr, "kvbench generate: --kv-type '%s': expected f32, f16 or bf16\n", v);
                     return 2;
                 }
+            } else if (!strcmp(a, "--activations")) {
+                if (strcmp(v, "f32") && strcmp(v, "q8")) {
+                    fprintf(stderr, "kvbench generate: --activations '%s': expected f32 or q8\n", v);
+                    return 2;
+                }
+                q8 = v[0] == 'q';
             } else if (!strcmp(a, "--max-tokens")) {
                 if (parse_int(a, v, 1, 1 << 20, &max_tokens)) return 2;
             } else if (!strcmp(a, "--threads")) {
@@ -200,6 +217,10 @@ int cmd_generate(int argc, char **argv) {
     }
     if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
         fprintf(stderr, "kvbench generate: --backend '%s': expected cpu or cuda\n", backend);
+        return 2;
+    }
+    if (q8 && !strcmp(backend, "cuda")) {
+        fprintf(stderr, "kvbench generate: --activations q8 needs --backend cpu (the CUDA engine reads f32)\n");
         return 2;
     }
     if (kv_type != KB_F32 && (plain || !strcmp(backend, "cuda"))) {
@@ -228,6 +249,7 @@ int cmd_generate(int argc, char **argv) {
     if (!strcmp(backend, "cpu")) kb_select("cpu", NULL);
     kv_model *m = open_model(path);
     if (!m) return 1;
+    model_set_f32_activations(m, !q8);
     const kv_tokenizer *tok = model_tokenizer(m);
     int n = 0, rc = 1;
     int32_t *ids = encode_prompt(tok, prompt, chat, &n), *out = malloc((size_t)max_tokens * sizeof *out);
@@ -235,21 +257,22 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kvbench generate: could not tokenise the prompt%s\n", ids && !n ? " (it is empty)" : "");
         goto done;
     }
+    kv_gen_stats st;
     if (plain) {
-        int k = model_generate_plain(m, ids, n, max_tokens, out, err, sizeof err);
+        int k = model_generate_plain(m, ids, n, max_tokens, out, &st, err, sizeof err);
         if (k < 0) {
             fprintf(stderr, "kvbench generate: %s\n", err);
             goto done;
         }
         for (int i = 0; i < k; i++) stream_token((void *)tok, out[i]);
         printf("\n");
-        fprintf(stderr, "prompt %d tokens, generated %d (plain full cache)\n", n, k);
+        fprintf(stderr, "plain full cache, prompt %d tokens, generated %d, %d threads\n", n, k, kb_threads());
+        print_timings(&st);
         rc = 0;
         goto done;
     }
     kv_setup s = {.budget_frac = budget <= 1 ? budget : 0, .budget_tokens = budget > 1 ? (int)budget : 0,
                   .kv_type = kv_type, .params = params};
-    kv_gen_stats st;
     int k = model_generate_method(m, meth, &s, ids, n, max_tokens, out, stream_token, (void *)tok, &st,
                                   err, sizeof err);
     printf("\n");
@@ -259,9 +282,7 @@ int cmd_generate(int argc, char **argv) {
         goto done;
     }
     fprintf(stderr, "method %s, prompt %d tokens, generated %d, %d threads\n", meth->name, n, k, kb_threads());
-    fprintf(stderr, "prefill %.1f tok/s (%.2f s), decode %.1f tok/s (%d steps, %.2f s)\n",
-            st.prefill_s > 0 ? n / st.prefill_s : 0.0, st.prefill_s,
-            st.decode_s > 0 ? st.n_steps / st.decode_s : 0.0, st.n_steps, st.decode_s);
+    print_timings(&st);
     fprintf(stderr, "memory: fast %.2f MB (peak %.2f, aux %.2f), slow %.2f MB (peak %.2f), %ld fast K/V rows\n",
             st.mem.fast_bytes / 1048576.0, st.mem.fast_peak / 1048576.0, st.mem.fast_aux_bytes / 1048576.0,
             st.mem.slow_bytes / 1048576.0, st.mem.slow_peak / 1048576.0, st.mem.fast_tokens);

@@ -4,6 +4,7 @@
  * part on the device (cuda_model.cu); engine_forward_token stays on the CPU. */
 #include "engine.h"
 #include "quant.h"
+#include "quant_q8.h"
 #ifdef KB_CUDA
 #include "cuda_model.h"
 #endif
@@ -11,6 +12,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The per-token buffers: floats first, then the q8 blocks of the largest mat-vec input. */
+static size_t scratch_floats(const kv_model_config *c, int n_rot) {
+    size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
+    return 2 * (size_t)c->n_embd + 2 * qd + 2 * kvd + 2 * (size_t)c->n_ff + (size_t)n_rot + 16;
+}
+static size_t scratch_blocks(const kv_model_config *c) {
+    size_t qd = (size_t)c->n_head * c->head_dim, n = (size_t)c->n_embd;
+    n = qd > n ? qd : n;
+    n = (size_t)c->n_ff > n ? (size_t)c->n_ff : n;
+    return n / 32 + 1;
+}
+
+/* x quantized into xq for weights of type, or NULL: f32 activations asked for, a type
+ * without an int8 path, or a length that is not whole blocks. */
+static const q8_block *quantize_for(const kv_model *m, const float *x, int n, int type, q8_block *xq) {
+    if (!m->q8_activations || n % 32 || !quant_q8_supported(type)) return NULL;
+    quant_q8_row(x, xq, n);
+    return xq;
+}
+
+void engine_scratch_free(kv_model *m) {
+    free(m->decode_scratch);
+    m->decode_scratch = NULL;
+}
 
 int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void *ctx,
                          float *logits) {
@@ -21,38 +47,52 @@ int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void
         return -1;
     }
     int E = c->n_embd, qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
-    size_t nfl = (size_t)3 * E + 2 * (size_t)qd + 2 * (size_t)kvd + 2 * (size_t)c->n_ff + m->n_rot;
-    float *buf = malloc(nfl * sizeof(float));
-    if (!buf) return -1;
-    float *x = buf, *h = x + E, *o = h + E, *q = o + E, *att = q + qd, *k = att + qd,
-          *v = k + kvd, *g = v + kvd, *u = g + c->n_ff, *cs = u + c->n_ff;
+    size_t nfl = scratch_floats(c, m->n_rot), bytes = nfl * sizeof(float) + scratch_blocks(c) * sizeof(q8_block);
+    /* one allocation per model, reused by every token; a second caller while it is in
+     * use (another thread, or a method decoding inside attn) gets its own */
+    int mine = !__atomic_exchange_n(&m->decode_busy, 1, __ATOMIC_ACQUIRE);
+    float *buf = mine ? m->decode_scratch : NULL;
+    if (!buf) {
+        buf = malloc(bytes);
+        if (!buf) {
+            if (mine) __atomic_store_n(&m->decode_busy, 0, __ATOMIC_RELEASE);
+            return -1;
+        }
+        if (mine) m->decode_scratch = buf;
+    }
+    float *x = buf, *h = x + E, *q = h + E, *att = q + qd, *k = att + qd, *v = k + kvd, *g = v + kvd,
+          *u = g + c->n_ff, *cs = u + c->n_ff;
+    q8_block *xq = (q8_block *)(void *)(buf + nfl);   /* nfl keeps it 4-byte aligned, all it needs */
 
     dequant_row(m->embd.t->type, (const uint8_t *)m->embd.t->data + (size_t)id * m->embd.row_bytes, x, E);
     rope_cossin(m, pos, cs);
     for (int l = 0; l < c->n_layer; l++) {
         const layer_weights *w = &m->layers[l];
+        /* Q, K and V in one parallel pass over one quantized input (they share a type in
+         * every GGUF we know; a mixed file quantizes for wq's and falls back per job) */
         rmsnorm(h, x, w->attn_norm, E, c->norm_eps);
-        matvec_job qkv[3] = {{&w->wq, h, q, w->bq}, {&w->wk, h, k, w->bk}, {&w->wv, h, v, w->bv}};
+        const q8_block *hq = quantize_for(m, h, E, w->wq.t->type, xq);
+        matvec_job qkv[3] = {{&w->wq, h, q, w->bq, hq, 0}, {&w->wk, h, k, w->bk, hq, 0}, {&w->wv, h, v, w->bv, hq, 0}};
         matvec_many(qkv, 3);
         rope_rotate(m, q, c->n_head, cs);
         rope_rotate(m, k, c->n_head_kv, cs);
         attn(ctx, l, q, k, v, att);
-        matvec_job wo = {&w->wo, att, o, NULL};
+        matvec_job wo = {&w->wo, att, x, NULL, quantize_for(m, att, qd, w->wo.t->type, xq), 1};   /* x += Wo att */
         matvec_many(&wo, 1);
-        for (int i = 0; i < E; i++) x[i] += o[i];
 
         rmsnorm(h, x, w->ffn_norm, E, c->norm_eps);
-        matvec_job gu[2] = {{&w->gate, h, g, NULL}, {&w->up, h, u, NULL}};
+        hq = quantize_for(m, h, E, w->gate.t->type, xq);
+        matvec_job gu[2] = {{&w->gate, h, g, NULL, hq, 0}, {&w->up, h, u, NULL, hq, 0}};
         matvec_many(gu, 2);
         silu_mul(g, u, c->n_ff);
-        matvec_job down = {&w->down, g, o, NULL};
+        matvec_job down = {&w->down, g, x, NULL, quantize_for(m, g, c->n_ff, w->down.t->type, xq), 1};   /* x += W g */
         matvec_many(&down, 1);
-        for (int i = 0; i < E; i++) x[i] += o[i];
     }
     rmsnorm(h, x, m->output_norm, E, c->norm_eps);
-    matvec_job out = {&m->output, h, logits, NULL};
+    matvec_job out = {&m->output, h, logits, NULL, quantize_for(m, h, E, m->output.t->type, xq), 0};
     matvec_many(&out, 1);
-    free(buf);
+    if (mine) __atomic_store_n(&m->decode_busy, 0, __ATOMIC_RELEASE);
+    else free(buf);
     return 0;
 }
 

@@ -35,6 +35,10 @@ struct kv_model {
                                 (cuda_model_drop_host_weights); the CPU engine refuses it */
     uint8_t *sent_end;       /* [n_vocab]: 1 where the token's text ends a sentence */
     int prefill_chunk;
+    int q8_activations;      /* 1: decode mat-vecs on 8-bit activations (model_set_f32_activations(m, 0));
+                                0, the default: f32 activations, logits as the references */
+    float *decode_scratch;   /* engine_forward_token's buffers, allocated on first use */
+    int decode_busy;         /* the scratch is in use (a concurrent call allocates its own) */
 };
 
 /* ops.c */
@@ -44,8 +48,18 @@ void rope_cossin(const kv_model *m, int pos, float *cs);
 void rope_rotate(const kv_model *m, float *x, int n_heads, const float *cs);
 void silu_mul(float *g, const float *u, int n);           /* g = silu(g) * u */
 /* y = W x (+ bias) from the quantized rows, several matrices at once, rows split
- * across kb_parallel_for. */
-typedef struct { const weight *w; const float *x; float *y; const float *bias; } matvec_job;
+ * across kb_parallel_for. With xq (x quantized by quant_q8_row) and a weight type
+ * quant_q8_supported, the rows are int8 dot products with xq; else quant_dot on x.
+ * add: y += W x instead of y = W x (the residual stream, in place). */
+typedef struct q8_block q8_block;
+typedef struct {
+    const weight *w;
+    const float *x;
+    float *y;
+    const float *bias;
+    const q8_block *xq;
+    int add;
+} matvec_job;
 void matvec_many(const matvec_job *jobs, int n_jobs);
 /* Y[n][rows] = X[n][cols] W^T + beta Y with the f32 copy (cblas_sgemm). */
 void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y);
@@ -61,5 +75,6 @@ typedef void (*engine_attn_fn)(void *ctx, int layer, const float *q, const float
                                const float *v, float *out);
 int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void *ctx,
                          float *logits);
+void engine_scratch_free(kv_model *m);   /* model_free's part for decode.c's buffers */
 
 #endif

@@ -55,11 +55,16 @@ static void plain_attn(void *vctx, int layer, const float *q, const float *k, co
 }
 
 int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
-                         int32_t *out, char *err, size_t errlen) {
+                         int32_t *out, kv_gen_stats *stats, char *err, size_t errlen) {
     const kv_model_config *c = &m->cfg;
+    kv_gen_stats st0;
+    if (!stats) stats = &st0;
+    memset(stats, 0, sizeof *stats);
     kv_needs none = {0, 0};
     kv_prefill_out pf;
     if (model_prefill(m, prompt, n, &none, &pf, err, errlen)) return -1;
+    stats->n_prompt = n;
+    stats->prefill_s = pf.seconds;
     if (max_new > c->n_ctx_train - n) max_new = c->n_ctx_train - n;
     plain_cache pc = {.c = c, .cap = n + max_new, .pos = n};
     size_t per_layer = (size_t)c->n_head_kv * pc.cap * c->head_dim;
@@ -80,6 +85,7 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
             memcpy(pc.V + dst, pf.V + src, (size_t)n * c->head_dim * sizeof(float));
         }
     memcpy(logits, pf.last_logits, (size_t)c->n_vocab * sizeof(float));
+    double t0 = now_s();
     count = 0;
     while (count < max_new) {
         int id = model_argmax(logits, c->n_vocab);
@@ -92,7 +98,10 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
             count = -1;
             break;
         }
+        stats->n_steps++;
     }
+    stats->n_new = count > 0 ? count : 0;
+    stats->decode_s = now_s() - t0;
 done:
     free(pc.K);
     free(pc.V);

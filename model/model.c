@@ -331,6 +331,7 @@ void model_free(kv_model *m) {
 #ifdef KB_CUDA
     cuda_model_release(m);   /* its device copy, if one was uploaded */
 #endif
+    engine_scratch_free(m);
     tok_free(m->tok);
     free(m->layers);
     free(m->small);
@@ -347,3 +348,4 @@ int model_sent_end(const kv_model *m, int id) {
     return id >= 0 && id < m->cfg.n_vocab ? m->sent_end[id] : 0;
 }
 void model_set_prefill_chunk(kv_model *m, int chunk) { m->prefill_chunk = chunk > 0 ? chunk : 512; }
+void model_set_f32_activations(kv_model *m, int on) { m->q8_activations = !on; }

@@ -61,10 +61,6 @@ int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int p
 int model_decode_tap(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
                      const kv_token *info, float *logits, float *attn);
 
-/* Plain generation with the engine's own full cache (no method plumbing), greedy.
- * Writes up to max_new ids to out; returns the count, or -1. */
-int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
-                         int32_t *out, char *err, size_t errlen);
 
 /* Greedy generation through a method: prefill with the method's needs, ingest every
  * layer, then decode until a stop token or max_new tokens. setup supplies the budget,
@@ -77,6 +73,11 @@ typedef struct {
     double prefill_s, decode_s; /* prefill_s includes the method's ingest */
     kv_mem mem;                 /* the method's memory after the last step */
 } kv_gen_stats;
+/* Plain generation with the engine's own full cache (no method plumbing), greedy.
+ * Writes up to max_new ids to out; returns the count, or -1. stats (optional): counts
+ * and timings as for model_generate_method (mem stays zero). */
+int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
+                         int32_t *out, kv_gen_stats *stats, char *err, size_t errlen);
 int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *setup,
                           const int32_t *prompt, int n, int max_new, int32_t *out,
                           void (*on_token)(void *ctx, int id), void *ctx,
@@ -88,5 +89,10 @@ double model_surprisal(const kv_model *m, const float *logits, int id);  /* -ln 
 int model_sent_end(const kv_model *m, int id);                /* the sent_end rule for one token */
 /* Tokens per prefill chunk (GEMM rows and attention queries at a time); 0 = default 512. */
 void model_set_prefill_chunk(kv_model *m, int chunk);
+/* Decode mat-vecs: 1 (the default) keeps f32 activations, so logits stay equal to the
+ * references' (transformers within 2e-6); 0 quantizes each input vector to 8 bits per
+ * block of 32 and uses int8 dot products for Q4_0/Q4_1/Q8_0 weights, as llama.cpp does:
+ * faster, logits move by about 1e-2 relative (kvbench run/generate --activations q8). */
+void model_set_f32_activations(kv_model *m, int on);
 
 #endif

@@ -2,6 +2,7 @@
  * rows (threaded), GEMM over the f32 copies, and log-softmax of one logit row. */
 #include "engine.h"
 #include "quant.h"
+#include "quant_q8.h"
 #include "../kernels/core.h"
 #include <cblas.h>
 #include <math.h>
@@ -55,9 +56,24 @@ static void matvec_task(void *vctx, int task) {
         long rows = jb->w->rows;
         if (lo < base + rows) {
             long r0 = lo - base, r1 = (hi < base + rows ? hi : base + rows) - base;
+            int type = jb->w->t->type;
             const uint8_t *row = (const uint8_t *)jb->w->t->data + (size_t)r0 * jb->w->row_bytes;
-            for (long r = r0; r < r1; r++, row += jb->w->row_bytes)
-                jb->y[r] = quant_dot(jb->w->t->type, row, jb->x, jb->w->cols) + (jb->bias ? jb->bias[r] : 0.0f);
+            float *y = jb->y, buf[64];
+            if (jb->xq && quant_q8_supported(type)) {   /* 64 rows at a time through buf */
+                for (long r = r0; r < r1; r += 64) {
+                    int nr = (int)(r1 - r < 64 ? r1 - r : 64);
+                    quant_matvec_q8(type, row + (size_t)(r - r0) * jb->w->row_bytes, jb->w->row_bytes, nr, jb->xq,
+                                    jb->w->cols, buf);
+                    for (int i = 0; i < nr; i++) {
+                        float v = buf[i] + (jb->bias ? jb->bias[r + i] : 0.0f);
+                        y[r + i] = jb->add ? y[r + i] + v : v;
+                    }
+                }
+            } else
+                for (long r = r0; r < r1; r++, row += jb->w->row_bytes) {
+                    float v = quant_dot(type, row, jb->x, jb->w->cols) + (jb->bias ? jb->bias[r] : 0.0f);
+                    y[r] = jb->add ? y[r] + v : v;
+                }
             lo = base + r1;
         }
         base += rows;

@@ -1,7 +1,11 @@
-/* Engine speed and memory on the real model, 2 threads: prefill and FullKV decode
- * tokens/s at 512, 2048 and 8192 tokens of context (at 8192 the prompt is 8176 tokens so
- * that the 16 decoded ones fit the model's context), and the process's resident memory
- * (VmRSS now, VmHWM peak) after each. */
+/* Engine speed and memory on the real model, 2 threads: prefill tok/s and FullKV decode
+ * tok/s at 512, 2048 and 8192 tokens of context (at 8192 the prompt is shortened so the
+ * decoded tokens fit the model's context), decode both with 8-bit activations (the
+ * default) and with f32 activations (model_set_f32_activations), and the process's
+ * peak resident memory (VmHWM) after each depth.
+ *
+ * usage: bench_model [--csv] [--steps N]
+ *   env KVBENCH_BENCH_DEPTHS="512 2048 8192" (the depths), KVBENCH_THREADS (default 2 here) */
 #include "../kernels/core.h"
 #include "../model/model.h"
 #include <stdio.h>
@@ -26,14 +30,56 @@ static long status_kb(const char *key) {
     return v;
 }
 
-int main(void) {
+/* One prefill of n tokens and `steps` FullKV decode steps; 0 or -1. */
+static int run_once(kv_model *m, const int32_t *ids, int n, int steps, kv_gen_stats *st) {
+    char err[512];
+    int32_t *out = malloc((size_t)steps * sizeof *out);
+    kv_setup s = {.budget_frac = 1.0};
+    int got = out ? model_generate_method(m, &kv_fullkv, &s, ids, n, steps, out, NULL, NULL, st, err, sizeof err)
+                  : -1;
+    free(out);
+    if (got < 0) fprintf(stderr, "bench_model: %s\n", out ? err : "out of memory");
+    return got < 0 ? -1 : 0;
+}
+
+int main(int argc, char **argv) {
+    int csv = 0, steps = 32;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--csv")) csv = 1;
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc && atoi(argv[i + 1]) > 0) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: bench_model [--csv] [--steps N]\n"
+                   "Prefill and FullKV decode tok/s on the default model at each depth of\n"
+                   "$KVBENCH_BENCH_DEPTHS (default \"512 2048 8192\"), 2 threads unless\n"
+                   "$KVBENCH_THREADS; decode with 8-bit (default) and f32 activations; peak RSS.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "bench_model: unknown argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
     const char *path = model_default_path();
     char err[512];
     if (access(path, R_OK)) {
         fprintf(stderr, "bench_model: no model at %s: run `make model`\n", path);
         return 1;
     }
-    kb_set_threads(2);
+    int depths[16], nd = 0;
+    const char *env = getenv("KVBENCH_BENCH_DEPTHS");
+    for (char *p = (char *)(env && *env ? env : "512 2048 8192"), *end; nd < 16; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        if (v < 2) {
+            fprintf(stderr, "bench_model: KVBENCH_BENCH_DEPTHS: depth %ld is below 2\n", v);
+            return 2;
+        }
+        depths[nd++] = (int)v;
+    }
+    if (!nd) {
+        fprintf(stderr, "bench_model: KVBENCH_BENCH_DEPTHS='%s' holds no depth\n", env);
+        return 2;
+    }
+    if (!getenv("KVBENCH_THREADS")) kb_set_threads(2);
     kv_model *m = model_load(path, err, sizeof err);
     if (!m) {
         fprintf(stderr, "bench_model: %s\n", err);
@@ -42,28 +88,30 @@ int main(void) {
     const kv_model_config *c = model_config(m);
     int32_t piece[256];
     int np = tok_encode(model_tokenizer(m), TEXT, strlen(TEXT), 0, piece, 256);
-    const int ctx[] = {512, 2048, 8192}, decode_steps = 16;
-    printf("model %s, %d threads, FullKV decode of %d tokens after each prefill\n", c->name, kb_threads(),
-           decode_steps);
-    printf("%8s %14s %10s %13s %10s %10s\n", "prompt", "prefill tok/s", "prefill s", "decode tok/s",
-           "VmRSS MB", "VmHWM MB");
-    for (int k = 0; k < 3; k++) {
-        int n = ctx[k] < c->n_ctx_train - decode_steps ? ctx[k] : c->n_ctx_train - decode_steps;
-        int32_t *ids = malloc((size_t)n * sizeof *ids), out[16];
+    if (csv) printf("depth,prompt,prefill_tok_s,decode_tok_s,decode_f32_tok_s,steps,vmhwm_mb\n");
+    else {
+        printf("model %s, %d threads; FullKV decode of %d tokens after each prefill; peak RSS = VmHWM so far\n",
+               c->name, kb_threads(), steps);
+        printf("%6s %7s | %13s | %12s %16s | %11s\n", "depth", "prompt", "prefill tok/s", "decode tok/s",
+               "decode f32 tok/s", "peak RSS MB");
+    }
+    for (int k = 0; k < nd; k++) {
+        int n = depths[k] < c->n_ctx_train - steps ? depths[k] : c->n_ctx_train - steps;
+        int32_t *ids = malloc((size_t)n * sizeof *ids);
         for (int i = 0; i < n; i++) ids[i] = piece[i % np];
-        kv_setup s = {.budget_frac = 1.0};
-        kv_gen_stats st;
-        /* stop tokens could end decoding early: the step count below is what was timed */
-        int got = model_generate_method(m, &kv_fullkv, &s, ids, n, decode_steps, out, NULL, NULL, &st, err,
-                                        sizeof err);
-        if (got < 0) {
-            fprintf(stderr, "bench_model: %s\n", err);
-            return 1;
-        }
-        printf("%8d %14.1f %10.2f %13.1f %10.1f %10.1f\n", n, n / st.prefill_s, st.prefill_s,
-               st.n_steps / st.decode_s, status_kb("VmRSS:") / 1024.0, status_kb("VmHWM:") / 1024.0);
-        fflush(stdout);
+        kv_gen_stats q8, f32;
+        model_set_f32_activations(m, 1);
+        int bad = run_once(m, ids, n, steps, &f32);
+        model_set_f32_activations(m, 0);
+        bad = bad || run_once(m, ids, n, steps, &q8);
         free(ids);
+        if (bad) return 1;
+        /* stop tokens could end decoding early: n_steps is what was timed */
+        double pf = n / q8.prefill_s, dq = q8.n_steps / q8.decode_s, df = f32.n_steps / f32.decode_s;
+        double hwm = status_kb("VmHWM:") / 1024.0;
+        if (csv) printf("%d,%d,%.2f,%.2f,%.2f,%d,%.1f\n", depths[k], n, pf, dq, df, q8.n_steps, hwm);
+        else printf("%6d %7d | %13.1f | %12.1f %16.1f | %11.1f\n", depths[k], n, pf, dq, df, hwm);
+        fflush(stdout);
     }
     model_free(m);
     return 0;

@@ -1,10 +1,12 @@
 /* quant_dot throughput: a Q4_1 / Q8_0 / F32 matrix-vector product of the model's shapes,
- * fast path (AVX2 where built) and portable path. */
+ * fast path (AVX2 where built) and portable path; for Q4_0/Q4_1/Q8_0 also the 8-bit
+ * activation path (quant_q8_row once, then quant_matvec_q8), single-threaded. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "../model/quant.h"
+#include "../model/quant_q8.h"
 
 static double now(void) {
     struct timespec ts;
@@ -54,8 +56,26 @@ int main(int argc, char **argv) {
             for (int i = 0; i < n; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
             double tf = run(quant_dot, type, w, rb, rows, x, n, y);
             double tg = run(quant_dot_generic, type, w, rb, rows, x, n, y);
-            printf("%-5s %4d x %4d: quant_dot %7.1f us (%5.2f GB/s of weights), portable %7.1f us\n",
+            printf("%-5s %4d x %4d: quant_dot %7.1f us (%5.2f GB/s of weights), portable %7.1f us",
                    quant_name(type), rows, n, tf * 1e6, rb * rows / tf * 1e-9, tg * 1e6);
+            if (quant_q8_supported(type)) {   /* 8-bit activations: quantize x, then int8 dots */
+                q8_block *xq = malloc(n / 32 * sizeof *xq);
+                double tq = 1e30, tqg = 1e30;
+                for (int rep = 0; rep < 40; rep++) {
+                    double t0 = now();
+                    quant_q8_row(x, xq, n);
+                    quant_matvec_q8(type, w, rb, rows, xq, n, y);
+                    double t1 = now();
+                    quant_matvec_q8_generic(type, w, rb, rows, xq, n, y);
+                    double t2 = now();
+                    tq = t1 - t0 < tq ? t1 - t0 : tq;
+                    tqg = t2 - t1 < tqg ? t2 - t1 : tqg;
+                }
+                printf("; q8 activations %6.1f us (%5.2f GB/s), portable %7.1f us", tq * 1e6, rb * rows / tq * 1e-9,
+                       tqg * 1e6);
+                free(xq);
+            }
+            printf("\n");
             free(w), free(x), free(y);
         }
     return 0;

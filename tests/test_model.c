@@ -5,7 +5,8 @@
  *
  * `test_model --dump DIR` instead writes, for the two fixed prompts, the prompt ids, the
  * prefill's surprisal and last logits, and FullKV's greedy tokens with the logits of every
- * decode step, for tests/model_ref.py to check against numpy in float64;
+ * decode step, for tests/model_ref.py to check against numpy in float64 (decode with f32
+ * activations; `--dump-q8 DIR` the same with the default 8-bit activations);
  * `test_model --dump-model MODEL DIR` does the same for another model and DIR/p0_ids.txt. */
 #include "check.h"
 #include "../kernels/core.h"
@@ -195,8 +196,14 @@ static void test_plain_vs_fullkv(kv_model *m, int chat) {
     int32_t ids[256], plain[GEN], meth[GEN];
     int n = encode(m, chat, ids, 256);
     char err[256];
-    int np = model_generate_plain(m, ids, n, GEN, plain, err, sizeof err);
+    kv_gen_stats pst;
+    memset(&pst, 0xff, sizeof pst);   /* poisoned: every field must be written */
+    int np = model_generate_plain(m, ids, n, GEN, plain, &pst, err, sizeof err);
     CHECK(np > 0, "plain: %s", err);
+    CHECK(pst.n_prompt == n && pst.n_new == np && (pst.n_steps == np || pst.n_steps == np - 1) &&
+              pst.prefill_s > 0 && pst.decode_s > 0 && pst.mem.fast_tokens == 0,
+          "plain stats: prompt %d new %d steps %d, %.3g s + %.3g s", pst.n_prompt, pst.n_new, pst.n_steps,
+          pst.prefill_s, pst.decode_s);
     kv_setup s = {.budget_frac = 1.0};
     kv_gen_stats st;
     int nm = model_generate_method(m, &kv_fullkv, &s, ids, n, GEN, meth, NULL, NULL, &st, err, sizeof err);
@@ -305,7 +312,7 @@ static void test_context_refused(kv_model *m) {
     CHECK(model_prefill(m, ids, n, NULL, &pf, err, sizeof err) == -1, "over-long prompt accepted");
     CHECK(strstr(err, want) != NULL, "message: %s", err);
     int32_t out[4];
-    CHECK(model_generate_plain(m, ids, n, 4, out, err, sizeof err) == -1, "plain accepted an over-long prompt");
+    CHECK(model_generate_plain(m, ids, n, 4, out, NULL, err, sizeof err) == -1, "plain accepted an over-long prompt");
     free(ids);
 }
 
@@ -398,6 +405,7 @@ static int dump_model(const char *path, const char *dir) {
     int n = 0;
     while (f && n < 512 && fscanf(f, "%d", &ids[n]) == 1) n++;
     if (f) fclose(f);
+    model_set_f32_activations(m, 1);   /* the float64 reference's tolerance is f32's */
     int rc = n > 0 ? (model_set_prefill_chunk(m, 5), dump_one(m, dir, 0, ids, n, 0)) : 1;
     if (!n) fprintf(stderr, "test_model: no ids in %s\n", file);
     model_free(m);
@@ -421,17 +429,25 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_model: %s\n", err);
         return 1;
     }
-    if (argc == 3 && !strcmp(argv[1], "--dump")) {
+    if (argc == 3 && (!strcmp(argv[1], "--dump") || !strcmp(argv[1], "--dump-q8"))) {
+        /* --dump: f32 activations, to the reference's f32 tolerance; --dump-q8: the
+         * default 8-bit activations (model_ref.py --q8 reports how far they move) */
+        model_set_f32_activations(m, !strcmp(argv[1], "--dump"));
         int rc = dump(m, argv[2]);
         model_free(m);
         return rc;
     }
     test_seed();
+    /* These compare f32 paths to f32 tolerances (prefill's GEMMs against decode's mat-vecs;
+     * the plain attention loop against FullKV's kernel): with 8-bit activations a 1e-7
+     * difference can flip one rounding and move logits by ~1e-2 (model_ref.py --q8). */
+    model_set_f32_activations(m, 1);
     test_prefill_matches_decode(m);
-    test_chunked_prefill(m);
-    test_answers_france(m);
     test_plain_vs_fullkv(m, 1);
     test_plain_vs_fullkv(m, 0);
+    model_set_f32_activations(m, 0);
+    test_chunked_prefill(m);
+    test_answers_france(m);
     test_context_refused(m);
     test_malformed(m);
     model_free(m);

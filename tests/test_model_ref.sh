@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The engine against an independent float64 numpy forward pass (tests/model_ref.py).
 # 1. SmolLM2: test_model --dump writes the engine's ids, surprisal, logits and greedy
-#    tokens for two prompts; model_ref.py recomputes them from the GGUF.
+#    tokens for two prompts (decode with f32 activations); model_ref.py recomputes them
+#    from the GGUF. The same with --dump-q8 (the default 8-bit activations) is held to a
+#    gross-error bound and prints how far 8-bit activations move the logits.
 # 2. Tiny random models written by tests/model_tiny.py (fresh seed, printed): qwen2
 #    (biases, NeoX rope, untied output) and llama with linear rope scaling, checked the
 #    same way; and a yarn-scaled model, which must be refused by name.
@@ -15,8 +17,10 @@ MODEL=$("$BUILD"/tests/test_model --print-path)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
+mkdir -p "$dir/q8"
 "$BUILD"/tests/test_model --dump "$dir"
-"$PY" tests/model_ref.py "$MODEL" "$dir"
+"$BUILD"/tests/test_model --dump-q8 "$dir/q8"
+"$PY" tests/model_ref.py "$MODEL" "$dir" --q8 "$dir/q8"
 
 seed=${KVBENCH_TEST_SEED:-$(( (RANDOM << 15) | RANDOM ))}
 echo "tiny models: seed $seed (KVBENCH_TEST_SEED to replay)"

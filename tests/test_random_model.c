@@ -69,6 +69,7 @@ static void test_smollm2(void) {
     kv_model *m = model_load_random("smollm2-135m", seed, err, sizeof err);
     CHECK(m != NULL, "load: %s", err);
     if (!m) return;
+    model_set_f32_activations(m, 1);   /* decode is held to prefill's f32 below (quantized presets too) */
     const kv_model_config *c = model_config(m);
     /* SmolLM2-135M's config.json; 134,515,008 parameters with tied embeddings */
     CHECK(c->n_layer == 30 && c->n_embd == 576 && c->n_head == 9 && c->n_head_kv == 3 && c->head_dim == 64 &&

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# `make bench-llamacpp`: kvbench's engine against llama.cpp on the same GGUF, same threads,
+# same machine, same session. llama.cpp comes from the llama-cpp-python source distribution
+# on PyPI (its vendored copy), built once with cmake (CPU only, Release, GGML_NATIVE) into
+# the cache, never into git. Then llama-bench runs prefill (-p) and decode (-n) at each depth
+# (-d), with flash attention off (-fa 0) and at llama.cpp's default (-fa auto, which turns
+# it on for the CPU), and kvbench's bench_model runs at the same depths;
+# the table gives tok/s and the ratio kvbench / llama.cpp.
+#
+# Usage: tools/bench_llamacpp.sh [--build-only]
+#   env: KVBENCH_CACHE (default ~/.cache/kvbench), BUILD (kvbench build dir, default build),
+#        THREADS (default 2), DEPTHS (default "512 2048 8192"), REPS (llama-bench -r, default 3),
+#        LLAMACPP_PY_VERSION (default 0.3.36), KVBENCH_MODEL (default: the cached SmolLM2 file).
+set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+if [ $# -gt 0 ] && [ "$1" != "--build-only" ]; then
+    echo "bench_llamacpp: unknown argument '$1' (only --build-only or --help)" >&2
+    exit 2
+fi
+CACHE=${KVBENCH_CACHE:-$HOME/.cache/kvbench}
+VER=${LLAMACPP_PY_VERSION:-0.3.36}
+DIR=$CACHE/llamacpp
+THREADS=${THREADS:-2}
+DEPTHS=${DEPTHS:-512 2048 8192}
+REPS=${REPS:-3}
+BUILD=${BUILD:-build}
+MODEL=${KVBENCH_MODEL:-$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$DIR/build-$VER/bin/llama-bench
+
+if [ ! -x "$BIN" ]; then
+    mkdir -p "$DIR"
+    sdist=$DIR/llama_cpp_python-$VER.tar.gz
+    if [ ! -f "$sdist" ]; then
+        echo "bench_llamacpp: downloading llama-cpp-python==$VER (source) from PyPI ..." >&2
+        python3 -m pip download --quiet --no-binary :all: --no-deps --disable-pip-version-check \
+            "llama-cpp-python==$VER" -d "$DIR" >&2
+    fi
+    src=$DIR/llama_cpp_python-$VER
+    [ -d "$src" ] || tar -xzf "$sdist" -C "$DIR"
+    echo "bench_llamacpp: building llama-bench (vendor/llama.cpp, CPU, Release, native) ..." >&2
+    cmake -S "$src/vendor/llama.cpp" -B "$DIR/build-$VER" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF \
+        -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >&2
+    cmake --build "$DIR/build-$VER" --config Release --target llama-bench -j "${JOBS:-2}" >&2
+fi
+[ "${1:-}" = "--build-only" ] && { echo "$BIN"; exit 0; }
+
+if [ ! -r "$MODEL" ]; then
+    echo "bench_llamacpp: no model at $MODEL: run \`make model\`" >&2
+    exit 2
+fi
+[ -x "$ROOT/$BUILD/tests/bench_model" ] || { echo "bench_llamacpp: build $BUILD/tests/bench_model first (make bench-llamacpp does)" >&2; exit 2; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+d_list=$(echo "$DEPTHS" | tr ' ' ',')
+# llama-bench: -p 512 prefill of 512 tokens after d tokens of context, -n 128 decoded tokens
+# after d; we use -p equal to the depth with -d 0 for prefill (as bench_model's prefill of
+# the whole prompt), and -n 32 at -d depth for decode. Output: one CSV row per test.
+for fa in 0 auto; do
+    echo "bench_llamacpp: llama-bench -fa $fa (prefill, then decode at each depth; $REPS reps) ..." >&2
+    "$BIN" -m "$MODEL" -t "$THREADS" -fa "$fa" -r "$REPS" -p "$d_list" -n 0 -o csv > "$tmp/pp$fa.csv"
+    "$BIN" -m "$MODEL" -t "$THREADS" -fa "$fa" -r "$REPS" -p 0 -n 32 -d "$d_list" -o csv > "$tmp/tg$fa.csv"
+done
+echo "bench_llamacpp: kvbench bench_model at the same depths ..." >&2
+KVBENCH_THREADS="$THREADS" KVBENCH_BENCH_DEPTHS="$DEPTHS" "$ROOT/$BUILD/tests/bench_model" --csv > "$tmp/kv.csv"
+echo "kvbench bench_model (CSV):"
+cat "$tmp/kv.csv"
+
+python3 - "$tmp" "$DEPTHS" "$THREADS" "$MODEL" <<'PY'
+import csv, os, sys
+tmp, depths, threads, model = sys.argv[1], [int(d) for d in sys.argv[2].split()], sys.argv[3], sys.argv[4]
+
+def llama(path, key):
+    """{depth: tok/s} from llama-bench CSV: prefill rows keyed by n_prompt, decode by n_depth."""
+    out = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            out[int(r[key])] = float(r["avg_ts"])
+    return out
+
+FA = ("0", "auto")
+pp = {fa: llama(f"{tmp}/pp{fa}.csv", "n_prompt") for fa in FA}
+tg = {fa: llama(f"{tmp}/tg{fa}.csv", "n_depth") for fa in FA}
+kv = {}
+with open(f"{tmp}/kv.csv") as f:
+    for r in csv.DictReader(f):
+        kv[int(r["depth"])] = (float(r["prefill_tok_s"]), float(r["decode_tok_s"]))
+print(f"model {os.path.basename(model)}, {threads} threads; tok/s (llama-bench: mean of its reps; kvbench: "
+      "one bench_model run, decode with 8-bit activations, 32 new tokens; at 8192 its prompt is 8160 tokens); "
+      "pp = prefill of the whole depth, tg = decode after it; ratio = kvbench / llama.cpp")
+hdr = f"{'depth':>6} | {'kvbench pp':>10} {'llama fa0':>9} {'llama def':>9} {'ratio fa0':>9} {'ratio def':>9} | " \
+      f"{'kvbench tg':>10} {'llama fa0':>9} {'llama def':>9} {'ratio fa0':>9} {'ratio def':>9}"
+print(hdr)
+print("-" * len(hdr))
+def ratio(a, b):
+    return f"{a / b:9.2f}" if b else f"{'-':>9}"
+for d in depths:
+    kp, kt = kv.get(d, (float("nan"),) * 2)
+    # bench_model's deepest prompt is shortened to fit the model's context: match by nearest
+    if d not in kv and kv:
+        near = min(kv, key=lambda k: abs(k - d))
+        kp, kt = kv[near]
+    lp = [pp[fa].get(d, 0.0) for fa in FA]
+    lt = [tg[fa].get(d, 0.0) for fa in FA]
+    print(f"{d:6d} | {kp:10.1f} {lp[0]:9.1f} {lp[1]:9.1f} {ratio(kp, lp[0])} {ratio(kp, lp[1])} | "
+          f"{kt:10.1f} {lt[0]:9.1f} {lt[1]:9.1f} {ratio(kt, lt[0])} {ratio(kt, lt[1])}")
+PY
