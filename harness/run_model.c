@@ -784,12 +784,12 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
     if (gpu) {   /* the weights go to the device once, before (and outside) any case's time */
         char lerr[512];
         if (cuda_model_load(model, lerr, sizeof lerr)) return run_fail("--backend cuda: %s", lerr);
-        /* random weights are not read on the host again: free their f32 copy (32 GB for
-         * random:llama3-8b), room for the long prefills' K/V and the methods' stores */
+        /* random weights are not read on the host again: free them (4.5 GB for
+         * random:llama3-8b in Q4_0), room for the long prefills' K/V and the methods' stores */
         long long freed = cuda_model_drop_host_weights(model);
         if (freed < 0) return run_fail("--backend cuda: the weights did not reach the device");
         if (freed > 0 && !o->quiet)
-            fprintf(stderr, "kvbench run: %.1f GB of host f32 weights freed after the upload (random model)\n",
+            fprintf(stderr, "kvbench run: %.1f GB of host weights freed after the upload (random model)\n",
                     freed / 1e9);
     }
 #endif
@@ -856,7 +856,12 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
 #endif
         double t0 = now_s();
         int rss_rc = rss_reset_peak();
-        if (mc_prefill(&mc, &needs, err, sizeof err)) {
+        /* layer-streaming unless the prefill is ingested again (--repeat, the fidelity
+         * metrics); KVBENCH_TEST_KEEP_PREFILL=1 keeps it whole anyway (tests compare the two) */
+        const char *keep = getenv("KVBENCH_TEST_KEEP_PREFILL");
+        int stream = o->fidelity <= 0 && o->repeat <= 1 && !(keep && *keep == '1');
+        if (stream ? mc_prefill_streamed(&mc, &needs, um, ub, nu, err, sizeof err)
+                   : mc_prefill(&mc, &needs, err, sizeof err)) {
             rc = run_fail("case %s: prefill: %s", cs->key[i], err);
             break;
         }
@@ -878,7 +883,9 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_free(&mc);
             break;
         }
-        if (kvdb_case_rss(db, case_ids[i], pf_rss))
+        /* the case's peak: the most of the prefill's and each result's (each resets the peak) */
+        int64_t case_rss = pf_rss;
+        if (kvdb_case_rss(db, case_ids[i], case_rss))
             fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
         fid_ref ref;
         memset(&ref, 0, sizeof ref);
@@ -905,6 +912,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             size_t mpeak = 0;
             if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
 #endif
+            if (res.r.rss_peak > case_rss) case_rss = res.r.rss_peak;
             int put = kvdb_result_put(db, case_ids[i], &res.r);
             if (put < 0) {
                 rc = run_fail("%s", kvdb_errmsg(db));
@@ -946,6 +954,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         fid_ref_free(&ref);
         double load1[1] = {NAN};
         if (getloadavg(load1, 1) != 1) load1[0] = NAN;
+        if (!rc && kvdb_case_rss(db, case_ids[i], case_rss))
+            fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
         if (!rc && kvdb_case_load(db, case_ids[i], load0[0], load1[0]))
             fprintf(stderr, "%skvbench run: load average not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
 #ifdef KB_CUDA

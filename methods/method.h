@@ -103,6 +103,10 @@ typedef struct kv_method {
                                               the reference) */
     int layer_budgets;                     /* 1: per-layer budgets summing to L*B (PyramidKV): B
                                               holds on the mean over layers, not in each layer */
+    int needs_surprisal;                   /* 1: ingest reads the prompt's surprisal, which exists
+                                              only after the whole forward pass (SeKV): the driver
+                                              keeps every layer's K/V for it until then, while the
+                                              other methods ingest each layer as it is computed */
     /* Returns NULL and writes a one-line reason to err on bad params/budget. */
     kv_state *(*init)(const kv_setup *s, char *err, size_t errlen);
     void (*needs)(const kv_state *st, kv_needs *out);
