@@ -156,7 +156,7 @@ void mc_free(mc_case *c) {
 /* The cache built for (m, budget) during a streamed prefill, or NULL. */
 static mc_ingested *pre_find(mc_case *c, const kv_method *m, double budget) {
     for (int i = 0; i < c->n_pre; i++)
-        if (c->pre[i].m == m && c->pre[i].budget == budget) return &c->pre[i];
+        if (c->pre[i].m == m && c->pre[i].budget == budget && !c->pre[i].taken) return &c->pre[i];
     return NULL;
 }
 
@@ -262,7 +262,11 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
     if (pre) {   /* built during the streamed prefill: taken over from there */
         st = pre->st;
         pre->st = NULL;
+        pre->taken = 1;
         snprintf(err, sizeof err, "%s", pre->err);
+    } else if (!c->pf.K) {   /* streamed, and this pair's cache was not built (or is used up) */
+        set_reason(res, "error", "the streamed prefill holds no layers to ingest again%s%s", "", "");
+        return;
     } else st = m->init(&s, err, sizeof err);
     if (!st) {
         set_reason(res, kv_init_refused(err) ? MC_REFUSED : "infeasible", "%s%s", *err ? err : "init refused the setup",

@@ -18,6 +18,7 @@ typedef struct {
     double budget;
     kv_state *st;               /* NULL when init refused the setup (err says why) */
     int failed, layer;          /* ingest failed at this layer (err says why) */
+    int taken;                  /* mc_run_method has taken st over */
     double compress_s;          /* the method's ingest of every layer */
     char err[512];
 } mc_ingested;

@@ -54,7 +54,9 @@ typedef struct {
     const float *col_mass;      /* [H][n] if asked for, else NULL */
     const float *win_probs;     /* [H][win][n] if asked for: rows for queries n-win .. n-1 */
     int win;                    /* rows provided; >= what the method asked (use the last ones) */
-    const float *surprisal;     /* [n], -ln p(x_t | x_<t), surprisal[0] = 0 */
+    const float *surprisal;     /* [n], -ln p(x_t | x_<t), surprisal[0] = 0; NULL while the
+                                   prefill streams (known after its last layer: a method
+                                   that reads it sets kv_method.needs_surprisal) */
     const uint8_t *sent_end;    /* [n], 1 where the token's text ends a sentence (.!? or blank line) */
 } kv_prefill;
 

@@ -75,29 +75,36 @@ void matvec_many(const matvec_job *jobs, int n_jobs) {
     else kb_parallel_for(c.n_tasks, matvec_task, &c);
 }
 
-/* Y = X W^T + beta Y straight from the quantized rows: W is cut into tiles of 64 rows at
+/* Y = X W^T + beta Y straight from the quantized rows: W is cut into tiles of rows at
  * fixed offsets, each task takes a run of whole tiles, dequantizes each into its own
  * scratch and runs a single-threaded sgemm on it (the parallelism is kb_parallel_for's, as
- * in the kernels). Every sgemm call has the same shape whatever the thread count, so the
- * result does not depend on it (OpenBLAS's rounding does depend on the call's shape). No
- * f32 copy of the weights outlives the call; F32 weights are used in place. */
-enum { GEMM_TILE_ROWS = 64 };
+ * in the kernels). The tile size depends on W's shape only, so every sgemm call has the
+ * same shape whatever the thread count and the result does not depend on it (OpenBLAS's
+ * rounding does depend on the call's shape). No f32 copy of the weights outlives the
+ * call; F32 weights are used in place. */
+
+/* About 8 tiles a matrix, 64 to 512 rows (larger tiles run sgemm closer to its speed on
+ * the whole matrix; 512 rows of llama3-8b's ffn_down are 29 MB of scratch per thread). */
+static int gemm_tile_rows(int rows) {
+    int t = ((rows + 7) / 8 + 15) / 16 * 16;
+    return t < 64 ? 64 : t > 512 ? 512 : t;
+}
 
 typedef struct {
     const float *X;
-    int n, tasks, tiles;
+    int n, tasks, tiles, tile_rows;
     const weight *w;
     float beta, *Y;
-    float *scratch;   /* [tasks][GEMM_TILE_ROWS][cols], NULL for F32 weights */
+    float *scratch;   /* [tasks][tile_rows][cols], NULL for F32 weights */
 } gemm_ctx;
 
 static void gemm_task(void *vctx, int i) {
     const gemm_ctx *c = vctx;
     const weight *w = c->w;
     int k0 = (int)((long)c->tiles * i / c->tasks), k1 = (int)((long)c->tiles * (i + 1) / c->tasks);
-    float *tile = c->scratch ? c->scratch + (size_t)i * GEMM_TILE_ROWS * w->cols : NULL;
+    float *tile = c->scratch ? c->scratch + (size_t)i * c->tile_rows * w->cols : NULL;
     for (int k = k0; k < k1; k++) {
-        int t0 = k * GEMM_TILE_ROWS, tn = w->rows - t0 < GEMM_TILE_ROWS ? w->rows - t0 : GEMM_TILE_ROWS;
+        int t0 = k * c->tile_rows, tn = w->rows - t0 < c->tile_rows ? w->rows - t0 : c->tile_rows;
         const uint8_t *row = (const uint8_t *)w->t->data + (size_t)t0 * w->row_bytes;
         const float *W = (const float *)row;
         if (tile) {
@@ -110,11 +117,11 @@ static void gemm_task(void *vctx, int i) {
 }
 
 void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y) {
-    int tiles = (w->rows + GEMM_TILE_ROWS - 1) / GEMM_TILE_ROWS;
-    gemm_ctx c = {X, n, kb_threads() < tiles ? kb_threads() : tiles, tiles, w, beta, Y, NULL};
+    int tr = gemm_tile_rows(w->rows), tiles = (w->rows + tr - 1) / tr;
+    gemm_ctx c = {X, n, kb_threads() < tiles ? kb_threads() : tiles, tiles, tr, w, beta, Y, NULL};
     if (w->t->type != GGML_F32) {
         /* malloc/free of the same size each call: glibc hands the same block back */
-        c.scratch = malloc((size_t)c.tasks * GEMM_TILE_ROWS * w->cols * sizeof(float));
+        c.scratch = malloc((size_t)c.tasks * tr * w->cols * sizeof(float));
         if (!c.scratch) {   /* no room for even a tile: the result is NaN, never garbage */
             for (int i = 0; i < n; i++)
                 for (int r = 0; r < w->rows; r++) Y[(size_t)i * w->rows + r] = NAN;

@@ -1,9 +1,11 @@
 /* Prefill: the whole prompt layer by layer. Within a layer, token chunks run the
- * projections as GEMMs on tiles of the weights dequantized as they are used, then causal attention for the chunk's
- * queries over every key so far (kb_get()->prefill), then Wo and the FFN. The final
- * norm and the output matrix give every position's logits, kept only as surprisal.
- * With the CUDA backend selected (make CUDA=1), model_prefill runs on the device instead
- * (cuda_model.cu). */
+ * projections as GEMMs on tiles of 64-512 rows of the weights, dequantized as they are used (no
+ * f32 copy of the model), then causal attention for the chunk's queries over every key so
+ * far (kb_get()->prefill), then Wo and the FFN. The final norm and the output matrix give
+ * every position's logits, kept only as surprisal. model_prefill keeps every layer's K/V
+ * and statistics; model_prefill_stream holds one layer at a time and hands each to its
+ * consumer as soon as it is done. With the CUDA backend selected (make CUDA=1), the
+ * forward pass runs on the device instead (cuda_model.cu). */
 #include "engine.h"
 #include "quant.h"
 #include "../kernels/core.h"

@@ -119,9 +119,10 @@ int main(void) {
     for (int th = 1; th <= 3; th += 2) {
         kb_set_threads(th);
         for (int k = 0; k < 4; k++) {
-            test_gemm(types[k], 150, 96, 7, 0.0f);    /* 150 rows: tiles of 64, 64, 22 in one task */
+            test_gemm(types[k], 150, 96, 7, 0.0f);    /* 150 rows: tiles of 64, 64, 22 */
             test_gemm(types[k], 33, 64, 1, 1.0f);     /* fewer rows than a tile, accumulate */
             test_gemm(types[k], 200, 256, 40, 1.0f);
+            test_gemm(types[k], 1000, 64, 9, 0.0f);   /* tiles of 128: 7 whole, one of 104 */
         }
     }
     return check_done("test_gemm_tiles");
