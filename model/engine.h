@@ -49,6 +49,7 @@ typedef struct { const weight *w; const float *x; float *y; const float *bias; }
 void matvec_many(const matvec_job *jobs, int n_jobs);
 /* Y[n][rows] = X[n][cols] W^T + beta Y (cblas_sgemm on dequantized tiles of W's rows). */
 void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y);
+extern int gemm_test_no_scratch;   /* tests: 1 takes the out-of-memory path (a row at a time) */
 /* -ln softmax(logits)[id], log-sum-exp in double. */
 double logits_surprisal(const float *logits, int n, int id);
 

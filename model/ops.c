@@ -95,7 +95,7 @@ typedef struct {
     int n, tasks, tiles, tile_rows;
     const weight *w;
     float beta, *Y;
-    float *scratch;   /* [tasks][tile_rows][cols], NULL for F32 weights */
+    float *scratch;   /* [tasks][tile_rows][cols]; NULL for F32 weights (or out of memory) */
 } gemm_ctx;
 
 static void gemm_task(void *vctx, int i) {
@@ -110,24 +110,29 @@ static void gemm_task(void *vctx, int i) {
         if (tile) {
             for (int r = 0; r < tn; r++) dequant_row(w->t->type, row + (size_t)r * w->row_bytes, tile + (size_t)r * w->cols, w->cols);
             W = tile;
+        } else if (w->t->type != GGML_F32) {   /* no scratch could be had: a row at a time, on the stack */
+            for (int r = 0; r < tn; r++) {
+                float one[w->cols];
+                dequant_row(w->t->type, row + (size_t)r * w->row_bytes, one, w->cols);
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, c->n, w->cols, 1.0f, c->X, w->cols, one, 1, c->beta,
+                            c->Y + t0 + r, w->rows);
+            }
+            continue;
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->n, tn, w->cols, 1.0f, c->X, w->cols, W, w->cols,
                     c->beta, c->Y + t0, w->rows);
     }
 }
 
+int gemm_test_no_scratch;
+
 void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y) {
     int tr = gemm_tile_rows(w->rows), tiles = (w->rows + tr - 1) / tr;
     gemm_ctx c = {X, n, kb_threads() < tiles ? kb_threads() : tiles, tiles, tr, w, beta, Y, NULL};
-    if (w->t->type != GGML_F32) {
-        /* malloc/free of the same size each call: glibc hands the same block back */
+    /* malloc/free of the same size each call: glibc hands the same block back; without it
+     * gemm_task falls back to a row at a time */
+    if (w->t->type != GGML_F32 && !gemm_test_no_scratch)
         c.scratch = malloc((size_t)c.tasks * tr * w->cols * sizeof(float));
-        if (!c.scratch) {   /* no room for even a tile: the result is NaN, never garbage */
-            for (int i = 0; i < n; i++)
-                for (int r = 0; r < w->rows; r++) Y[(size_t)i * w->rows + r] = NAN;
-            return;
-        }
-    }
     kb_parallel_for(c.tasks, gemm_task, &c);
     free(c.scratch);
 }

@@ -123,6 +123,10 @@ int main(void) {
             test_gemm(types[k], 33, 64, 1, 1.0f);     /* fewer rows than a tile, accumulate */
             test_gemm(types[k], 200, 256, 40, 1.0f);
             test_gemm(types[k], 1000, 64, 9, 0.0f);   /* tiles of 128: 7 whole, one of 104 */
+            gemm_test_no_scratch = 1;   /* no memory for a tile: a row at a time */
+            test_gemm(types[k], 150, 96, 7, 0.0f);
+            test_gemm(types[k], 33, 64, 5, 1.0f);
+            gemm_test_no_scratch = 0;
         }
     }
     return check_done("test_gemm_tiles");
