@@ -77,6 +77,7 @@ int mc_prefill(mc_case *c, const kv_needs *needs, char *err, size_t errlen) {
 typedef struct {
     mc_case *c;
     float *keep_K, *keep_V;     /* [L][Hkv][n][d], or NULL when no method needs them */
+    double start, said;         /* progress: when the prefill started, when it last spoke */
 } stream_ctx;
 
 static void ingest_one(mc_ingested *p, const kv_prefill *layer) {
@@ -91,6 +92,12 @@ static void stream_layer(void *vctx, const kv_prefill *layer) {
     mc_case *c = sc->c;
     for (int i = 0; i < c->n_pre; i++)
         if (!c->pre[i].m->needs_surprisal) ingest_one(&c->pre[i], layer);
+    double now = now_s();
+    if (c->progress && now - sc->said >= 15) {   /* an 8B prefill at 8K takes minutes a layer */
+        fprintf(stderr, "%s: prefill layer %d/%d done, %.0fs\n", c->progress, layer->layer + 1,
+                model_config(c->model)->n_layer, now - sc->start);
+        sc->said = now;
+    }
     if (sc->keep_K) {
         const kv_model_config *cf = model_config(c->model);
         size_t per = (size_t)layer->n * cf->head_dim, base = (size_t)layer->layer * cf->n_head_kv * per;
@@ -119,7 +126,7 @@ int mc_prefill_streamed(mc_case *c, const kv_needs *needs, const kv_method *cons
         p->st = p->m->init(&s, p->err, sizeof p->err);
         keep |= p->st && p->m->needs_surprisal;
     }
-    stream_ctx sc = {c, NULL, NULL};
+    stream_ctx sc = {c, NULL, NULL, now_s(), now_s()};
     size_t kv_n = (size_t)cf->n_layer * cf->n_head_kv * c->n_pf * cf->head_dim;
     if (keep && (!(sc.keep_K = malloc(kv_n * sizeof(float))) || !(sc.keep_V = malloc(kv_n * sizeof(float))))) {
         free(sc.keep_K);

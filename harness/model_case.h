@@ -39,6 +39,8 @@ typedef struct {
     int have_pf;
     mc_ingested *pre;           /* streamed: the caches built during the prefill */
     int n_pre;
+    const char *progress;       /* streamed: a long prefill says on stderr which layer it is at,
+                                   lines starting with this label (NULL: quiet) */
 } mc_case;
 
 /* The setup method m sees for this case at this budget (elem_bytes 4, its --params). */

@@ -690,7 +690,8 @@ static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
         }
     printf("\ndecode rule: %s. fast KV decode: the most fast-tier bytes from compression through decode;\n"
            "fast KV peak (the headline in reports): with the prefill's transient full layer; RSS: the\n"
-           "process's measured peak over the method's run (weights and the shared prefill included).\n",
+           "process's measured peak over the method's run (weights and what the case still holds included;\n"
+           "the whole case's peak, prefill included, is cases.rss_peak).\n",
            kv_decode_name(decode_rule));
     printf("\n%-14s %-7s %7s %7s %7s %7s %14s %12s %10s %10s %11s %12s\n", "method", "budget", "cases", "score",
            "nll", "kl", "fast KV decode", "fast KV peak", "RSS", "prefill", "compress", "decode");
@@ -863,6 +864,9 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
          * metrics); KVBENCH_TEST_KEEP_PREFILL=1 keeps it whole anyway (tests compare the two) */
         const char *keep = getenv("KVBENCH_TEST_KEEP_PREFILL");
         int stream = o->fidelity <= 0 && o->repeat <= 1 && !(keep && *keep == '1');
+        char label[160];
+        snprintf(label, sizeof label, "%s[case %d/%d] %s", pg.prefix, seen, mine, cs->key[i]);
+        mc.progress = o->quiet ? NULL : label;
         if (stream ? mc_prefill_streamed(&mc, &needs, um, ub, nu, err, sizeof err)
                    : mc_prefill(&mc, &needs, err, sizeof err)) {
             rc = run_fail("case %s: prefill: %s", cs->key[i], err);
