@@ -35,6 +35,7 @@ static double kl_logits(const float *p, const float *q, int n) {
  * tokens (question_after). logits: the prefill's, then after the question. NULL on any
  * failure (the main run has already recorded why). */
 static kv_state *fresh_state(mc_case *c, const kv_method *m, double budget, float *logits) {
+    if (!c->pf.K) return NULL;   /* a streamed prefill: no layers to ingest again */
     kv_setup s = mc_setup(c, m, budget);
     char err[512];
     kv_state *st = m->init(&s, err, sizeof err);

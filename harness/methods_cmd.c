@@ -66,6 +66,10 @@ static void print_method(const kv_method *m) {
                ? "evicts while decoding under both --decode rules: that is its paper's policy"
                : "append (default): prompt compressed once, generated tokens added at full resolution, "
                  "never evicted; hold: fast-tier rows kept within the budget by its own rule");
+    printf("  prefill: %s\n", m->needs_surprisal
+                                  ? "needs the prompt's surprisal, known after the last layer: the model's "
+                                    "K/V of every layer is kept for it until the forward pass ends"
+                                  : "ingests each layer as the forward pass computes it (layer-streaming)");
     int any = 0;
     for (const kv_param *p = m->params; p && p->name; p++) {
         if (!any) printf("  parameters:\n");

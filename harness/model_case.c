@@ -72,9 +72,99 @@ int mc_prefill(mc_case *c, const kv_needs *needs, char *err, size_t errlen) {
     return 0;
 }
 
+/* The streaming prefill's consumers: the pairs' caches, and the layers kept for the
+ * methods that need the surprisal. */
+typedef struct {
+    mc_case *c;
+    float *keep_K, *keep_V;     /* [L][Hkv][n][d], or NULL when no method needs them */
+    double start, said;         /* progress: when the prefill started, when it last spoke */
+} stream_ctx;
+
+static void ingest_one(mc_ingested *p, const kv_prefill *layer) {
+    if (!p->st || p->failed) return;
+    double t0 = now_s();
+    if (p->m->ingest(p->st, layer, p->err, sizeof p->err)) p->failed = 1, p->layer = layer->layer;
+    p->compress_s += now_s() - t0;
+}
+
+static void stream_layer(void *vctx, const kv_prefill *layer) {
+    stream_ctx *sc = vctx;
+    mc_case *c = sc->c;
+    for (int i = 0; i < c->n_pre; i++)
+        if (!c->pre[i].m->needs_surprisal) ingest_one(&c->pre[i], layer);
+    double now = now_s();
+    if (c->progress && now - sc->said >= 15) {   /* an 8B prefill at 8K takes minutes a layer */
+        fprintf(stderr, "%s: prefill layer %d/%d done, %.0fs\n", c->progress, layer->layer + 1,
+                model_config(c->model)->n_layer, now - sc->start);
+        sc->said = now;
+    }
+    if (sc->keep_K) {
+        const kv_model_config *cf = model_config(c->model);
+        size_t per = (size_t)layer->n * cf->head_dim, base = (size_t)layer->layer * cf->n_head_kv * per;
+        for (int j = 0; j < cf->n_head_kv; j++) {
+            memcpy(sc->keep_K + base + j * per, layer->K + j * layer->kv_stride, per * sizeof(float));
+            memcpy(sc->keep_V + base + j * per, layer->V + j * layer->kv_stride, per * sizeof(float));
+        }
+    }
+}
+
+int mc_prefill_streamed(mc_case *c, const kv_needs *needs, const kv_method *const *methods, const double *budgets,
+                        int n_pairs, char *err, size_t errlen) {
+    const kv_model_config *cf = model_config(c->model);
+    c->pre = calloc((size_t)n_pairs + 1, sizeof *c->pre);
+    if (!c->pre) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    c->n_pre = n_pairs;
+    int keep = 0;
+    for (int i = 0; i < n_pairs; i++) {
+        mc_ingested *p = &c->pre[i];
+        p->m = methods[i];
+        p->budget = budgets[i];
+        kv_setup s = mc_setup(c, p->m, p->budget);
+        p->st = p->m->init(&s, p->err, sizeof p->err);
+        keep |= p->st && p->m->needs_surprisal;
+    }
+    stream_ctx sc = {c, NULL, NULL, now_s(), now_s()};
+    size_t kv_n = (size_t)cf->n_layer * cf->n_head_kv * c->n_pf * cf->head_dim;
+    if (keep && (!(sc.keep_K = malloc(kv_n * sizeof(float))) || !(sc.keep_V = malloc(kv_n * sizeof(float))))) {
+        free(sc.keep_K);
+        snprintf(err, errlen, "out of memory for the K/V kept for the methods that need the surprisal");
+        return -1;
+    }
+    int rc = model_prefill_stream(c->model, c->ids, c->n_pf, needs, stream_layer, &sc, &c->pf, err, errlen);
+    if (!rc) {
+        c->have_pf = 1;
+        for (int i = 0; i < n_pairs; i++) c->pf.seconds -= c->pre[i].compress_s;   /* the forward pass alone */
+        for (int l = 0; keep && l < cf->n_layer; l++) {   /* the surprisal exists now */
+            size_t per = (size_t)c->n_pf * cf->head_dim, base = (size_t)l * cf->n_head_kv * per;
+            kv_prefill v = {.layer = l, .n = c->n_pf, .K = sc.keep_K + base, .V = sc.keep_V + base,
+                            .kv_stride = per, .surprisal = c->pf.surprisal, .sent_end = c->pf.sent_end};
+            for (int i = 0; i < n_pairs; i++)
+                if (c->pre[i].m->needs_surprisal) ingest_one(&c->pre[i], &v);
+        }
+    }
+    free(sc.keep_K);
+    free(sc.keep_V);
+    return rc;
+}
+
 void mc_free(mc_case *c) {
     if (c->have_pf) prefill_out_free(&c->pf);
     c->have_pf = 0;
+    for (int i = 0; i < c->n_pre; i++)
+        if (c->pre[i].st) c->pre[i].m->free(c->pre[i].st);
+    free(c->pre);
+    c->pre = NULL;
+    c->n_pre = 0;
+}
+
+/* The cache built for (m, budget) during a streamed prefill, or NULL. */
+static mc_ingested *pre_find(mc_case *c, const kv_method *m, double budget) {
+    for (int i = 0; i < c->n_pre; i++)
+        if (c->pre[i].m == m && c->pre[i].budget == budget && !c->pre[i].taken) return &c->pre[i];
+    return NULL;
 }
 
 void mc_result_clear(mc_result *res) {
@@ -174,7 +264,17 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
 
     char err[512] = "";
     int rss_rc = rss_reset_peak();
-    kv_state *st = m->init(&s, err, sizeof err);
+    mc_ingested *pre = pre_find(c, m, budget);
+    kv_state *st = NULL;
+    if (pre) {   /* built during the streamed prefill: taken over from there */
+        st = pre->st;
+        pre->st = NULL;
+        pre->taken = 1;
+        snprintf(err, sizeof err, "%s", pre->err);
+    } else if (!c->pf.K) {   /* streamed, and this pair's cache was not built (or is used up) */
+        set_reason(res, "error", "the streamed prefill holds no layers to ingest again%s%s", "", "");
+        return;
+    } else st = m->init(&s, err, sizeof err);
     if (!st) {
         set_reason(res, kv_init_refused(err) ? MC_REFUSED : "infeasible", "%s%s", *err ? err : "init refused the setup",
                    "");
@@ -189,20 +289,22 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
     }
 
     double t0 = now_s();
-    for (int l = 0; l < L; l++) {
+    int bad_layer = pre && pre->failed ? pre->layer : -1;   /* streamed: ingested already */
+    for (int l = 0; !pre && l < L && bad_layer < 0; l++) {
         kv_prefill p = prefill_layer(&c->pf, l);
-        if (m->ingest(st, &p, err, sizeof err)) {
-            /* A method that finds at ingest that the budget cannot hold what it must keep
-             * (SeKV's persistent part, known only once the prompt is segmented) says
-             * "infeasible: ..."; that is recorded as infeasible, anything else as an error. */
-            int infeasible = !strncmp(err, "infeasible", 10);
-            char where[32];
-            snprintf(where, sizeof where, "ingest layer %d: ", l);
-            set_reason(res, infeasible ? "infeasible" : "error", "%s%s", where, err);
-            goto done;
-        }
+        if (m->ingest(st, &p, err, sizeof err)) bad_layer = l;
     }
-    r->compress_s = now_s() - t0;
+    if (bad_layer >= 0) {
+        /* A method that finds at ingest that the budget cannot hold what it must keep
+         * (SeKV's persistent part, known only once the prompt is segmented) says
+         * "infeasible: ..."; that is recorded as infeasible, anything else as an error. */
+        int infeasible = !strncmp(err, "infeasible", 10);
+        char where[32];
+        snprintf(where, sizeof where, "ingest layer %d: ", bad_layer);
+        set_reason(res, infeasible ? "infeasible" : "error", "%s%s", where, err);
+        goto done;
+    }
+    r->compress_s = pre ? pre->compress_s : now_s() - t0;
     note_decode_peak(m, st, r);
     memcpy(logits, c->pf.last_logits, (size_t)cf->n_vocab * sizeof *logits);
 

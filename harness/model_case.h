@@ -12,6 +12,17 @@
 #include "../workloads/textcase.h"
 #include "method_params.h"
 
+/* A (method, budget) whose cache was built while the prefill streamed layer by layer. */
+typedef struct {
+    const kv_method *m;
+    double budget;
+    kv_state *st;               /* NULL when init refused the setup (err says why) */
+    int failed, layer;          /* ingest failed at this layer (err says why) */
+    int taken;                  /* mc_run_method has taken st over */
+    double compress_s;          /* the method's ingest of every layer */
+    char err[512];
+} mc_ingested;
+
 typedef struct {
     kv_model *model;
     const tc_case *tc;
@@ -25,8 +36,12 @@ typedef struct {
     int kv_type;                /* kb_kvtype of the methods' K/V rows (0 = f32) */
     int repeat;                 /* timed sections run this many times (median kept); 0 = 1 */
     const struct fid_ref *ref;  /* FullKV's reference for the fidelity metrics, or NULL */
-    kv_prefill_out pf;
+    kv_prefill_out pf;          /* every layer (mc_prefill), or, streamed, surprisal and logits only */
     int have_pf;
+    mc_ingested *pre;           /* streamed: the caches built during the prefill */
+    int n_pre;
+    const char *progress;       /* streamed: a long prefill says on stderr which layer it is at,
+                                   lines starting with this label (NULL: quiet) */
 } mc_case;
 
 /* The setup method m sees for this case at this budget (the case's kv_type, its --params). */
@@ -36,6 +51,15 @@ kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget);
 kv_needs mc_union_needs(const mc_case *c, const kv_method *const *methods, const double *budgets, int n_pairs);
 /* The shared prefill; 0, or -1 with err. */
 int mc_prefill(mc_case *c, const kv_needs *needs, char *err, size_t errlen);
+/* The layer-streaming prefill: every pair's cache is initialised first, and every layer,
+ * once computed, is ingested by each pair's method and dropped; methods that need the
+ * surprisal (kv_method.needs_surprisal) get every layer's K/V, kept for them, after the
+ * last layer. Only one layer of the model's K/V and statistics exists at a time besides
+ * that. mc_run_method then finds the pair's cache built (c->pre). A case run this way
+ * cannot be ingested again (no --repeat > 1, no fidelity). 0, or -1 with err (the
+ * prefill failed; a method's failure is its pair's, reported when it is run). */
+int mc_prefill_streamed(mc_case *c, const kv_needs *needs, const kv_method *const *methods, const double *budgets,
+                        int n_pairs, char *err, size_t errlen);
 void mc_free(mc_case *c);
 
 /* One (method, budget) result. The strings and arrays are owned here (mc_result_clear). */

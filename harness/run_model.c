@@ -80,6 +80,9 @@ void run_model_usage(FILE *f) {
             "Runs a text workload through the model for every method and budget. Each case is\n"
             "prefilled once (shared by all methods); each method then compresses the prefill,\n"
             "generates greedily, and its answer is scored with the workload's official metric.\n"
+            "With --fidelity 0 and --repeat 1 the prefill streams: every method ingests each layer\n"
+            "as it is computed and the layer is dropped (sekv, sekv-spread: kept until the last\n"
+            "layer gives the surprisal); otherwise every layer is kept for the case.\n"
             "Every result is committed to FILE at once; rerunning the same command resumes.\n"
             "\n"
             "  --workload W       niah                 needle in a haystack (Paul Graham essays)\n"
@@ -701,7 +704,8 @@ static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
         }
     printf("\ndecode rule: %s. fast KV decode: the most fast-tier bytes from compression through decode;\n"
            "fast KV peak (the headline in reports): with the prefill's transient full layer; RSS: the\n"
-           "process's measured peak over the method's run (weights and the shared prefill included).\n",
+           "process's measured peak over the method's run (weights and what the case still holds included;\n"
+           "the whole case's peak, prefill included, is cases.rss_peak).\n",
            kv_decode_name(decode_rule));
     printf("\n%-14s %-7s %7s %7s %7s %7s %14s %12s %10s %10s %11s %12s\n", "method", "budget", "cases", "score",
            "nll", "kl", "fast KV decode", "fast KV peak", "RSS", "prefill", "compress", "decode");
@@ -798,12 +802,12 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
     if (gpu) {   /* the weights go to the device once, before (and outside) any case's time */
         char lerr[512];
         if (cuda_model_load(model, lerr, sizeof lerr)) return run_fail("--backend cuda: %s", lerr);
-        /* random weights are not read on the host again: free their f32 copy (32 GB for
-         * random:llama3-8b), room for the long prefills' K/V and the methods' stores */
+        /* random weights are not read on the host again: free them (4.5 GB for
+         * random:llama3-8b in Q4_0), room for the long prefills' K/V and the methods' stores */
         long long freed = cuda_model_drop_host_weights(model);
         if (freed < 0) return run_fail("--backend cuda: the weights did not reach the device");
         if (freed > 0 && !o->quiet)
-            fprintf(stderr, "kvbench run: %.1f GB of host f32 weights freed after the upload (random model)\n",
+            fprintf(stderr, "kvbench run: %.1f GB of host weights freed after the upload (random model)\n",
                     freed / 1e9);
     }
 #endif
@@ -870,7 +874,15 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
 #endif
         double t0 = now_s();
         int rss_rc = rss_reset_peak();
-        if (mc_prefill(&mc, &needs, err, sizeof err)) {
+        /* layer-streaming unless the prefill is ingested again (--repeat, the fidelity
+         * metrics); KVBENCH_TEST_KEEP_PREFILL=1 keeps it whole anyway (tests compare the two) */
+        const char *keep = getenv("KVBENCH_TEST_KEEP_PREFILL");
+        int stream = o->fidelity <= 0 && o->repeat <= 1 && !(keep && *keep == '1');
+        char label[160];
+        snprintf(label, sizeof label, "%s[case %d/%d] %s", pg.prefix, seen, mine, cs->key[i]);
+        mc.progress = o->quiet ? NULL : label;
+        if (stream ? mc_prefill_streamed(&mc, &needs, um, ub, nu, err, sizeof err)
+                   : mc_prefill(&mc, &needs, err, sizeof err)) {
             rc = run_fail("case %s: prefill: %s", cs->key[i], err);
             break;
         }
@@ -892,7 +904,9 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_free(&mc);
             break;
         }
-        if (kvdb_case_rss(db, case_ids[i], pf_rss))
+        /* the case's peak: the most of the prefill's and each result's (each resets the peak) */
+        int64_t case_rss = pf_rss;
+        if (kvdb_case_rss(db, case_ids[i], case_rss))
             fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
         fid_ref ref;
         memset(&ref, 0, sizeof ref);
@@ -919,6 +933,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             size_t mpeak = 0;
             if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
 #endif
+            if (res.r.rss_peak > case_rss) case_rss = res.r.rss_peak;
             int put = kvdb_result_put(db, case_ids[i], &res.r);
             if (put < 0) {
                 rc = run_fail("%s", kvdb_errmsg(db));
@@ -960,6 +975,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         fid_ref_free(&ref);
         double load1[1] = {NAN};
         if (getloadavg(load1, 1) != 1) load1[0] = NAN;
+        if (!rc && kvdb_case_rss(db, case_ids[i], case_rss))
+            fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
         if (!rc && kvdb_case_load(db, case_ids[i], load0[0], load1[0]))
             fprintf(stderr, "%skvbench run: load average not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
 #ifdef KB_CUDA

@@ -58,7 +58,9 @@ typedef struct {
     const float *col_mass;      /* [H][n] if asked for, else NULL */
     const float *win_probs;     /* [H][win][n] if asked for: rows for queries n-win .. n-1 */
     int win;                    /* rows provided; >= what the method asked (use the last ones) */
-    const float *surprisal;     /* [n], -ln p(x_t | x_<t), surprisal[0] = 0 */
+    const float *surprisal;     /* [n], -ln p(x_t | x_<t), surprisal[0] = 0; NULL while the
+                                   prefill streams (known after its last layer: a method
+                                   that reads it sets kv_method.needs_surprisal) */
     const uint8_t *sent_end;    /* [n], 1 where the token's text ends a sentence (.!? or blank line) */
 } kv_prefill;
 
@@ -107,6 +109,10 @@ typedef struct kv_method {
                                               the reference) */
     int layer_budgets;                     /* 1: per-layer budgets summing to L*B (PyramidKV): B
                                               holds on the mean over layers, not in each layer */
+    int needs_surprisal;                   /* 1: ingest reads the prompt's surprisal, which exists
+                                              only after the whole forward pass (SeKV): the driver
+                                              keeps every layer's K/V for it until then, while the
+                                              other methods ingest each layer as it is computed */
     /* Returns NULL and writes a one-line reason to err on bad params/budget. */
     kv_state *(*init)(const kv_setup *s, char *err, size_t errlen);
     void (*needs)(const kv_state *st, kv_needs *out);

@@ -136,12 +136,9 @@ int upload_weight(const weight *w, bf16 *dst, float *d_stage, float *h_stage, si
     const int per = (int)(stage / cols);
     for (int r0 = 0; r0 < w->rows; r0 += per) {
         const int nr = w->rows - r0 < per ? w->rows - r0 : per;
-        const float *src = w->f32 ? w->f32 + (size_t)r0 * cols : h_stage;
-        if (!w->f32) {
-            DeqCtx c = {w, r0, nr, kb_threads() * 2 < nr ? kb_threads() * 2 : nr, h_stage};
-            kb_parallel_for(c.tasks, deq_task, &c);
-        }
-        CK(cudaMemcpy(d_stage, src, (size_t)nr * cols * sizeof(float), cudaMemcpyHostToDevice));
+        DeqCtx c = {w, r0, nr, kb_threads() * 2 < nr ? kb_threads() * 2 : nr, h_stage};
+        kb_parallel_for(c.tasks, deq_task, &c);
+        CK(cudaMemcpy(d_stage, h_stage, (size_t)nr * cols * sizeof(float), cudaMemcpyHostToDevice));
         if (kbm::to_bf16(d_stage, dst + (size_t)r0 * cols, (size_t)nr * cols)) return -1;
     }
     return 0;
@@ -447,15 +444,12 @@ extern "C" int cuda_model_load(kv_model *m, char *err, size_t errlen) {
 }
 
 extern "C" long long cuda_model_drop_host_weights(kv_model *m) {
-    if (!is_random(m) || !m->f32_all) return 0;
+    if (!is_random(m) || !m->owned_weights) return 0;
     char err[256];
     DevModel *d = get(m, err, sizeof err);   // on the device first (already there: a lookup)
     if (!d) return -1;
-    size_t floats = 0;
-    auto drop = [&floats](weight *w) {
-        if (w->f32) floats += (size_t)w->rows * w->cols;
-        w->f32 = nullptr;
-    };
+    size_t bytes = 0;
+    auto drop = [&bytes](weight *w) { bytes += (size_t)w->rows * w->row_bytes; };
     for (int l = 0; l < m->cfg.n_layer; l++) {
         layer_weights *w = &m->layers[l];
         for (weight *x : {&w->wq, &w->wk, &w->wv, &w->wo, &w->gate, &w->up, &w->down}) drop(x);
@@ -464,13 +458,13 @@ extern "C" long long cuda_model_drop_host_weights(kv_model *m) {
     if (!m->tied) drop(&m->embd);
     else m->embd = m->output;
     for (int i = 0; i < m->gf.n_tensors; i++) m->gf.tensors[i].data = nullptr;
-    free(m->f32_all);
-    m->f32_all = nullptr;
+    free(m->owned_weights);
+    m->owned_weights = nullptr;
     m->host_weights_gone = 1;
     pthread_mutex_lock(&g_lock);
     d->print = fingerprint(m);   // the same model, now known without its weights' values
     pthread_mutex_unlock(&g_lock);
-    return (long long)(floats * sizeof(float));
+    return (long long)bytes;
 }
 
 extern "C" void cuda_model_release(const kv_model *m) {

@@ -23,8 +23,8 @@ int cuda_model_selected(void);
  * this too; calling it first keeps the upload out of the first prefill's time).
  * 0, or -1 with err. */
 int cuda_model_load(kv_model *m, char *err, size_t errlen);
-/* For a random: model already uploaded (or uploaded now): frees the host's f32 weights
- * (32 GB for random:llama3-8b), which the device path no longer reads; the CPU engine then
+/* For a random: model already uploaded (or uploaded now): frees the host's weights
+ * (4.5 GB for random:llama3-8b in Q4_0), which the device path no longer reads; the CPU engine then
  * refuses m (host_weights_gone). Returns the bytes freed (0 for other models), or -1 when
  * the upload fails. */
 long long cuda_model_drop_host_weights(kv_model *m);

@@ -6,10 +6,10 @@
 
 /* One 2-D weight: W [rows][cols] (GGUF ne = [cols, rows]); y = W x. */
 typedef struct {
-    const gguf_tensor *t;   /* quantized, in the mapping (decode reads it with quant_dot) */
+    const gguf_tensor *t;   /* quantized, in the mapping: decode reads it with quant_dot,
+                               prefill dequantizes it a tile at a time (gemm_xwt) */
     size_t row_bytes;
     int rows, cols;
-    float *f32;             /* [rows][cols] dequantized for prefill GEMMs, once, on first use */
 } weight;
 
 typedef struct {
@@ -27,10 +27,10 @@ struct kv_model {
     double rope_pos_scale;   /* linear rope scaling: positions are multiplied by this */
     layer_weights *layers;
     float *output_norm;
-    weight embd, output;     /* output is a copy of embd (sharing its f32) when tied */
+    weight embd, output;     /* output is a copy of embd when tied */
     int tied;
     float *small;            /* owner of the norms and biases */
-    float *f32_all;          /* owner of every weight's f32 copy; NULL until prefill needs it */
+    void *owned_weights;     /* a random model's weight rows (a GGUF's live in its mapping) */
     int host_weights_gone;   /* 1: a random model's weights live only on the device now
                                 (cuda_model_drop_host_weights); the CPU engine refuses it */
     uint8_t *sent_end;       /* [n_vocab]: 1 where the token's text ends a sentence */
@@ -61,13 +61,11 @@ typedef struct {
     int add;
 } matvec_job;
 void matvec_many(const matvec_job *jobs, int n_jobs);
-/* Y[n][rows] = X[n][cols] W^T + beta Y with the f32 copy (cblas_sgemm). */
+/* Y[n][rows] = X[n][cols] W^T + beta Y (cblas_sgemm on dequantized tiles of W's rows). */
 void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y);
+extern int gemm_test_no_scratch;   /* tests: 1 takes the out-of-memory path (a row at a time) */
 /* -ln softmax(logits)[id], log-sum-exp in double. */
 double logits_surprisal(const float *logits, int n, int id);
-
-/* prefill.c: dequantize every weight to f32 once. 0, or -1 with err. */
-int engine_weights_f32(kv_model *m, char *err, size_t errlen);
 
 /* decode.c: one token through every layer; attention goes through attn(ctx, ...),
  * which receives the post-RoPE q [H][d], k and v [Hkv][d] and writes out [H][d]. */

@@ -54,6 +54,17 @@ static void plain_attn(void *vctx, int layer, const float *q, const float *k, co
     }
 }
 
+/* The streamed prefill's layer into the plain cache. */
+static void plain_layer(void *vctx, const kv_prefill *p) {
+    plain_cache *pc = vctx;
+    int d = pc->c->head_dim, Hkv = pc->c->n_head_kv;
+    for (int j = 0; j < Hkv; j++) {
+        size_t dst = ((size_t)p->layer * Hkv + j) * pc->cap * d;
+        memcpy(pc->K + dst, p->K + j * p->kv_stride, (size_t)p->n * d * sizeof(float));
+        memcpy(pc->V + dst, p->V + j * p->kv_stride, (size_t)p->n * d * sizeof(float));
+    }
+}
+
 int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
                          int32_t *out, kv_gen_stats *stats, char *err, size_t errlen) {
     const kv_model_config *c = &m->cfg;
@@ -62,9 +73,8 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
     memset(stats, 0, sizeof *stats);
     kv_needs none = {0, 0};
     kv_prefill_out pf;
-    if (model_prefill(m, prompt, n, &none, &pf, err, errlen)) return -1;
-    stats->n_prompt = n;
-    stats->prefill_s = pf.seconds;
+    memset(&pf, 0, sizeof pf);
+    if (n < 1 || n > c->n_ctx_train) return model_prefill(m, prompt, n, &none, &pf, err, errlen) ? -1 : -1;
     if (max_new > c->n_ctx_train - n) max_new = c->n_ctx_train - n;
     plain_cache pc = {.c = c, .cap = n + max_new, .pos = n};
     size_t per_layer = (size_t)c->n_head_kv * pc.cap * c->head_dim;
@@ -77,13 +87,10 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
         snprintf(err, errlen, "out of memory for a plain cache of %d tokens", pc.cap);
         goto done;
     }
-    for (int l = 0; l < c->n_layer; l++)
-        for (int j = 0; j < c->n_head_kv; j++) {
-            size_t dst = (size_t)l * per_layer + (size_t)j * pc.cap * c->head_dim;
-            size_t src = ((size_t)l * c->n_head_kv + j) * n * c->head_dim;
-            memcpy(pc.K + dst, pf.K + src, (size_t)n * c->head_dim * sizeof(float));
-            memcpy(pc.V + dst, pf.V + src, (size_t)n * c->head_dim * sizeof(float));
-        }
+    /* each layer's K/V straight into the cache as the prefill computes it */
+    if (model_prefill_stream(m, prompt, n, &none, plain_layer, &pc, &pf, err, errlen)) goto done;
+    stats->n_prompt = n;
+    stats->prefill_s = pf.seconds;
     memcpy(logits, pf.last_logits, (size_t)c->n_vocab * sizeof(float));
     double t0 = now_s();
     count = 0;
@@ -112,6 +119,19 @@ done:
 }
 
 /* ---- through a method ---- */
+
+/* The layer-streaming prefill's consumer: one method, ingesting each layer at once. */
+typedef struct {
+    const kv_method *meth;
+    kv_state *st;
+    int failed;
+    char err[256];
+} gen_stream;
+
+static void gen_layer(void *ctx, const kv_prefill *p) {
+    gen_stream *g = ctx;
+    if (!g->failed && g->meth->ingest(g->st, p, g->err, sizeof g->err)) g->failed = 1;
+}
 
 int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *setup,
                           const int32_t *prompt, int n, int max_new, int32_t *out,
@@ -150,16 +170,23 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
         meth->free(st);
         return -1;
     }
-    if (model_prefill(m, prompt, n, &needs, &pf, err, errlen)) goto done_nopf;
+    gen_stream gs = {meth, st, 0, ""};
+    /* every layer ingested as it is computed, unless the method reads the surprisal at
+     * ingest: then the whole prefill first */
+    int streamed = !meth->needs_surprisal;
+    if (streamed ? model_prefill_stream(m, prompt, n, &needs, gen_layer, &gs, &pf, err, errlen)
+                 : model_prefill(m, prompt, n, &needs, &pf, err, errlen))
+        goto done_nopf;
     stats->n_prompt = n;
-    stats->prefill_s = pf.seconds;
+    stats->prefill_s = pf.seconds;   /* streamed: the ingest is inside it */
     double t0 = now_s();
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = 0; !streamed && l < c->n_layer && !gs.failed; l++) {
         kv_prefill p = prefill_layer(&pf, l);
-        if (meth->ingest(st, &p, merr, sizeof merr)) {
-            snprintf(err, errlen, "%s: %s", meth->name, merr);
-            goto done;
-        }
+        if (meth->ingest(st, &p, gs.err, sizeof gs.err)) gs.failed = 1;
+    }
+    if (gs.failed) {
+        snprintf(err, errlen, "%s: %s", meth->name, gs.err);
+        goto done;
     }
     stats->prefill_s += now_s() - t0;
     memcpy(logits, pf.last_logits, (size_t)c->n_vocab * sizeof(float));

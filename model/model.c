@@ -122,7 +122,6 @@ static int find_weight(kv_model *m, weight *w, const char *name, int64_t cols, i
     w->cols = (int)cols;
     w->rows = (int)rows;
     w->row_bytes = quant_row_bytes(t->type, cols);
-    w->f32 = NULL;
     return 0;
 }
 
@@ -335,7 +334,7 @@ void model_free(kv_model *m) {
     tok_free(m->tok);
     free(m->layers);
     free(m->small);
-    free(m->f32_all);
+    free(m->owned_weights);
     free(m->sent_end);
     gguf_close(&m->gf);
     free(m);

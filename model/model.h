@@ -48,6 +48,15 @@ typedef struct {
 int model_prefill(kv_model *m, const int32_t *ids, int n, const kv_needs *needs,
                   kv_prefill_out *out, char *err, size_t errlen);
 void prefill_out_free(kv_prefill_out *p);
+/* Layer-streaming prefill: the same forward pass, but only one layer's K/V and statistics
+ * exist at a time; after each layer on_layer(ctx, view) gets it (view->surprisal is NULL:
+ * the prompt's surprisal exists only after the last layer) and must take what it keeps
+ * before returning. On return out holds surprisal, sent_end and last_logits, and no K/V
+ * or statistics (prefill_layer on it is not valid). On the CUDA backend the device's
+ * whole prefill is handed over layer by layer the same way. */
+typedef void (*kv_layer_fn)(void *ctx, const kv_prefill *layer);
+int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs *needs, kv_layer_fn on_layer,
+                         void *ctx, kv_prefill_out *out, char *err, size_t errlen);
 /* The kv_prefill view of one layer, to hand to a method's ingest(). */
 kv_prefill prefill_layer(const kv_prefill_out *p, int layer);
 

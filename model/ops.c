@@ -1,11 +1,12 @@
 /* The forward pass's building blocks: RMSNorm, RoPE, SwiGLU, mat-vec over quantized
- * rows (threaded), GEMM over the f32 copies, and log-softmax of one logit row. */
+ * rows (threaded), GEMM over dequantized tiles of the weights, and log-softmax of one logit row. */
 #include "engine.h"
 #include "quant.h"
 #include "quant_q8.h"
 #include "../kernels/core.h"
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 
 void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
     double ss = 0;
@@ -90,28 +91,66 @@ void matvec_many(const matvec_job *jobs, int n_jobs) {
     else kb_parallel_for(c.n_tasks, matvec_task, &c);
 }
 
-/* Task i computes the columns of Y for an equal slice of W's rows, with a
- * single-threaded sgemm (the parallelism is kb_parallel_for's, as in the kernels). */
+/* Y = X W^T + beta Y straight from the quantized rows: W is cut into tiles of rows at
+ * fixed offsets, each task takes a run of whole tiles, dequantizes each into its own
+ * scratch and runs a single-threaded sgemm on it (the parallelism is kb_parallel_for's, as
+ * in the kernels). The tile size depends on W's shape only, so every sgemm call has the
+ * same shape whatever the thread count and the result does not depend on it (OpenBLAS's
+ * rounding does depend on the call's shape). No f32 copy of the weights outlives the
+ * call; F32 weights are used in place. */
+
+/* About 8 tiles a matrix, 64 to 512 rows (larger tiles run sgemm closer to its speed on
+ * the whole matrix; 512 rows of llama3-8b's ffn_down are 29 MB of scratch per thread). */
+static int gemm_tile_rows(int rows) {
+    int t = ((rows + 7) / 8 + 15) / 16 * 16;
+    return t < 64 ? 64 : t > 512 ? 512 : t;
+}
+
 typedef struct {
     const float *X;
-    int n, tasks;
+    int n, tasks, tiles, tile_rows;
     const weight *w;
     float beta, *Y;
+    float *scratch;   /* [tasks][tile_rows][cols]; NULL for F32 weights (or out of memory) */
 } gemm_ctx;
 
 static void gemm_task(void *vctx, int i) {
     const gemm_ctx *c = vctx;
-    int r0 = (int)((long)c->w->rows * i / c->tasks), r1 = (int)((long)c->w->rows * (i + 1) / c->tasks);
-    if (r1 > r0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->n, r1 - r0, c->w->cols, 1.0f, c->X,
-                    c->w->cols, c->w->f32 + (size_t)r0 * c->w->cols, c->w->cols, c->beta, c->Y + r0,
-                    c->w->rows);
+    const weight *w = c->w;
+    int k0 = (int)((long)c->tiles * i / c->tasks), k1 = (int)((long)c->tiles * (i + 1) / c->tasks);
+    float *tile = c->scratch ? c->scratch + (size_t)i * c->tile_rows * w->cols : NULL;
+    for (int k = k0; k < k1; k++) {
+        int t0 = k * c->tile_rows, tn = w->rows - t0 < c->tile_rows ? w->rows - t0 : c->tile_rows;
+        const uint8_t *row = (const uint8_t *)w->t->data + (size_t)t0 * w->row_bytes;
+        const float *W = (const float *)row;
+        if (tile) {
+            for (int r = 0; r < tn; r++) dequant_row(w->t->type, row + (size_t)r * w->row_bytes, tile + (size_t)r * w->cols, w->cols);
+            W = tile;
+        } else if (w->t->type != GGML_F32) {   /* no scratch could be had: a row at a time, on the stack */
+            for (int r = 0; r < tn; r++) {
+                float one[w->cols];
+                dequant_row(w->t->type, row + (size_t)r * w->row_bytes, one, w->cols);
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, c->n, w->cols, 1.0f, c->X, w->cols, one, 1, c->beta,
+                            c->Y + t0 + r, w->rows);
+            }
+            continue;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->n, tn, w->cols, 1.0f, c->X, w->cols, W, w->cols,
+                    c->beta, c->Y + t0, w->rows);
+    }
 }
 
+int gemm_test_no_scratch;
+
 void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y) {
-    gemm_ctx c = {X, n, kb_threads(), w, beta, Y};
-    if (c.tasks > w->rows / 16) c.tasks = w->rows / 16 > 0 ? w->rows / 16 : 1;
+    int tr = gemm_tile_rows(w->rows), tiles = (w->rows + tr - 1) / tr;
+    gemm_ctx c = {X, n, kb_threads() < tiles ? kb_threads() : tiles, tiles, tr, w, beta, Y, NULL};
+    /* malloc/free of the same size each call: glibc hands the same block back; without it
+     * gemm_task falls back to a row at a time */
+    if (w->t->type != GGML_F32 && !gemm_test_no_scratch)
+        c.scratch = malloc((size_t)c.tasks * tr * w->cols * sizeof(float));
     kb_parallel_for(c.tasks, gemm_task, &c);
+    free(c.scratch);
 }
 
 double logits_surprisal(const float *logits, int n, int id) {

@@ -1,9 +1,11 @@
 /* Prefill: the whole prompt layer by layer. Within a layer, token chunks run the
- * projections as GEMMs on the f32 weights, then causal attention for the chunk's
- * queries over every key so far (kb_get()->prefill), then Wo and the FFN. The final
- * norm and the output matrix give every position's logits, kept only as surprisal.
- * With the CUDA backend selected (make CUDA=1), model_prefill runs on the device instead
- * (cuda_model.cu). */
+ * projections as GEMMs on tiles of 64-512 rows of the weights, dequantized as they are used (no
+ * f32 copy of the model), then causal attention for the chunk's queries over every key so
+ * far (kb_get()->prefill), then Wo and the FFN. The final norm and the output matrix give
+ * every position's logits, kept only as surprisal. model_prefill keeps every layer's K/V
+ * and statistics; model_prefill_stream holds one layer at a time and hands each to its
+ * consumer as soon as it is done. With the CUDA backend selected (make CUDA=1), the
+ * forward pass runs on the device instead (cuda_model.cu). */
 #include "engine.h"
 #include "quant.h"
 #include "../kernels/core.h"
@@ -36,60 +38,6 @@ static void parallel_rows(int n, row_fn fn, void *ctx) {
     kb_parallel_for(r.tasks, rows_task, &r);
 }
 
-/* ---- the f32 copy of every weight, made once ---- */
-
-typedef struct { kv_model *m; } deq_ctx;
-
-static void deq_weight(weight *w) {
-    const uint8_t *row = w->t->data;
-    for (int r = 0; r < w->rows; r++, row += w->row_bytes)
-        dequant_row(w->t->type, row, w->f32 + (size_t)r * w->cols, w->cols);
-}
-
-static void deq_task(void *vctx, int i) {
-    kv_model *m = ((deq_ctx *)vctx)->m;
-    if (i == m->cfg.n_layer) {
-        deq_weight(&m->output);
-        return;
-    }
-    layer_weights *w = &m->layers[i];
-    weight *all[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->gate, &w->up, &w->down};
-    for (int j = 0; j < 7; j++) deq_weight(all[j]);
-}
-
-int engine_weights_f32(kv_model *m, char *err, size_t errlen) {
-    if (m->host_weights_gone) {
-        snprintf(err, errlen, "%s: the host copy of the weights was freed after the upload to the device", m->gf.path);
-        return -1;
-    }
-    if (m->f32_all) return 0;
-    size_t total = (size_t)m->output.rows * m->output.cols;
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        layer_weights *w = &m->layers[l];
-        weight *all[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->gate, &w->up, &w->down};
-        for (int j = 0; j < 7; j++) total += (size_t)all[j]->rows * all[j]->cols;
-    }
-    float *p = m->f32_all = malloc(total * sizeof(float));
-    if (!p) {
-        snprintf(err, errlen, "%s: out of memory for the f32 weights (%zu MB)", m->gf.path,
-                 total * sizeof(float) >> 20);
-        return -1;
-    }
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        layer_weights *w = &m->layers[l];
-        weight *all[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->gate, &w->up, &w->down};
-        for (int j = 0; j < 7; j++) {
-            all[j]->f32 = p;
-            p += (size_t)all[j]->rows * all[j]->cols;
-        }
-    }
-    m->output.f32 = p;
-    if (m->tied) m->embd.f32 = p;
-    deq_ctx c = {m};
-    kb_parallel_for(m->cfg.n_layer + 1, deq_task, &c);
-    return 0;
-}
-
 /* ---- one prefill ---- */
 
 typedef struct {
@@ -97,6 +45,8 @@ typedef struct {
     const layer_weights *w;
     kv_prefill_out *out;
     int n, layer, c0;                 /* this chunk starts at token c0 */
+    int slot;                         /* where layer's K/V and statistics go in out: layer, or 0
+                                         when streaming (one layer held at a time) */
     float *X, *H, *Q, *Kt, *Vt, *G, *U, *logits;
     const float *rope;                /* [n][n_rot] cos/sin per position */
     const int32_t *ids;
@@ -137,7 +87,7 @@ static void qkv_row(void *v, int i) {
     const float *cs = c->rope + (size_t)t * c->m->n_rot;
     rope_rotate(c->m, q, cf->n_head, cs);
     rope_rotate(c->m, k, cf->n_head_kv, cs);
-    size_t n = (size_t)c->n, base = (size_t)c->layer * cf->n_head_kv * n * d;
+    size_t n = (size_t)c->n, base = (size_t)c->slot * cf->n_head_kv * n * d;
     for (int j = 0; j < cf->n_head_kv; j++) {
         memcpy(c->out->K + base + (j * n + t) * d, k + j * d, d * sizeof(float));
         memcpy(c->out->V + base + (j * n + t) * d, vv + j * d, d * sizeof(float));
@@ -170,14 +120,14 @@ static void layer_chunk(pf_ctx *c, int cn, int win) {
     gemm_xwt(c->H, cn, &w->wv, 0.0f, c->Vt);
     parallel_rows(cn, qkv_row, c);
 
-    size_t kv_off = (size_t)c->layer * cf->n_head_kv * n * d;
+    size_t kv_off = (size_t)c->slot * cf->n_head_kv * n * d;
     kb_prefill_args a = {
         .H = H, .Hkv = cf->n_head_kv, .d = d, .t0 = c->c0, .m = cn, .Q = c->Q,
         .K = c->out->K + kv_off, .V = c->out->V + kv_off, .kv_stride = n * d,
         .out = c->G,   /* the attention output borrows G, free until the FFN */
-        .col_mass = c->out->col_mass ? c->out->col_mass + (size_t)c->layer * H * n : NULL,
+        .col_mass = c->out->col_mass ? c->out->col_mass + (size_t)c->slot * H * n : NULL,
         .mass_ld = n,
-        .win_probs = win ? c->out->win_probs + (size_t)c->layer * H * win * n : NULL,
+        .win_probs = win ? c->out->win_probs + (size_t)c->slot * H * win * n : NULL,
         .win = win, .win_start = c->n - win, .win_ld = n,
     };
     kb_get()->prefill(&a);
@@ -223,8 +173,27 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+#ifdef KB_CUDA
+/* The layers of a prefill already held whole (the CUDA path) handed to on_layer one by
+ * one as a streamed prefill would, then dropped. */
+static void stream_held(kv_prefill_out *out, kv_layer_fn on_layer, void *ctx) {
+    for (int l = 0; l < out->n_layer; l++) {
+        kv_prefill p = prefill_layer(out, l);
+        p.surprisal = NULL;
+        on_layer(ctx, &p);
+    }
+    free(out->K), free(out->V), free(out->col_mass), free(out->win_probs);
+    out->K = out->V = out->col_mass = out->win_probs = NULL;
+}
+#endif
+
 int model_prefill(kv_model *m, const int32_t *ids, int n, const kv_needs *needs,
                   kv_prefill_out *out, char *err, size_t errlen) {
+    return model_prefill_stream(m, ids, n, needs, NULL, NULL, out, err, errlen);
+}
+
+int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs *needs, kv_layer_fn on_layer,
+                         void *ctx, kv_prefill_out *out, char *err, size_t errlen) {
     const kv_model_config *cf = &m->cfg;
     memset(out, 0, sizeof *out);
     if (n < 1) {
@@ -242,10 +211,16 @@ int model_prefill(kv_model *m, const int32_t *ids, int n, const kv_needs *needs,
             return -1;
         }
 #ifdef KB_CUDA
-    if (cuda_model_selected()) return cuda_model_prefill(m, ids, n, needs, out, err, errlen);
+    if (cuda_model_selected()) {
+        if (cuda_model_prefill(m, ids, n, needs, out, err, errlen)) return -1;
+        if (on_layer) stream_held(out, on_layer, ctx);
+        return 0;
+    }
 #endif
-    /* the one-time f32 copy of the weights is not part of any prefill's time */
-    if (engine_weights_f32(m, err, errlen)) return -1;
+    if (m->host_weights_gone) {
+        snprintf(err, errlen, "%s: the host copy of the weights was freed after the upload to the device", m->gf.path);
+        return -1;
+    }
     double t_start = now_s();
     openblas_set_num_threads(1);   /* GEMMs are split over kb_parallel_for instead */
 
@@ -253,7 +228,8 @@ int model_prefill(kv_model *m, const int32_t *ids, int n, const kv_needs *needs,
     int qd = H * d, kvd = cf->n_head_kv * d, C = m->prefill_chunk < n ? m->prefill_chunk : n;
     int CL = C < 256 ? C : 256;   /* rows of logits at a time: 256 x 49152 floats = 48 MB */
     int win = needs && needs->window > 0 ? (needs->window < n ? needs->window : n) : 0;
-    size_t kv_n = (size_t)L * cf->n_head_kv * n * d;
+    int held = on_layer ? 1 : L;   /* layers whose K/V and statistics are held at once */
+    size_t kv_n = (size_t)held * cf->n_head_kv * n * d;
     out->n = n;
     out->n_layer = L;
     out->n_head = H;
@@ -265,8 +241,8 @@ int model_prefill(kv_model *m, const int32_t *ids, int n, const kv_needs *needs,
     out->surprisal = malloc((size_t)n * sizeof(float));
     out->sent_end = malloc((size_t)n);
     out->last_logits = malloc((size_t)nv * sizeof(float));
-    if (needs && needs->col_mass) out->col_mass = calloc((size_t)L * H * n, sizeof(float));
-    if (win) out->win_probs = calloc((size_t)L * H * win * n, sizeof(float));
+    if (needs && needs->col_mass) out->col_mass = calloc((size_t)held * H * n, sizeof(float));
+    if (win) out->win_probs = calloc((size_t)held * H * win * n, sizeof(float));
     int gw = cf->n_ff > qd ? cf->n_ff : qd;   /* G also holds the attention output */
     size_t layers_fl = (size_t)n * E + (size_t)C * (E + qd + 2 * kvd + gw + cf->n_ff);
     size_t logits_fl = (size_t)n * E + (size_t)CL * (E + nv);
@@ -296,8 +272,23 @@ int model_prefill(kv_model *m, const int32_t *ids, int n, const kv_needs *needs,
     }
     for (int l = 0; l < L; l++) {
         c.layer = l;
+        c.slot = on_layer ? 0 : l;
         c.w = &m->layers[l];
+        if (on_layer && l > 0) {   /* the column mass accumulates over chunks: start from 0 */
+            if (out->col_mass) memset(out->col_mass, 0, (size_t)H * n * sizeof(float));
+            if (win) memset(out->win_probs, 0, (size_t)H * win * n * sizeof(float));
+        }
         for (c.c0 = 0; c.c0 < n; c.c0 += C) layer_chunk(&c, n - c.c0 < C ? n - c.c0 : C, win);
+        if (on_layer) {   /* the layer to its consumers; its buffers are the next layer's */
+            kv_prefill p = prefill_layer(out, 0);
+            p.layer = l;
+            p.surprisal = NULL;
+            on_layer(ctx, &p);
+        }
+    }
+    if (on_layer) {
+        free(out->K), free(out->V), free(out->col_mass), free(out->win_probs);
+        out->K = out->V = out->col_mass = out->win_probs = NULL;
     }
     /* every position's logits, CL rows at a time, into surprisal of the next token */
     c.logits = c.H + (size_t)CL * E;

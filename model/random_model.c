@@ -2,6 +2,7 @@
 #include "random_model.h"
 #include "engine.h"
 #include "quant.h"
+#include "quantize.h"
 #include "tok_internal.h"
 #include "../kernels/core.h"
 
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct {
     const char *name, *arch;
@@ -18,6 +20,7 @@ typedef struct {
     float rope_base, norm_eps;
     int tied;
     int hidden;        /* test-only shape: loads, but is not listed */
+    int wtype;         /* the 2-D weights' type unless the spec names one */
 } preset;
 
 /* The shapes of the published configs. n_ctx: the longest context the family is used at
@@ -25,12 +28,12 @@ typedef struct {
  * that run the engine under the CUDA emulation (tests/test_cuda_model.c): both rope
  * layouts, tied and untied output, qwen2 biases, group sizes 3 and 4. */
 static const preset presets[] = {
-    {"smollm2-135m", "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0},
-    {"llama3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0, 0},
-    {"mistral-7b", "llama", 32, 4096, 32, 8, 128, 14336, 32768, 32768, 1000000.0f, 1e-5f, 0, 0},
-    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 32768, 1000000.0f, 1e-6f, 0, 0},
-    {"tiny-llama", "llama", 2, 64, 6, 2, 16, 96, 300, 512, 10000.0f, 1e-5f, 1, 1},
-    {"tiny-qwen2", "qwen2", 3, 64, 4, 1, 32, 128, 320, 512, 1000000.0f, 1e-6f, 0, 1},
+    {"smollm2-135m", "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, GGML_F32},
+    {"llama3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0, 0, GGML_Q4_0},
+    {"mistral-7b", "llama", 32, 4096, 32, 8, 128, 14336, 32768, 32768, 1000000.0f, 1e-5f, 0, 0, GGML_Q4_0},
+    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 32768, 1000000.0f, 1e-6f, 0, 0, GGML_Q4_0},
+    {"tiny-llama", "llama", 2, 64, 6, 2, 16, 96, 300, 512, 10000.0f, 1e-5f, 1, 1, GGML_F32},
+    {"tiny-qwen2", "qwen2", 3, 64, 4, 1, 32, 128, 320, 512, 1000000.0f, 1e-6f, 0, 1, GGML_F32},
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };
 
@@ -76,15 +79,32 @@ typedef struct {
     uint64_t seed;
     int rows_per_task;
     int *task_slot, *task_row0;
+    int oom;           /* set by a task that found no memory for its f32 row */
 } fill_job;
 
+/* A task's rows: drawn in f32 (the same values for every type), then quantized in place. */
 static void fill_task(void *ctx, int t) {
-    const fill_job *j = ctx;
+    fill_job *j = ctx;
     const wslot *s = &j->slots[j->task_slot[t]];
     weight *w = s->w;
     float a = sqrtf(3.0f / (float)w->cols);   /* uniform(-a, a): standard deviation 1/sqrt(cols) */
     int r1 = j->task_row0[t] + j->rows_per_task < w->rows ? j->task_row0[t] + j->rows_per_task : w->rows;
-    for (int r = j->task_row0[t]; r < r1; r++) fill_row(w->f32 + (size_t)r * w->cols, w->cols, j->seed, s->id, r, -a, a);
+    uint8_t *data = (uint8_t *)w->t->data;
+    float *row = w->t->type == GGML_F32 ? NULL : malloc((size_t)w->cols * sizeof *row);
+    if (w->t->type != GGML_F32 && !row) {
+        j->oom = 1;
+        return;
+    }
+    for (int r = j->task_row0[t]; r < r1; r++) {
+        uint8_t *dst = data + (size_t)r * w->row_bytes;
+        if (!row) {   /* F32: drawn in place */
+            fill_row((float *)dst, w->cols, j->seed, s->id, r, -a, a);
+            continue;
+        }
+        fill_row(row, w->cols, j->seed, s->id, r, -a, a);
+        quantize_row(w->t->type, row, dst, w->cols);
+    }
+    free(row);
 }
 
 static int fail(char *err, size_t errlen, const char *name, const char *msg) {
@@ -131,6 +151,10 @@ static kv_tokenizer *byte_tokenizer(int n_vocab) {
 }
 
 kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t errlen) {
+    return model_load_random_typed(name, seed, -1, err, errlen);
+}
+
+kv_model *model_load_random_typed(const char *name, uint64_t seed, int wtype, char *err, size_t errlen) {
     const preset *p = NULL;
     for (int i = 0; i < N_PRESETS; i++)
         if (name && !strcmp(name, presets[i].name)) p = &presets[i];
@@ -142,6 +166,11 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
         snprintf(err, errlen, "random:%s: unknown preset (known: %s)", name ? name : "", list);
         return NULL;
     }
+    if (wtype < 0) wtype = p->wtype;
+    if (!quantize_supported(wtype)) {
+        fail(err, errlen, p->name, "random weights are generated as f32, q8_0 or q4_0 only");
+        return NULL;
+    }
     kv_model *m = calloc(1, sizeof *m);
     if (!m) {
         fail(err, errlen, p->name, "out of memory");
@@ -150,7 +179,7 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
     kv_model_config *c = &m->cfg;
     snprintf(m->gf.path, sizeof m->gf.path, "random:%s", p->name);
     snprintf(c->arch, sizeof c->arch, "%s", p->arch);
-    snprintf(c->name, sizeof c->name, "random %s (seed %" PRIu64 ")", p->name, seed);
+    snprintf(c->name, sizeof c->name, "random %s (seed %" PRIu64 ", %s)", p->name, seed, quant_name(wtype));
     c->n_layer = p->n_layer;
     c->n_embd = p->n_embd;
     c->n_head = p->n_head;
@@ -186,7 +215,7 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
     }
     m->sent_end['.'] = m->sent_end['!'] = m->sent_end['?'] = 1;
 
-    /* every 2-D weight, in the order of f32_all */
+    /* every 2-D weight, in the order of owned_weights */
     static const char *names[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
     int ns = 0;
     for (int l = 0; l < L; l++) {
@@ -210,18 +239,31 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
         slots[ns] = (wslot){&m->embd, ns, "token_embd"};
         ns++;
     }
-    size_t total = 0;
-    for (int i = 0; i < ns; i++) total += (size_t)slots[i].w->rows * slots[i].w->cols;
-    m->f32_all = malloc(total * sizeof(float));
-    if (!m->f32_all) {
+    size_t total = 0, bytes = 0;
+    for (int i = 0; i < ns; i++) {
+        total += (size_t)slots[i].w->rows * slots[i].w->cols;
+        bytes += (size_t)slots[i].w->rows * quant_row_bytes(wtype, slots[i].w->cols);
+    }
+    for (int i = 0; i < ns; i++)
+        if (!quant_row_bytes(wtype, slots[i].w->cols)) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "rows of %d are not a whole number of %s blocks", slots[i].w->cols,
+                     quant_name(wtype));
+            free(slots);
+            model_free(m);
+            fail(err, errlen, p->name, msg);
+            return NULL;
+        }
+    m->owned_weights = malloc(bytes);
+    if (!m->owned_weights) {
         char msg[96];
-        snprintf(msg, sizeof msg, "out of memory for %zu MB of f32 weights", total * sizeof(float) >> 20);
+        snprintf(msg, sizeof msg, "out of memory for %zu MB of %s weights", bytes >> 20, quant_name(wtype));
         free(slots);
         model_free(m);
         fail(err, errlen, p->name, msg);
         return NULL;
     }
-    float *at = m->f32_all;
+    uint8_t *at = m->owned_weights;
     for (int i = 0; i < ns; i++) {
         weight *w = slots[i].w;
         gguf_tensor *t = &m->gf.tensors[i];
@@ -232,19 +274,18 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
         t->ne[0] = w->cols;
         t->ne[1] = w->rows;
         t->ne[2] = t->ne[3] = 1;
-        t->type = GGML_F32;
-        t->nbytes = (size_t)w->rows * w->cols * sizeof(float);
+        t->type = wtype;
+        w->row_bytes = quant_row_bytes(wtype, w->cols);
+        t->nbytes = (size_t)w->rows * w->row_bytes;
         t->data = at;
         w->t = t;
-        w->f32 = at;
-        w->row_bytes = (size_t)w->cols * sizeof(float);
-        at += (size_t)w->rows * w->cols;
+        at += t->nbytes;
     }
     m->gf.n_tensors = ns;
     if (m->tied) m->embd = m->output;
 
     /* fill, in tasks of at most 256 rows */
-    fill_job job = {slots, ns, seed, 256, NULL, NULL};
+    fill_job job = {slots, ns, seed, 256, NULL, NULL, 0};
     int ntasks = 0;
     for (int i = 0; i < ns; i++) ntasks += (slots[i].w->rows + 255) / 256;
     job.task_slot = malloc((size_t)ntasks * sizeof(int));
@@ -266,6 +307,11 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
     free(job.task_slot);
     free(job.task_row0);
     free(slots);
+    if (job.oom) {
+        model_free(m);
+        fail(err, errlen, p->name, "out of memory");
+        return NULL;
+    }
 
     /* norms near 1, biases small; streams after the 2-D weights' */
     float *s = m->small;
@@ -297,6 +343,8 @@ kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t e
     return m;
 }
 
+/* The parts after the name: a seed (digits) and a weight type (f32, q8_0, q4_0), each at
+ * most once, in either order. */
 kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen) {
     const char *p = strncmp(spec, "random:", 7) ? spec : spec + 7;
     char name[64];
@@ -309,17 +357,37 @@ kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen) {
     memcpy(name, p, len);
     name[len] = 0;
     uint64_t seed = 1;
-    if (colon) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(colon + 1, &end, 10);
-        if (errno || end == colon + 1 || *end || colon[1] == '-') {
-            snprintf(err, errlen, "%s: the seed after the preset name must be a non-negative integer", spec);
-            return NULL;
+    int wtype = -1, have_seed = 0;
+    static const struct { const char *name; int type; } types[] = {
+        {"f32", GGML_F32}, {"q8_0", GGML_Q8_0}, {"q4_0", GGML_Q4_0}};
+    while (colon) {
+        const char *part = colon + 1;
+        colon = strchr(part, ':');
+        size_t plen = colon ? (size_t)(colon - part) : strlen(part);
+        int t = -1;
+        for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+            if (plen == strlen(types[k].name) && !strncasecmp(part, types[k].name, plen)) t = types[k].type;
+        if (t >= 0 && wtype < 0) {
+            wtype = t;
+            continue;
         }
-        seed = v;
+        char buf[32], *end;
+        if (t < 0 && !have_seed && plen > 0 && plen < sizeof buf && part[0] >= '0' && part[0] <= '9') {
+            memcpy(buf, part, plen);
+            buf[plen] = 0;
+            errno = 0;
+            unsigned long long v = strtoull(buf, &end, 10);
+            if (!errno && !*end) {
+                seed = v;
+                have_seed = 1;
+                continue;
+            }
+        }
+        snprintf(err, errlen, "%s: after the preset name come a seed (a non-negative integer) and a weight type "
+                 "(f32, q8_0, q4_0), each at most once; '%.*s' is neither", spec, (int)(plen < 40 ? plen : 40), part);
+        return NULL;
     }
-    return model_load_random(name, seed, err, errlen);
+    return model_load_random_typed(name, seed, wtype, err, errlen);
 }
 
 int random_model_shape(const char *name, kv_model_config *out, int *tied) {

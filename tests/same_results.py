@@ -6,7 +6,10 @@ ending in _s, _ms or _spread, gpu_*, load_*, *rss*, *peak_bytes*, created) and t
 (host, cpu, config_json, created) are left aside. Used by tests/test_shard.sh and
 tests/slurm/test_slurm.sh: an independent check of `kvbench merge`, in Python.
 
-usage: same_results.py A.db B.db [--plan]   (--plan: the plan tables must match too)"""
+usage: same_results.py A.db B.db [--plan] [--any-code]
+  --plan: the plan tables must match too
+  --any-code: the two files come from different code (another commit): runs are matched
+    whatever their run_key, and the run rows themselves are not compared"""
 import sqlite3
 import sys
 
@@ -20,19 +23,25 @@ def columns(db, table):
     return [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
 
 
-def rows(path, plan):
+def rows(path, plan, any_code=False):
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db.text_factory = lambda b: b.decode("utf-8", "surrogateescape")   # random models write any bytes
+    if any_code:   # every run keyed the same: a file holds one run per command
+        db.create_function("kv_key", 1, lambda k: "")
+    else:
+        db.create_function("kv_key", 1, lambda k: k)
     out = {}
     rc = [c for c in columns(db, "runs") if c not in ("id", "created", "host", "cpu", "config_json")]
     for r in db.execute(f"SELECT {', '.join(rc)} FROM runs"):
         d = dict(zip(rc, r))
-        out[("run", d["run_key"])] = d
+        if not any_code:
+            out[("run", d["run_key"])] = d
     cc = [c for c in columns(db, "cases") if c not in ("id", "run_id") and not measurement(c)]
-    for r in db.execute(f"SELECT u.run_key, {', '.join('c.' + c for c in cc)} FROM cases c JOIN runs u ON u.id = c.run_id"):
+    for r in db.execute(f"SELECT kv_key(u.run_key), {', '.join('c.' + c for c in cc)} FROM cases c JOIN runs u ON u.id = c.run_id"):
         d = dict(zip(cc, r[1:]))
         out[("case", r[0], d["case_key"])] = d
     rs = [c for c in columns(db, "results") if c not in ("id", "case_id") and not measurement(c)]
-    q = (f"SELECT u.run_key, c.case_key, {', '.join('r.' + c for c in rs)} FROM results r "
+    q = (f"SELECT kv_key(u.run_key), c.case_key, {', '.join('r.' + c for c in rs)} FROM results r "
          "JOIN cases c ON c.id = r.case_id JOIN runs u ON u.id = c.run_id")
     for r in db.execute(q):
         d = dict(zip(rs, r[2:]))
@@ -41,13 +50,13 @@ def rows(path, plan):
             if t != "results" and "result_id" in columns(db, t)]
     for t in kids:
         kc = [c for c in columns(db, t) if c not in ("id", "result_id")]
-        q = (f"SELECT u.run_key, c.case_key, r.method, r.budget, {', '.join('x.' + c for c in kc)} FROM {t} x "
+        q = (f"SELECT kv_key(u.run_key), c.case_key, r.method, r.budget, {', '.join('x.' + c for c in kc)} FROM {t} x "
              "JOIN results r ON r.id = x.result_id JOIN cases c ON c.id = r.case_id JOIN runs u ON u.id = c.run_id")
         for r in db.execute(q):
             vals = r[4:]
             out[(t,) + tuple(r[:4]) + tuple(vals[:2])] = dict(zip(kc, vals))
     if plan:
-        for r in db.execute("SELECT u.run_key, p.case_key, p.method, p.budget FROM plan p JOIN runs u ON u.id = p.run_id"):
+        for r in db.execute("SELECT kv_key(u.run_key), p.case_key, p.method, p.budget FROM plan p JOIN runs u ON u.id = p.run_id"):
             out[("plan",) + tuple(r)] = {}
     db.close()
     return out
@@ -55,11 +64,11 @@ def rows(path, plan):
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    plan = "--plan" in sys.argv
+    plan, any_code = "--plan" in sys.argv, "--any-code" in sys.argv
     if len(args) != 2:
         print(__doc__.split("\n\n")[-1], file=sys.stderr)
         return 2
-    a, b = rows(args[0], plan), rows(args[1], plan)
+    a, b = rows(args[0], plan, any_code), rows(args[1], plan, any_code)
     diffs = []
     for k in sorted(set(a) | set(b), key=repr):
         if k not in a or k not in b:

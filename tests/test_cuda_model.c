@@ -99,7 +99,7 @@ typedef struct {
 static void mv(const weight *w, const double *x, double *y, const float *bias) {
     for (int r = 0; r < w->rows; r++) {
         double s = bias ? bias[r] : 0.0;
-        const float *row = w->f32 + (size_t)r * w->cols;
+        const float *row = (const float *)w->t->data + (size_t)r * w->cols;   /* F32: the random tiny models */
         for (int c = 0; c < w->cols; c++) s += rnd(row[c]) * x[c];
         y[r] = s;
     }
@@ -140,7 +140,7 @@ static void ref_forward(const kv_model *m, const int32_t *ids, int T, int n, ref
     double *att = xmalloc((size_t)T * qd * sizeof *att), *o = xmalloc((size_t)E * sizeof *o);
     double *gg = xmalloc((size_t)F * sizeof *gg), *uu = xmalloc((size_t)F * sizeof *uu), *p = xmalloc((size_t)T * sizeof *p);
     for (int t = 0; t < T; t++)
-        for (int i = 0; i < E; i++) x[(size_t)t * E + i] = rnd(m->embd.f32[(size_t)ids[t] * E + i]);
+        for (int i = 0; i < E; i++) x[(size_t)t * E + i] = rnd(((const float *)m->embd.t->data)[(size_t)ids[t] * E + i]);
     for (int l = 0; l < L; l++) {
         const layer_weights *w = &m->layers[l];
         double *Kl = r->K + (size_t)l * Hkv * T * d, *Vl = r->V + (size_t)l * Hkv * T * d;
@@ -567,7 +567,7 @@ static void test_drop_host(const model_case *mc, uint64_t seed) {
     int rc = model_prefill(m, ids, N, &needs, &pa, err, sizeof err);
     CHECK(rc == 0, "drop: prefill before: %s", err);
     long long freed = cuda_model_drop_host_weights(m);
-    CHECK(freed == want && m->f32_all == NULL && m->host_weights_gone, "drop: %lld bytes freed, want %lld", freed, want);
+    CHECK(freed == want && m->owned_weights == NULL && m->host_weights_gone, "drop: %lld bytes freed, want %lld", freed, want);
     CHECK(cuda_model_drop_host_weights(m) == 0, "drop: a second drop freed something");
     int rb = model_prefill(m, ids, N, &needs, &pb, err, sizeof err);
     CHECK(rb == 0, "drop: device prefill after the drop: %s", err);

@@ -49,6 +49,8 @@ static int all_finite(const float *x, size_t n) {
     return 1;
 }
 
+static void test_quantized(uint64_t seed, const kv_model *f32m);
+
 static void test_errors(void) {
     char err[256] = "";
     CHECK(!model_load_random("nope", 1, err, sizeof err) && strstr(err, "random:nope") && strstr(err, "smollm2-135m"),
@@ -79,16 +81,17 @@ static void test_smollm2(void) {
 
     /* scale: projections have standard deviation 1/sqrt(fan-in) */
     const weight *wq = &m->layers[7].wq;
+    CHECK(wq->t->type == GGML_F32 && wq->row_bytes == (size_t)wq->cols * 4, "smollm2-135m's weights are F32");
+    const float *wq7 = wq->t->data;
     double ss = 0;
     size_t nw = (size_t)wq->rows * wq->cols;
-    for (size_t i = 0; i < nw; i++) ss += (double)wq->f32[i] * wq->f32[i];
+    for (size_t i = 0; i < nw; i++) ss += (double)wq7[i] * wq7[i];
     double sd = sqrt(ss / nw) * sqrt((double)wq->cols);
     CHECK(fabs(sd - 1) < 0.02, "layer 7 wq: std * sqrt(cols) = %.4f, expected 1", sd);
-    CHECK(wq->t->type == GGML_F32 && wq->t->data == wq->f32, "decode rows and the f32 copy are one F32 buffer");
 
     /* determinism per seed */
     kv_model *m2 = model_load_random_spec(seed ? "random:smollm2-135m:0" : "random:smollm2-135m:1", err, sizeof err);
-    CHECK(m2 && memcmp(m2->layers[0].wq.f32, m->layers[0].wq.f32, 4096) != 0, "another seed gave the same weights");
+    CHECK(m2 && memcmp(m2->layers[0].wq.t->data, m->layers[0].wq.t->data, 4096) != 0, "another seed gave the same weights");
     model_free(m2);
     char spec[64];
     snprintf(spec, sizeof spec, "random:smollm2-135m:%llu", (unsigned long long)seed);
@@ -96,7 +99,7 @@ static void test_smollm2(void) {
     size_t total = 0;
     for (int l = 0; l < 30; l++) total += 3538944;
     total += (size_t)49152 * 576;
-    CHECK(m2 && memcmp(m2->f32_all, m->f32_all, total * sizeof(float)) == 0 &&
+    CHECK(m2 && memcmp(m2->owned_weights, m->owned_weights, total * sizeof(float)) == 0 &&
               memcmp(m2->layers[29].ffn_norm, m->layers[29].ffn_norm, 576 * sizeof(float)) == 0 &&
               memcmp(m2->output_norm, m->output_norm, 576 * sizeof(float)) == 0,
           "the same seed gave different weights");
@@ -188,7 +191,62 @@ static void test_smollm2(void) {
     free(fc.K);
     free(fc.V);
     prefill_out_free(&pf);
+    test_quantized(seed, m);
     model_free(m);
+}
+
+/* random:NAME:SEED:TYPE: the same f32 draws, quantized (ggml's rounding, checked in
+ * test_gemm_tiles); deterministic; the type and seed in either order; a prefill runs. */
+static void test_quantized(uint64_t seed, const kv_model *f32m) {
+    const int types[2] = {GGML_Q8_0, GGML_Q4_0};
+    const char *names[2] = {"q8_0", "Q4_0"};
+    for (int k = 0; k < 2; k++) {
+        char spec[96], spec2[96], err[256];
+        snprintf(spec, sizeof spec, "random:smollm2-135m:%llu:%s", (unsigned long long)seed, names[k]);
+        snprintf(spec2, sizeof spec2, "random:smollm2-135m:%s:%llu", names[k], (unsigned long long)seed);
+        kv_model *q = model_load_random_spec(spec, err, sizeof err), *q2 = model_load_random_spec(spec2, err, sizeof err);
+        CHECK(q && q2, "%s: %s", spec, err);
+        if (!q || !q2) {
+            model_free(q), model_free(q2);
+            continue;
+        }
+        const weight *w = &q->layers[3].down, *wf = &f32m->layers[3].down;
+        CHECK(w->t->type == types[k] && w->row_bytes == quant_row_bytes(types[k], w->cols), "%s: type %s", spec,
+              quant_name(w->t->type));
+        size_t bytes = 0;
+        for (int l = 0; l < 30; l++) bytes += 3538944 / 32 * (k ? 18 : 34);
+        bytes += (size_t)49152 * 576 / 32 * (k ? 18 : 34);
+        CHECK(memcmp(q->owned_weights, q2->owned_weights, bytes) == 0, "%s and %s differ", spec, spec2);
+        /* every dequantized row against the F32 model's: within the block's step */
+        float *row = malloc(sizeof(float) * w->cols);
+        double worst = 0;
+        for (int r = 0; r < w->rows; r += 37) {
+            dequant_row(w->t->type, (const uint8_t *)w->t->data + w->row_bytes * r, row, w->cols);
+            const float *ref = (const float *)wf->t->data + (size_t)r * w->cols;
+            for (int b = 0; b < w->cols; b += 32) {
+                double amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(ref[b + j]));
+                double step = k ? amax / 8 : amax / 127;
+                for (int j = 0; j < 32; j++) worst = fmax(worst, fabs(row[b + j] - ref[b + j]) / step);
+            }
+        }
+        free(row);
+        CHECK(worst < 1.01, "%s: dequantized weights off the f32 draws by %.3f steps", spec, worst);
+        int32_t ids[16];
+        for (int t = 0; t < 16; t++) ids[t] = (int32_t)(test_next() % 49152);
+        kv_prefill_out pf;
+        CHECK(model_prefill(q, ids, 16, NULL, &pf, err, sizeof err) == 0 && all_finite(pf.last_logits, 49152),
+              "%s: prefill: %s", spec, err);
+        prefill_out_free(&pf);
+        model_free(q), model_free(q2);
+    }
+    char err[256] = "";
+    CHECK(!model_load_random_spec("random:smollm2-135m:q3_k", err, sizeof err) && strstr(err, "q3_k"),
+          "an unknown type: got '%s'", err);
+    CHECK(!model_load_random_spec("random:smollm2-135m:q8_0:q4_0", err, sizeof err) && strstr(err, "q4_0"),
+          "two types: got '%s'", err);
+    CHECK(!model_load_random_spec("random:smollm2-135m:1:2", err, sizeof err) && strstr(err, "'2'"),
+          "two seeds: got '%s'", err);
 }
 
 int main(void) {

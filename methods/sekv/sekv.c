@@ -775,6 +775,7 @@ const kv_method kv_sekv = {
     .init = sekv_init,
     .needs = sekv_needs,
     .ingest = sekv_ingest,
+    .needs_surprisal = 1,
     .append = sekv_append,
     .attend = sekv_attend,
     .memory = sekv_memory,

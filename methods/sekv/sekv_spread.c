@@ -38,6 +38,7 @@ const kv_method kv_sekv_spread = {
     .init = spread_init,
     .needs = sekv_needs,
     .ingest = sekv_ingest,
+    .needs_surprisal = 1,
     .append = sekv_append,
     .attend = sekv_attend,
     .memory = sekv_memory,
