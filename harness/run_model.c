@@ -176,6 +176,14 @@ void run_model_usage(FILE *f) {
             model_default_path(), NIAH_ANSWER_PREFIX);
 }
 
+/* 1: the prefill streams layer by layer into the methods (model_prefill_stream); 0: it is
+ * kept whole, because it is ingested again (--repeat, the fidelity metrics) or the test hook
+ * KVBENCH_TEST_KEEP_PREFILL=1 asks (tests compare the two). Recorded in the run's config. */
+static int rm_streams(const rm_opts *o) {
+    const char *keep = getenv("KVBENCH_TEST_KEEP_PREFILL");
+    return o->fidelity <= 0 && o->repeat <= 1 && !(keep && *keep == '1');
+}
+
 /* ---------------------------------------------------------------- parsing */
 
 static int add_method(const char *flag, const char *s, void *ctx) {
@@ -589,6 +597,7 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
         kb_kvtype_bytes(o->kv_type), o->q8_act ? "q8" : "f32");
     STR(backend);
     PUT(",\"decode_rule\":"), STR(kv_decode_name(o->decode_rule));
+    PUT(",\"prefill\":\"%s\"", rm_streams(o) ? "streamed" : "kept");
     PUT(",\"threads\":%d,\"jobs\":%d,\"fullkv_budget\":1,\"methods\":[", kb_threads(), o->jobs);
     for (int i = 0; i < o->n_methods; i++) PUT("%s", i ? "," : ""), STR(o->methods[i]->name);
     char mp[4096];
@@ -874,10 +883,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
 #endif
         double t0 = now_s();
         int rss_rc = rss_reset_peak();
-        /* layer-streaming unless the prefill is ingested again (--repeat, the fidelity
-         * metrics); KVBENCH_TEST_KEEP_PREFILL=1 keeps it whole anyway (tests compare the two) */
-        const char *keep = getenv("KVBENCH_TEST_KEEP_PREFILL");
-        int stream = o->fidelity <= 0 && o->repeat <= 1 && !(keep && *keep == '1');
+        int stream = rm_streams(o);
         char label[160];
         snprintf(label, sizeof label, "%s[case %d/%d] %s", pg.prefix, seen, mine, cs->key[i]);
         mc.progress = o->quiet ? NULL : label;

@@ -21,6 +21,9 @@ typedef struct {
     int tied;                  /* output matrix = embedding */
     double n_params;
     double file_weight_bytes;  /* GGUF: the tensors' stored bytes; random preset: 0 */
+    double random_weight_bytes;/* random preset: what model_load_random holds (matrices in the
+                                  spec's type, default Q4_0 above 1e9 parameters else F32;
+                                  norms and biases f32); GGUF: 0 */
     uint64_t model_hash;       /* GGUF: sekv_model_hash of the file (SeKV's trained params); preset: 0 */
     int is_random;
     char spec[512];
@@ -124,16 +127,23 @@ void sim_other_bytes(const sim_shape *s, int ctx, double weight_bytes, int act_b
 typedef struct {
     double runtime;            /* binary, libraries, OpenBLAS and SQLite buffers: a constant */
     double weights_mapped;     /* the GGUF file mapped, every page read (random model: its f32 weights) */
-    double weights_f32;        /* f32 copies of the matrices for the prefill's GEMMs (model/engine.h) */
-    double kv_all_layers;      /* the prefill's outputs: every layer's f32 K/V ([L][Hkv][n][d] x 2) */
-    double stats;              /* col_mass [L][H][n] and win_probs [L][H][win][n], when asked */
+    double tiles;              /* the prefill GEMMs' dequantized weight tiles (model/ops.c gemm_xwt) */
+    double kv_held;            /* the prefill's f32 K/V held at once ([Hkv][n][d] x 2 per layer):
+                                  every layer when kept whole or when a method needs the
+                                  surprisal (SeKV), else the one layer being streamed */
+    double stats;              /* col_mass [H][n] and win_probs [H][win][n] per layer held, when asked */
     double act_prefill;        /* the prefill's work buffer (residual stream, one chunk's projections
                                   and MLP, or 256 tokens' logits) and RoPE table; freed after it */
-    double method;             /* the method's resident f32 rows and state at its peak, both tiers */
+    double method;             /* the method's resident rows and state at its peak, both tiers */
+    double methods_all;        /* streamed: every method of the case's stores, built together */
     double peak_prefill, peak_method;
 } sim_engine_mem;
-void sim_engine_memory(const kv_model_config *c, double file_bytes, int is_random, int n, const kv_needs *needs,
-                       double method_bytes, sim_engine_mem *out);
+/* streamed: the run's prefill streamed layer by layer (config "prefill":"streamed");
+ * methods_all / late: the summed stores of every method of the case / of those that ingest
+ * only after the last layer (kv_method.needs_surprisal); any_late: such a method is in the case. */
+void sim_engine_memory(const kv_model_config *c, double weight_bytes, int n, const kv_needs *needs,
+                       double method_bytes, int streamed, double methods_all, double late, int any_late,
+                       sim_engine_mem *out);
 /* kvbench sim --check-run DB: the engine memory model against every result's measured
  * peak RSS in a run's results file; prints both and the error. 0, or -1 with err. */
 int sim_check_run(const char *db_path, char *err, size_t errlen);

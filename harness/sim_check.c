@@ -50,6 +50,24 @@ static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c
     return all;
 }
 
+/* The stores of the case's finished methods, summed: all, and those that ingest only
+ * after the last layer (late); *any_late: one such method is in the case. */
+static void case_stores(sqlite3 *s, int64_t case_id, double *all, double *late, int *any_late) {
+    *all = *late = 0, *any_late = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s, "SELECT method, fast_decode_peak + slow_peak FROM results WHERE case_id = ? AND status = 'ok'",
+                           -1, &st, NULL))
+        return;
+    sqlite3_bind_int64(st, 1, case_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const kv_method *m = kv_method_find((const char *)sqlite3_column_text(st, 0));
+        double b = sqlite3_column_double(st, 1);
+        *all += b;
+        if (m && m->needs_surprisal) *late += b, *any_late = 1;
+    }
+    sqlite3_finalize(st);
+}
+
 static double mib(double b) { return b / 1048576.0; }
 
 int sim_check_run(const char *db_path, char *err, size_t errlen) {
@@ -68,8 +86,8 @@ int sim_check_run(const char *db_path, char *err, size_t errlen) {
         kvdb_close(db);
         return -1;
     }
-    printf("| case | n | method | measured RSS MiB | model MiB | error | weights | f32 copy | K/V all layers | stats |"
-           " method | runtime |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| case | n | prefill | method | measured RSS MiB | model MiB | error | weights | K/V held | stats | method"
+           " (all methods) | runtime |\n|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int64_t last_case = -1;
     double sum_abs = 0, worst = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -81,22 +99,28 @@ int sim_check_run(const char *db_path, char *err, size_t errlen) {
         if (sim_shape_open(model, &sh, err, errlen)) goto done;
         sh.cfg.n_params = (int64_t)sh.n_params;
         kv_needs nd = case_needs(s, cid, &sh.cfg, n);
-        double method = sqlite3_column_double(st, 6) + sqlite3_column_double(st, 7);
+        const char *cfg = (const char *)sqlite3_column_text(st, 3);
+        int streamed = cfg && strstr(cfg, "\"prefill\":\"streamed\"");
+        double method = sqlite3_column_double(st, 6) + sqlite3_column_double(st, 7), all, late;
+        int any_late;
+        case_stores(s, cid, &all, &late, &any_late);
         sim_engine_mem em;
-        sim_engine_memory(&sh.cfg, sh.file_weight_bytes, sh.is_random, n, &nd, method, &em);
+        sim_engine_memory(&sh.cfg, sh.is_random ? sh.random_weight_bytes : sh.file_weight_bytes, n, &nd, method,
+                          streamed, all, late, any_late, &em);
+        const char *mode = streamed ? "streamed" : "kept";
         if (cid != last_case && sqlite3_column_type(st, 2) != SQLITE_NULL) {
             double meas = sqlite3_column_double(st, 2), e = em.peak_prefill / meas - 1;
-            printf("| %lld | %d | (prefill) | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | %.1f | act %.1f | %.1f |\n",
-                   (long long)cid, n, mib(meas), mib(em.peak_prefill), 100 * e, mib(em.weights_mapped),
-                   mib(em.weights_f32), mib(em.kv_all_layers), mib(em.stats), mib(em.act_prefill), mib(em.runtime));
+            printf("| %lld | %d | %s | (prefill) | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | act %.1f (%.1f) | %.1f |\n",
+                   (long long)cid, n, mode, mib(meas), mib(em.peak_prefill), 100 * e, mib(em.weights_mapped),
+                   mib(em.kv_held), mib(em.stats), mib(em.act_prefill + em.tiles), mib(em.methods_all), mib(em.runtime));
             sum_abs += fabs(e), worst = fabs(e) > worst ? fabs(e) : worst, rows++;
         }
         last_case = cid;
         double meas = sqlite3_column_double(st, 8), e = em.peak_method / meas - 1;
-        printf("| %lld | %d | %s | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", (long long)cid, n,
-               (const char *)sqlite3_column_text(st, 4), mib(meas), mib(em.peak_method), 100 * e,
-               mib(em.weights_mapped), mib(em.weights_f32), mib(em.kv_all_layers), mib(em.stats), mib(em.method),
-               mib(em.runtime));
+        printf("| %lld | %d | %s | %s | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | %.1f (%.1f) | %.1f |\n",
+               (long long)cid, n, mode, (const char *)sqlite3_column_text(st, 4), mib(meas), mib(em.peak_method),
+               100 * e, mib(em.weights_mapped), streamed ? 0.0 : mib(em.kv_held), streamed ? 0.0 : mib(em.stats),
+               mib(em.method), mib(em.methods_all), mib(em.runtime));
         sum_abs += fabs(e), worst = fabs(e) > worst ? fabs(e) : worst, rows++;
     }
     if (!rows) {

@@ -26,32 +26,49 @@ void sim_other_bytes(const sim_shape *s, int ctx, double weight_bytes, int act_b
     if (needs && needs->window > 0) o->stats += 4 * H * (double)(needs->window < ctx ? needs->window : ctx) * ctx;
 }
 
-/* The engine as of model/prefill.c and model/engine.h (commit 0c9b89d): the GGUF file is
- * mapped and every page read; the first prefill dequantizes every matrix to f32 once
- * (a random model's f32 weights are used in place); the prefill keeps every layer's f32
- * K/V and, when asked, every layer's statistics until the case ends; its work buffer
- * holds the residual stream of all n tokens plus one chunk's projections and MLP, or a
- * block of 256 tokens' logits, and is freed when the prefill ends. The methods store f32
- * rows on the CPU whatever elem_bytes says. */
+/* The engine as of model/prefill.c, model/ops.c and harness/run_model.c (issue 16's
+ * streaming prefill): the GGUF file is mapped and every page read (a random model's
+ * weights are held once, in their type); the prefill's GEMMs dequantize one tile of at
+ * most 512 rows at a time (no f32 copy of the weights); its work buffer holds the residual
+ * stream of all n tokens plus one chunk's projections and MLP, or a block of 256 tokens'
+ * logits, and is freed when the prefill ends.
+ *  - kept whole (fidelity metrics, --repeat): every layer's f32 K/V and statistics stay
+ *    until the case ends; each method ingests them in turn and is freed after its result.
+ *  - streamed: each layer is handed to every method as it is computed and freed (all
+ *    layers are held when a method needs the surprisal); every method's store is built
+ *    during the prefill and stays until the case ends, so each result's peak holds them all. */
 #define ENGINE_RUNTIME_BYTES (24.0 * 1048576)
-void sim_engine_memory(const kv_model_config *c, double file_bytes, int is_random, int n, const kv_needs *needs,
-                       double method_bytes, sim_engine_mem *o) {
+void sim_engine_memory(const kv_model_config *c, double weight_bytes, int n, const kv_needs *needs,
+                       double method_bytes, int streamed, double methods_all, double late, int any_late,
+                       sim_engine_mem *o) {
     double E = c->n_embd, F = c->n_ff, V = c->n_vocab, L = c->n_layer, H = c->n_head, d = c->head_dim;
     double qd = H * d, kvd = (double)c->n_head_kv * d, C = n < 512 ? n : 512, CL = n < 256 ? n : 256;
     double mats = L * (2 * E * qd + 2 * E * kvd + 3 * E * F) + V * E;   /* the 7 per layer + output */
     memset(o, 0, sizeof *o);
     o->runtime = ENGINE_RUNTIME_BYTES;
-    o->weights_mapped = is_random ? 4 * (c->n_params > 0 ? (double)c->n_params : mats) : file_bytes;
-    o->weights_f32 = is_random ? 0 : 4 * mats;
-    o->kv_all_layers = 2 * L * kvd * n * 4;
-    if (needs && needs->col_mass) o->stats += 4 * L * H * n;
-    if (needs && needs->window > 0) o->stats += 4 * L * H * (needs->window < n ? needs->window : n) * (double)n;
+    (void)mats;
+    o->weights_mapped = weight_bytes;
+    o->tiles = 4.0 * 512 * (E > F ? E : F);   /* one tile: at most 512 rows of the widest input */
+    double layers_kv = streamed && !any_late ? 1 : L, layers_st = streamed ? 1 : L;
+    o->kv_held = 2 * layers_kv * kvd * n * 4;
+    if (needs && needs->col_mass) o->stats += 4 * layers_st * H * n;
+    if (needs && needs->window > 0) o->stats += 4 * layers_st * H * (needs->window < n ? needs->window : n) * (double)n;
     double gw = F > qd ? F : qd, layers_fl = n * E + C * (E + qd + 2 * kvd + gw + F), logits_fl = n * E + CL * (E + V);
     o->act_prefill = 4 * ((layers_fl > logits_fl ? layers_fl : logits_fl) + (double)n * d);
     o->method = method_bytes;
-    double base = o->runtime + o->weights_mapped + o->weights_f32 + o->kv_all_layers + o->stats;
-    o->peak_prefill = base + o->act_prefill;
-    o->peak_method = base + o->method;
+    double base = o->runtime + o->weights_mapped;
+    if (!streamed) {
+        o->peak_prefill = base + o->kv_held + o->stats + o->tiles + o->act_prefill;
+        o->peak_method = base + o->kv_held + o->stats + o->method;
+        return;
+    }
+    /* during the layers: the early methods' stores grow beside one layer (or all, held for
+     * the late ones) and the work buffer; after them the late methods ingest the held layers */
+    o->methods_all = methods_all;
+    double during = o->kv_held + o->stats + o->tiles + o->act_prefill + (methods_all - late);
+    double after = o->kv_held + methods_all;
+    o->peak_prefill = base + (during > after ? during : after);
+    o->peak_method = base + methods_all;
 }
 
 /* The H200 SXM's data-sheet figures (NVIDIA): HBM3e 4.8 TB/s; PCIe Gen5 x16 64 GB/s per

@@ -84,5 +84,14 @@ int sim_shape_open(const char *spec, sim_shape *s, char *err, size_t errlen) {
     double per_layer = E * qd * 2 + E * kvd * 2 + 3 * E * c->n_ff + 2 * E + (c->has_qkv_bias ? qd + 2 * kvd : 0);
     s->n_params = (double)c->n_vocab * E * (s->tied ? 1 : 2) + c->n_layer * per_layer + E;
     s->is_random = 1;
+    /* what model_load_random holds: matrices in the spec's type ("random:NAME[:SEED][:TYPE]",
+     * default Q4_0 above 1e9 parameters, else F32), norms and biases in f32 */
+    const char *t = strrchr(spec + 7, ':');
+    double per = s->n_params > 1e9 ? 18.0 / 32 : 4;
+    if (t && !strcmp(t, ":f32")) per = 4;
+    else if (t && !strcmp(t, ":q8_0")) per = 34.0 / 32;
+    else if (t && !strcmp(t, ":q4_0")) per = 18.0 / 32;
+    double vec = c->n_layer * (2 * E + (c->has_qkv_bias ? qd + 2 * kvd : 0)) + E;
+    s->random_weight_bytes = per * (s->n_params - vec) + 4 * vec;
     return 0;
 }
