@@ -51,9 +51,10 @@ static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c
 }
 
 /* The stores of the case's finished methods, summed: all, and those that ingest only
- * after the last layer (late); *any_late: one such method is in the case. */
-static void case_stores(sqlite3 *s, int64_t case_id, double *all, double *late, int *any_late) {
-    *all = *late = 0, *any_late = 0;
+ * after the last layer (late); *any_late: one such method is in the case; *most: the
+ * largest one. */
+static void case_stores(sqlite3 *s, int64_t case_id, double *all, double *late, int *any_late, double *most) {
+    *all = *late = *most = 0, *any_late = 0;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s, "SELECT method, fast_decode_peak + slow_peak FROM results WHERE case_id = ? AND status = 'ok'",
                            -1, &st, NULL))
@@ -63,6 +64,7 @@ static void case_stores(sqlite3 *s, int64_t case_id, double *all, double *late, 
         const kv_method *m = kv_method_find((const char *)sqlite3_column_text(st, 0));
         double b = sqlite3_column_double(st, 1);
         *all += b;
+        if (b > *most) *most = b;
         if (m && m->needs_surprisal) *late += b, *any_late = 1;
     }
     sqlite3_finalize(st);
@@ -89,7 +91,7 @@ int sim_check_run(const char *db_path, char *err, size_t errlen) {
     printf("| case | n | prefill | method | measured RSS MiB | model MiB | error | weights | K/V held | stats | method"
            " (all methods) | runtime |\n|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int64_t last_case = -1;
-    double sum_abs = 0, worst = 0;
+    double sum_abs = 0, worst = 0, done_before = 0;   /* streamed: stores of the case's results freed so far */
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t cid = sqlite3_column_int64(st, 0);
         int n = sqlite3_column_int(st, 1);
@@ -101,17 +103,26 @@ int sim_check_run(const char *db_path, char *err, size_t errlen) {
         kv_needs nd = case_needs(s, cid, &sh.cfg, n);
         const char *cfg = (const char *)sqlite3_column_text(st, 3);
         int streamed = cfg && strstr(cfg, "\"prefill\":\"streamed\"");
-        double method = sqlite3_column_double(st, 6) + sqlite3_column_double(st, 7), all, late;
+        double method = sqlite3_column_double(st, 6) + sqlite3_column_double(st, 7), all, late, most;
         int any_late;
-        case_stores(s, cid, &all, &late, &any_late);
+        case_stores(s, cid, &all, &late, &any_late, &most);
+        if (cid != last_case) done_before = 0;
+        /* streamed: each result frees its method's store when it ends, so result i's peak
+         * holds the stores of results i, i+1, ... (in result order) */
         sim_engine_mem em;
         sim_engine_memory(&sh.cfg, sh.is_random ? sh.random_weight_bytes : sh.file_weight_bytes, n, &nd, method,
-                          streamed, all, late, any_late, &em);
+                          streamed, all - done_before, late, any_late, &em);
+        done_before += method;
         const char *mode = streamed ? "streamed" : "kept";
         if (cid != last_case && sqlite3_column_type(st, 2) != SQLITE_NULL) {
-            double meas = sqlite3_column_double(st, 2), e = em.peak_prefill / meas - 1;
-            printf("| %lld | %d | %s | (prefill) | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | act %.1f (%.1f) | %.1f |\n",
-                   (long long)cid, n, mode, mib(meas), mib(em.peak_prefill), 100 * e, mib(em.weights_mapped),
+            /* cases.rss_peak: the whole case, its prefill and every result after it */
+            sim_engine_mem big;
+            sim_engine_memory(&sh.cfg, sh.is_random ? sh.random_weight_bytes : sh.file_weight_bytes, n, &nd, most,
+                              streamed, all, late, any_late, &big);
+            double model = em.peak_prefill > big.peak_method ? em.peak_prefill : big.peak_method;
+            double meas = sqlite3_column_double(st, 2), e = model / meas - 1;
+            printf("| %lld | %d | %s | (case) | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | act %.1f (%.1f) | %.1f |\n",
+                   (long long)cid, n, mode, mib(meas), mib(model), 100 * e, mib(em.weights_mapped),
                    mib(em.kv_held), mib(em.stats), mib(em.act_prefill + em.tiles), mib(em.methods_all), mib(em.runtime));
             sum_abs += fabs(e), worst = fabs(e) > worst ? fabs(e) : worst, rows++;
         }

@@ -58,9 +58,9 @@ static void test_model(const char *spec, int n, int chunk, int col_mass, int win
     /* plain generation (streams into its cache) against a cache filled from the whole prefill:
      * FullKV through the method interface, which ingests the same K/V */
     int32_t a[6], b[6];
-    int na = model_generate_plain(m, ids, n, 6, a, err, sizeof err);
+    int na = model_generate_plain(m, ids, n, 6, a, NULL, err, sizeof err);
     extern const kv_method kv_fullkv;
-    kv_setup s = {.budget_frac = 1.0, .elem_bytes = 4};
+    kv_setup s = {.budget_frac = 1.0};
     int nb = model_generate_method(m, &kv_fullkv, &s, ids, n, 6, b, NULL, NULL, NULL, err, sizeof err);
     CHECK(na == 6 && nb == 6 && !memcmp(a, b, sizeof a), "%s: plain and FullKV generations differ (%d, %d ids)", spec, na, nb);
     free(ids);
