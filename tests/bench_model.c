@@ -1,12 +1,14 @@
 /* Engine speed and memory on the real model, 2 threads: prefill tok/s and FullKV decode
  * tok/s at 512, 2048 and 8192 tokens of context (at 8192 the prompt is shortened so the
- * decoded tokens fit the model's context), decode both with 8-bit activations (the
- * default) and with f32 activations (model_set_f32_activations), and the process's
- * peak resident memory (VmHWM) after each depth.
+ * decoded tokens fit the model's context), decode with 8-bit activations (--activations
+ * q8), with f32 activations (kvbench's default) and with 8-bit activations over f16 K/V
+ * rows (llama.cpp's defaults), and the process's peak resident memory (VmHWM) after
+ * each depth.
  *
  * usage: bench_model [--csv] [--steps N]
  *   env KVBENCH_BENCH_DEPTHS="512 2048 8192" (the depths), KVBENCH_THREADS (default 2 here) */
 #include "../kernels/core.h"
+#include "../kernels/kvtype.h"
 #include "../model/model.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +33,10 @@ static long status_kb(const char *key) {
 }
 
 /* One prefill of n tokens and `steps` FullKV decode steps; 0 or -1. */
-static int run_once(kv_model *m, const int32_t *ids, int n, int steps, kv_gen_stats *st) {
+static int run_once(kv_model *m, const int32_t *ids, int n, int steps, int kv_type, kv_gen_stats *st) {
     char err[512];
     int32_t *out = malloc((size_t)steps * sizeof *out);
-    kv_setup s = {.budget_frac = 1.0};
+    kv_setup s = {.budget_frac = 1.0, .kv_type = kv_type};
     int got = out ? model_generate_method(m, &kv_fullkv, &s, ids, n, steps, out, NULL, NULL, st, err, sizeof err)
                   : -1;
     free(out);
@@ -51,7 +53,8 @@ int main(int argc, char **argv) {
             printf("usage: bench_model [--csv] [--steps N]\n"
                    "Prefill and FullKV decode tok/s on the default model at each depth of\n"
                    "$KVBENCH_BENCH_DEPTHS (default \"512 2048 8192\"), 2 threads unless\n"
-                   "$KVBENCH_THREADS; decode with 8-bit (default) and f32 activations; peak RSS.\n");
+                   "$KVBENCH_THREADS; decode with 8-bit and f32 (default) activations, and 8-bit over\n"
+                   "f16 K/V (llama.cpp's defaults); peak RSS.\n");
             return 0;
         } else {
             fprintf(stderr, "bench_model: unknown argument '%s' (see --help)\n", argv[i]);
@@ -88,29 +91,32 @@ int main(int argc, char **argv) {
     const kv_model_config *c = model_config(m);
     int32_t piece[256];
     int np = tok_encode(model_tokenizer(m), TEXT, strlen(TEXT), 0, piece, 256);
-    if (csv) printf("depth,prompt,prefill_tok_s,decode_tok_s,decode_f32_tok_s,steps,vmhwm_mb\n");
+    if (csv) printf("depth,prompt,prefill_tok_s,decode_tok_s,decode_f32_tok_s,decode_f16kv_tok_s,steps,vmhwm_mb\n");
     else {
         printf("model %s, %d threads; FullKV decode of %d tokens after each prefill; peak RSS = VmHWM so far\n",
                c->name, kb_threads(), steps);
-        printf("%6s %7s | %13s | %12s %16s | %11s\n", "depth", "prompt", "prefill tok/s", "decode tok/s",
-               "decode f32 tok/s", "peak RSS MB");
+        printf("decode: 8-bit activations (--activations q8), f32 activations (the default), and 8-bit\n"
+               "activations over f16 K/V rows (--kv-type f16: llama.cpp's defaults)\n");
+        printf("%6s %7s | %13s | %12s %16s %18s | %11s\n", "depth", "prompt", "prefill tok/s", "decode tok/s",
+               "decode f32 tok/s", "decode q8+f16 tok/s", "peak RSS MB");
     }
     for (int k = 0; k < nd; k++) {
         int n = depths[k] < c->n_ctx_train - steps ? depths[k] : c->n_ctx_train - steps;
         int32_t *ids = malloc((size_t)n * sizeof *ids);
         for (int i = 0; i < n; i++) ids[i] = piece[i % np];
-        kv_gen_stats q8, f32;
+        kv_gen_stats q8, f32, h16;
         model_set_f32_activations(m, 1);
-        int bad = run_once(m, ids, n, steps, &f32);
+        int bad = run_once(m, ids, n, steps, KB_F32, &f32);
         model_set_f32_activations(m, 0);
-        bad = bad || run_once(m, ids, n, steps, &q8);
+        bad = bad || run_once(m, ids, n, steps, KB_F32, &q8) || run_once(m, ids, n, steps, KB_F16, &h16);
         free(ids);
         if (bad) return 1;
         /* stop tokens could end decoding early: n_steps is what was timed */
-        double pf = n / q8.prefill_s, dq = q8.n_steps / q8.decode_s, df = f32.n_steps / f32.decode_s;
+        double pf = n / q8.prefill_s, dq = q8.n_steps / q8.decode_s, df = f32.n_steps / f32.decode_s,
+               dh = h16.n_steps / h16.decode_s;
         double hwm = status_kb("VmHWM:") / 1024.0;
-        if (csv) printf("%d,%d,%.2f,%.2f,%.2f,%d,%.1f\n", depths[k], n, pf, dq, df, q8.n_steps, hwm);
-        else printf("%6d %7d | %13.1f | %12.1f %16.1f | %11.1f\n", depths[k], n, pf, dq, df, hwm);
+        if (csv) printf("%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%.1f\n", depths[k], n, pf, dq, df, dh, q8.n_steps, hwm);
+        else printf("%6d %7d | %13.1f | %12.1f %16.1f %18.1f | %11.1f\n", depths[k], n, pf, dq, df, dh, hwm);
         fflush(stdout);
     }
     model_free(m);

@@ -55,8 +55,8 @@ if [ ! -r "$MODEL" ]; then
 fi
 [ -x "$ROOT/$BUILD/tests/bench_model" ] || { echo "bench_llamacpp: build $BUILD/tests/bench_model first (make bench-llamacpp does)" >&2; exit 2; }
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp=$DIR/last-run   # the raw CSVs of the latest run stay here (llama-bench at 8K takes minutes)
+rm -rf "$tmp" && mkdir -p "$tmp"
 d_list=$(echo "$DEPTHS" | tr ' ' ',')
 # llama-bench: -p 512 prefill of 512 tokens after d tokens of context, -n 128 decoded tokens
 # after d; we use -p equal to the depth with -d 0 for prefill (as bench_model's prefill of
@@ -89,26 +89,29 @@ tg = {fa: llama(f"{tmp}/tg{fa}.csv", "n_depth") for fa in FA}
 kv = {}
 with open(f"{tmp}/kv.csv") as f:
     for r in csv.DictReader(f):
-        kv[int(r["depth"])] = (float(r["prefill_tok_s"]), float(r["decode_tok_s"]), float(r["decode_f32_tok_s"]))
+        kv[int(r["depth"])] = (float(r["prefill_tok_s"]), float(r["decode_tok_s"]), float(r["decode_f32_tok_s"]),
+                              float(r["decode_f16kv_tok_s"]))
 print(f"model {os.path.basename(model)}, {threads} threads; tok/s (llama-bench: mean of its reps; kvbench: "
       "one bench_model run, 32 new tokens; at 8192 its prompt is 8160 tokens); pp = prefill of the whole depth, "
       "tg = decode after it with 8-bit activations (--activations q8, as llama.cpp), tg f32 = with f32 activations "
-      "(kvbench's default); ratio = kvbench / llama.cpp")
+      "(kvbench's default), q8+f16 = 8-bit activations over f16 K/V (--kv-type f16, llama.cpp's own "
+      "defaults); ratio = kvbench / llama.cpp")
 hdr = f"{'depth':>6} | {'kvbench pp':>10} {'llama fa0':>9} {'llama def':>9} {'ratio fa0':>9} {'ratio def':>9} | " \
       f"{'kvbench tg':>10} {'llama fa0':>9} {'llama def':>9} {'ratio fa0':>9} {'ratio def':>9} | " \
-      f"{'tg f32':>7} {'ratio fa0':>9}"
+      f"{'tg f32':>7} {'ratio fa0':>9} | {'q8+f16':>7} {'ratio fa0':>9} {'ratio def':>9}"
 print(hdr)
 print("-" * len(hdr))
 def ratio(a, b):
     return f"{a / b:9.2f}" if b else f"{'-':>9}"
 for d in depths:
-    kp, kt, kf = kv.get(d, (float("nan"),) * 3)
+    kp, kt, kf, kh = kv.get(d, (float("nan"),) * 4)
     # bench_model's deepest prompt is shortened to fit the model's context: match by nearest
     if d not in kv and kv:
         near = min(kv, key=lambda k: abs(k - d))
-        kp, kt, kf = kv[near]
+        kp, kt, kf, kh = kv[near]
     lp = [pp[fa].get(d, 0.0) for fa in FA]
     lt = [tg[fa].get(d, 0.0) for fa in FA]
     print(f"{d:6d} | {kp:10.1f} {lp[0]:9.1f} {lp[1]:9.1f} {ratio(kp, lp[0])} {ratio(kp, lp[1])} | "
-          f"{kt:10.1f} {lt[0]:9.1f} {lt[1]:9.1f} {ratio(kt, lt[0])} {ratio(kt, lt[1])} | {kf:7.1f} {ratio(kf, lt[0])}")
+          f"{kt:10.1f} {lt[0]:9.1f} {lt[1]:9.1f} {ratio(kt, lt[0])} {ratio(kt, lt[1])} | {kf:7.1f} {ratio(kf, lt[0])} | "
+          f"{kh:7.1f} {ratio(kh, lt[0])} {ratio(kh, lt[1])}")
 PY
