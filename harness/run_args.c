@@ -1,4 +1,5 @@
 #include "run_args.h"
+#include "../model/model.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -107,7 +108,7 @@ int run_parse_kv_type(const char *flag, const char *s, int *out) {
 }
 
 int run_parse_activations(const char *flag, const char *s, int *q8) {
-    if (!strcmp(s, "f32") || !strcmp(s, "q8")) return *q8 = s[0] == 'q', 0;
+    if (!model_activations_parse(s, q8)) return 0;
     return run_fail("%s '%s': expected f32 or q8", flag, s);
 }
 

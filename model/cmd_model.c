@@ -189,11 +189,10 @@ int cmd_generate(int argc, char **argv) {
                     return 2;
                 }
             } else if (!strcmp(a, "--activations")) {
-                if (strcmp(v, "f32") && strcmp(v, "q8")) {
+                if (model_activations_parse(v, &q8)) {
                     fprintf(stderr, "kvbench generate: --activations '%s': expected f32 or q8\n", v);
                     return 2;
                 }
-                q8 = v[0] == 'q';
             } else if (!strcmp(a, "--max-tokens")) {
                 if (parse_int(a, v, 1, 1 << 20, &max_tokens)) return 2;
             } else if (!strcmp(a, "--threads")) {

@@ -348,3 +348,9 @@ int model_sent_end(const kv_model *m, int id) {
 }
 void model_set_prefill_chunk(kv_model *m, int chunk) { m->prefill_chunk = chunk > 0 ? chunk : 512; }
 void model_set_f32_activations(kv_model *m, int on) { m->q8_activations = !on; }
+
+int model_activations_parse(const char *s, int *q8) {
+    if (strcmp(s, "f32") && strcmp(s, "q8")) return -1;
+    *q8 = s[0] == 'q';
+    return 0;
+}

@@ -103,5 +103,7 @@ void model_set_prefill_chunk(kv_model *m, int chunk);
  * block of 32 and uses int8 dot products for Q4_0/Q4_1/Q8_0 weights, as llama.cpp does:
  * faster, logits move by about 1e-2 relative (kvbench run/generate --activations q8). */
 void model_set_f32_activations(kv_model *m, int on);
+/* "f32" -> 0, "q8" -> 1 into *q8 (the --activations flag); 0, or -1 for anything else. */
+int model_activations_parse(const char *s, int *q8);
 
 #endif
