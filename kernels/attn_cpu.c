@@ -19,13 +19,16 @@
  *   The tiling depends only on the shapes, never on the number of threads.
  *
  * Decode
- *   Entries are processed in fixed blocks of DEC_BLOCK. Per block: logits for the g
- *   heads (each K row read once, g dot products), block max and exp-sum, and an
- *   unnormalised partial output (each V row read once). Blocks run in parallel when
- *   there are several; they are combined in block order with the usual max-rescaling
- *   (flash-decoding), so the result is the same for any thread count. 16-bit rows
- *   (kv_type f16/bf16) are converted to f32 one row at a time as they are read; the
- *   arithmetic is the f32 path's.
+ *   Softmax blocks are DEC_BLOCK entries; each block gets its max, exp-sum and an
+ *   unnormalised partial output, and the blocks are combined in block order with the
+ *   usual max-rescaling (flash-decoding). The block size fixes the rounding, so results
+ *   do not depend on the thread count. Several kv groups (a layer's kv heads) are
+ *   decoded together in three parallel phases, so two threads have work even for one
+ *   short block: logits in chunks of entries (each K row read once for the g heads),
+ *   block max and exp per (block, head), and values per (block, column chunk) (each V
+ *   element read once). Every output element gets the same operations in the same
+ *   order as a single pass over the block would give it. 16-bit rows (kv_type
+ *   f16/bf16) are converted to f32 as they are read; the arithmetic is the f32 path's.
  */
 #include "cpu.h"
 #include "kvtype.h"
@@ -170,13 +173,29 @@ void kb_cpu_prefill(const kb_prefill_args *a) {
 
 /* ---------------------------------------------------------------- decode */
 
-enum { DEC_BLOCK = 2048 };
+enum {
+    DEC_BLOCK = 2048,              /* entries per softmax block: fixes the rounding */
+    LOGIT_CHUNK = 256,             /* entries per logit task at least (any split gives the same bits) */
+    COL_CHUNK = 32,                /* output columns per pass of the value loop */
+    PREFETCH = 8,                  /* entries ahead */
+};
 
 typedef struct {
     const kb_decode_args *a;
+    int nblocks;                   /* softmax blocks */
+    int chunk;                     /* entries per logit task */
+    int ncols, cols;               /* value tasks per block, and the columns each takes */
     float *logit;                  /* [g][n]: logits, then exp(logit - block max) */
     float *part;                   /* [block][g][d] unnormalised outputs */
     float *bmax, *bsum;            /* [block][g] */
+    float *scratch;                /* part, bmax, bsum in one allocation */
+    int own_logit;
+} decode_group;
+
+typedef struct {
+    decode_group *grp;
+    int n;
+    int *first;                    /* [n + 1]: the group's first task in the current phase */
 } decode_job;
 
 /* Entry i's row as floats: the row itself for f32, else converted into buf (one row at a
@@ -184,90 +203,196 @@ typedef struct {
 static inline const float *entry_row(const kb_decode_args *a, const void *base, int i, float *buf) {
     size_t r = (size_t)(a->idx ? a->idx[i] : i) * a->d;
     if (a->kv_type == KB_F32) return (const float *)base + r;
-    kb_kv_get(a->kv_type, buf, (const uint16_t *)base + r, a->d);
+    kb_kv_get_inline(a->kv_type, buf, (const uint16_t *)base + r, a->d);
     return buf;
 }
 
-static void decode_block(void *ctx, int b) {
-    const decode_job *job = ctx;
-    const kb_decode_args *a = job->a;
-    const int g = a->g, d = a->d, n = a->n;
-    const int i0 = b * DEC_BLOCK, i1 = i0 + DEC_BLOCK < n ? i0 + DEC_BLOCK : n, nb = i1 - i0;
-    const float scale = 1.0f / sqrtf((float)d);
-    float *buf = a->kv_type == KB_F32 ? NULL : kb_xmalloc((size_t)d * sizeof *buf, "decode row");
+/* The row's cache lines, on their way before the loop reaches them. */
+static inline void prefetch_row(const void *base, size_t row, int bytes) {
+    const char *p = (const char *)base + row * bytes;
+    for (int o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
+}
 
+/* Task t of the phase: its group, and t's index within the group. */
+static const decode_group *task_group(const decode_job *job, int *t) {
+    int k = 0;
+    while (*t >= job->first[k + 1]) k++;
+    *t -= job->first[k];
+    return &job->grp[k];
+}
+
+/* Phase 1: the logits of G->chunk entries, for each of the g heads (each K row read once). */
+static void decode_logits(void *ctx, int t) {
+    const decode_group *G = task_group(ctx, &t);
+    const kb_decode_args *a = G->a;
+    const int g = a->g, d = a->d, n = a->n, i0 = t * G->chunk, i1 = i0 + G->chunk < n ? i0 + G->chunk : n;
+    const int row_bytes = d * kb_kvtype_bytes(a->kv_type);
+    const float scale = 1.0f / sqrtf((float)d);
+    float buf[d];
     for (int i = i0; i < i1; i++) {
+        if (i + PREFETCH < i1) prefetch_row(a->K, a->idx ? a->idx[i + PREFETCH] : i + PREFETCH, row_bytes);
         const float *k = entry_row(a, a->K, i, buf);
         float bias = a->bias ? a->bias[i] : 0.0f;
-        for (int hh = 0; hh < g; hh++)
-            job->logit[(size_t)hh * n + i] = kb_dot(a->q + (size_t)hh * d, k, d) * scale + bias;
+        for (int hh = 0; hh < g; hh++) G->logit[(size_t)hh * n + i] = kb_dot(a->q + (size_t)hh * d, k, d) * scale + bias;
     }
-    float *acc = job->part + (size_t)b * g * d;
-    for (int hh = 0; hh < g; hh++) {
-        float *s = job->logit + (size_t)hh * n + i0;
-        float mx = kb_max(s, nb);
-        job->bmax[b * g + hh] = mx;
-        if (mx == -INFINITY) {             /* every entry biased to -inf: weight 0 */
-            memset(s, 0, (size_t)nb * sizeof *s);
-            job->bsum[b * g + hh] = 0.0f;
-        } else {
-            job->bsum[b * g + hh] = kb_exp_sum(s, nb, mx);
+}
+
+/* Phase 2: (block, head): the block max, and the logits turned into exp(logit - max). */
+static void decode_exp(void *ctx, int t) {
+    const decode_group *G = task_group(ctx, &t);
+    const kb_decode_args *a = G->a;
+    const int g = a->g, n = a->n, b = t / g, hh = t % g;
+    const int i0 = b * DEC_BLOCK, nb = (i0 + DEC_BLOCK < n ? i0 + DEC_BLOCK : n) - i0;
+    float *s = G->logit + (size_t)hh * n + i0;
+    float mx = kb_max(s, nb);
+    G->bmax[b * g + hh] = mx;
+    if (mx == -INFINITY) {             /* every entry biased to -inf: weight 0 */
+        memset(s, 0, (size_t)nb * sizeof *s);
+        G->bsum[b * g + hh] = 0.0f;
+    } else {
+        G->bsum[b * g + hh] = kb_exp_sum(s, nb, mx);
+    }
+}
+
+/* Columns [c0, c0 + w) of entry i's V row as floats (16-bit rows converted into buf). */
+static inline const float *value_cols(const kb_decode_args *a, int i, int c0, int w, float *buf) {
+    const size_t r = (size_t)(a->idx ? a->idx[i] : i) * a->d + c0;
+    if (a->kv_type == KB_F32) return (const float *)a->V + r;
+    kb_kv_get_inline(a->kv_type, buf, (const uint16_t *)a->V + r, w);
+    return buf;
+}
+
+/* Phase 3: (block, columns): the block's unnormalised outputs in the task's columns
+ * for the g heads, 32 columns at a time, summed over the entries in order (each element
+ * gets the same operations in the same order as a whole-row pass would give it). */
+static void value_chunk(const decode_group *G, int b, int c0);
+static void decode_values(void *ctx, int t) {
+    const decode_group *G = task_group(ctx, &t);
+    const int b = t / G->ncols, c_lo = t % G->ncols * G->cols, c_hi = c_lo + G->cols < G->a->d ? c_lo + G->cols : G->a->d;
+    for (int c0 = c_lo; c0 < c_hi; c0 += COL_CHUNK) value_chunk(G, b, c0);   /* later chunks find the rows in L2 */
+}
+
+static void value_chunk(const decode_group *G, int b, int c0) {
+    const kb_decode_args *a = G->a;
+    const int g = a->g, d = a->d, n = a->n;
+    const int w = c0 + COL_CHUNK < d ? COL_CHUNK : d - c0;
+    const int i0 = b * DEC_BLOCK, i1 = i0 + DEC_BLOCK < n ? i0 + DEC_BLOCK : n;
+    const int row_bytes = d * kb_kvtype_bytes(a->kv_type);
+    float *part = G->part + (size_t)b * g * d + c0, buf[COL_CHUNK];
+    if (w < COL_CHUNK) {   /* a short last chunk (d not a multiple of 32): plain axpy */
+        float acc[g][COL_CHUNK];
+        memset(acc, 0, sizeof acc);
+        for (int i = i0; i < i1; i++) {
+            const float *v = value_cols(a, i, c0, w, buf);
+            for (int hh = 0; hh < g; hh++) kb_axpy(acc[hh], G->logit[(size_t)hh * n + i], v, w);
         }
+        for (int hh = 0; hh < g; hh++) memcpy(part + (size_t)hh * d, acc[hh], (size_t)w * sizeof(float));
+        return;
     }
-    memset(acc, 0, (size_t)g * d * sizeof *acc);
-    for (int i = i0; i < i1; i++) {
-        const float *v = entry_row(a, a->V, i, buf);
-        for (int hh = 0; hh < g; hh++) kb_axpy(acc + (size_t)hh * d, job->logit[(size_t)hh * n + i], v, d);
+    /* two heads at a time in 8 registers: each element's sum is a chain of (mul, add)
+     * over the entries, as kb_axpy computes it, without a store and reload per entry */
+    for (int h0 = 0; h0 < g; h0 += 2) {
+        const int two = h0 + 1 < g;
+        const float *p0 = G->logit + (size_t)h0 * n, *p1 = two ? p0 + n : p0;
+        v8f s0 = v8_set1(0), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
+        for (int i = i0; i < i1; i++) {
+            if (h0 == 0 && i + PREFETCH < i1) prefetch_row(a->V, a->idx ? a->idx[i + PREFETCH] : i + PREFETCH, row_bytes);
+            const float *v = value_cols(a, i, c0, w, buf);
+            v8f x0 = v8_load(v), x1 = v8_load(v + 8), x2 = v8_load(v + 16), x3 = v8_load(v + 24);
+            v8f pa = v8_set1(p0[i]), pb = v8_set1(p1[i]);
+            s0 += pa * x0, s1 += pa * x1, s2 += pa * x2, s3 += pa * x3;
+            t0 += pb * x0, t1 += pb * x1, t2 += pb * x2, t3 += pb * x3;
+        }
+        float *o = part + (size_t)h0 * d;
+        v8_store(o, s0), v8_store(o + 8, s1), v8_store(o + 16, s2), v8_store(o + 24, s3);
+        if (two) v8_store(o + d, t0), v8_store(o + d + 8, t1), v8_store(o + d + 16, t2), v8_store(o + d + 24, t3);
     }
-    free(buf);
 }
 
 /* probs[hh][i] = exp(logit - block max) * (block factor / Z), per block. */
-static void decode_probs_block(void *ctx, int b) {
-    const decode_job *job = ctx;
-    const kb_decode_args *a = job->a;
-    const int g = a->g, n = a->n;
-    const int i0 = b * DEC_BLOCK, i1 = i0 + DEC_BLOCK < n ? i0 + DEC_BLOCK : n;
-    for (int hh = 0; hh < g; hh++)
-        kb_scale(a->probs + (size_t)hh * n + i0, i1 - i0, job->bsum[b * g + hh]);
+static void decode_probs(void *ctx, int t) {
+    const decode_group *G = task_group(ctx, &t);
+    const kb_decode_args *a = G->a;
+    const int g = a->g, n = a->n, i0 = t * DEC_BLOCK, i1 = i0 + DEC_BLOCK < n ? i0 + DEC_BLOCK : n;
+    for (int hh = 0; hh < g; hh++) kb_scale(a->probs + (size_t)hh * n + i0, i1 - i0, G->bsum[t * g + hh]);
 }
 
-void kb_cpu_decode(const kb_decode_args *a) {
-    const int g = a->g, d = a->d, n = a->n;
-    if (g <= 0 || d <= 0) return;
-    if (n <= 0) {
-        memset(a->out, 0, (size_t)g * d * sizeof *a->out);
-        return;
-    }
-    const int nblocks = (n + DEC_BLOCK - 1) / DEC_BLOCK;
-    decode_job job = {.a = a};
-    job.logit = a->probs ? a->probs : kb_xmalloc((size_t)g * n * sizeof(float), "decode logits");
-    float *scratch = kb_xmalloc((size_t)nblocks * g * (d + 2) * sizeof(float), "decode partials");
-    job.part = scratch;
-    job.bmax = scratch + (size_t)nblocks * g * d;
-    job.bsum = job.bmax + (size_t)nblocks * g;
-    kb_parallel_for(nblocks, decode_block, &job);
+/* One phase over every group: per_group(G) tasks each. */
+static void decode_phase(decode_job *job, int (*per_group)(const decode_group *), void (*fn)(void *, int)) {
+    job->first[0] = 0;
+    for (int k = 0; k < job->n; k++) job->first[k + 1] = job->first[k] + per_group(&job->grp[k]);
+    kb_parallel_for(job->first[job->n], fn, job);
+}
+static int n_logit_tasks(const decode_group *G) { return (G->a->n + G->chunk - 1) / G->chunk; }
+static int n_exp_tasks(const decode_group *G) { return G->nblocks * G->a->g; }
+static int n_value_tasks(const decode_group *G) { return G->nblocks * G->ncols; }
+static int n_prob_tasks(const decode_group *G) { return G->a->probs ? G->nblocks : 0; }
 
-    /* combine the blocks in order */
+/* The blocks of one group combined in block order with the usual max-rescaling
+ * (flash-decoding), so the result is the same for any thread count. */
+static void decode_combine(decode_group *G) {
+    const kb_decode_args *a = G->a;
+    const int g = a->g, d = a->d;
     for (int hh = 0; hh < g; hh++) {
         float mx = -INFINITY, z = 0.0f;
-        for (int b = 0; b < nblocks; b++) mx = job.bmax[b * g + hh] > mx ? job.bmax[b * g + hh] : mx;
+        for (int b = 0; b < G->nblocks; b++) mx = G->bmax[b * g + hh] > mx ? G->bmax[b * g + hh] : mx;
         float *o = a->out + (size_t)hh * d;
         memset(o, 0, (size_t)d * sizeof *o);
-        for (int b = 0; b < nblocks; b++) {
-            float f = job.bmax[b * g + hh] == -INFINITY ? 0.0f : expf(job.bmax[b * g + hh] - mx);
-            z += job.bsum[b * g + hh] * f;
-            kb_axpy(o, f, job.part + ((size_t)b * g + hh) * d, d);
-            job.bsum[b * g + hh] = f;          /* keep the block factor for probs */
+        for (int b = 0; b < G->nblocks; b++) {
+            float f = G->bmax[b * g + hh] == -INFINITY ? 0.0f : expf(G->bmax[b * g + hh] - mx);
+            z += G->bsum[b * g + hh] * f;
+            kb_axpy(o, f, G->part + ((size_t)b * g + hh) * d, d);
+            G->bsum[b * g + hh] = f;           /* keep the block factor for probs */
         }
         kb_scale(o, d, 1.0f / z);
-        for (int b = 0; b < nblocks; b++) job.bsum[b * g + hh] /= z;
+        for (int b = 0; b < G->nblocks; b++) G->bsum[b * g + hh] /= z;
     }
-    if (a->probs) {
-        if (nblocks > 1) kb_parallel_for(nblocks, decode_probs_block, &job);
-        else decode_probs_block(&job, 0);
-    } else {
-        free(job.logit);
-    }
-    free(scratch);
 }
+
+void kb_cpu_decode_many(const kb_decode_args *args, int n_args) {
+    decode_group *grp = kb_xmalloc((size_t)(n_args > 0 ? n_args : 1) * sizeof *grp, "decode groups");
+    int *first = kb_xmalloc((size_t)(n_args + 1) * sizeof *first, "decode tasks");
+    decode_job job = {grp, 0, first};
+    for (int k = 0; k < n_args; k++) {
+        const kb_decode_args *a = &args[k];
+        if (a->g <= 0 || a->d <= 0) continue;
+        if (a->n <= 0) {
+            memset(a->out, 0, (size_t)a->g * a->d * sizeof *a->out);
+            continue;
+        }
+        decode_group *G = &grp[job.n++];
+        G->a = a;
+        G->nblocks = (a->n + DEC_BLOCK - 1) / DEC_BLOCK;
+        G->own_logit = !a->probs;
+        G->logit = a->probs ? a->probs : kb_xmalloc((size_t)a->g * a->n * sizeof(float), "decode logits");
+        G->scratch = kb_xmalloc((size_t)G->nblocks * a->g * (a->d + 2) * sizeof(float), "decode partials");
+        G->part = G->scratch;
+        G->bmax = G->scratch + (size_t)G->nblocks * a->g * a->d;
+        G->bsum = G->bmax + (size_t)G->nblocks * a->g;
+    }
+    /* Task sizes (the bits do not depend on them): logit tasks about 4 a thread, at
+     * least LOGIT_CHUNK entries (long runs keep the prefetcher going); values by whole
+     * rows when there are blocks enough for the threads, else by 32 columns */
+    long rows = 0, blocks = 0;
+    for (int k = 0; k < job.n; k++) rows += grp[k].a->n, blocks += grp[k].nblocks;
+    int per = (int)(rows / (4L * kb_threads()) + 63) / 64 * 64;
+    for (int k = 0; k < job.n; k++) {
+        decode_group *G = &grp[k];
+        G->chunk = per > LOGIT_CHUNK ? per : LOGIT_CHUNK;
+        G->cols = blocks >= 2L * kb_threads() ? (G->a->d + COL_CHUNK - 1) / COL_CHUNK * COL_CHUNK : COL_CHUNK;
+        G->ncols = (G->a->d + G->cols - 1) / G->cols;
+    }
+    decode_phase(&job, n_logit_tasks, decode_logits);
+    decode_phase(&job, n_exp_tasks, decode_exp);
+    decode_phase(&job, n_value_tasks, decode_values);
+    for (int k = 0; k < job.n; k++) decode_combine(&grp[k]);
+    decode_phase(&job, n_prob_tasks, decode_probs);
+    for (int k = 0; k < job.n; k++) {
+        if (grp[k].own_logit) free(grp[k].logit);
+        free(grp[k].scratch);
+    }
+    free(first);
+    free(grp);
+}
+
+void kb_cpu_decode(const kb_decode_args *a) { kb_cpu_decode_many(a, 1); }

@@ -6,6 +6,9 @@
 
 void kb_cpu_prefill(const kb_prefill_args *a);
 void kb_cpu_decode(const kb_decode_args *a);
+/* n independent decodes (e.g. the kv heads of one layer) with the work of all of them
+ * shared between the threads; each result is bit-identical to kb_cpu_decode's. */
+void kb_cpu_decode_many(const kb_decode_args *a, int n);
 void kb_cpu_gather(float *dst, const float *src, const int32_t *idx, int n, int d);
 int kb_cpu_svd(const float *A, int rows, int cols, int rank, float *U, float *S, float *Vt);
 

@@ -22,13 +22,6 @@ static inline void bf16_put8(uint16_t *h, const float *src) {
     memcpy(h, &o, sizeof o);
 }
 
-static inline void bf16_get8(float *dst, const uint16_t *h) {
-    u16x8 v;
-    memcpy(&v, h, sizeof v);
-    u32x8 x = __builtin_convertvector(v, u32x8) << 16;
-    memcpy(dst, &x, sizeof x);
-}
-
 const char *kb_kvtype_name(int t) { return t >= 0 && t <= KB_BF16 ? names[t] : "?"; }
 
 int kb_kvtype_parse(const char *s, int *out) {
@@ -59,23 +52,7 @@ void kb_kv_put(int t, void *dst, const float *src, int n) {
     for (; i < n; i++) h[i] = kb_f32_to_f16(src[i]);
 }
 
-void kb_kv_get(int t, float *dst, const void *src, int n) {
-    if (t == KB_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
-    }
-    const uint16_t *h = src;
-    int i = 0;
-    if (t == KB_BF16) {
-        for (; i + 8 <= n; i += 8) bf16_get8(dst + i, h + i);
-        for (; i < n; i++) dst[i] = kb_bf16_to_f32(h[i]);
-        return;
-    }
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-#endif
-    for (; i < n; i++) dst[i] = kb_f16_to_f32(h[i]);
-}
+void kb_kv_get(int t, float *dst, const void *src, int n) { kb_kv_get_inline(t, dst, src, n); }
 
 void kb_kv_round_rows(int t, float *x, size_t n) {
     if (t == KB_F32) return;

@@ -60,6 +60,39 @@ static inline float kb_kv_round(int t, float x) {
 /* dst (n elements of type t) = src; src (n elements of type t) -> dst floats. */
 void kb_kv_put(int t, void *dst, const float *src, int n);
 void kb_kv_get(int t, float *dst, const void *src, int n);
+
+/* kb_kv_get inlined, for the attention loops that convert a row per entry: F16C for f16
+ * 8 at a time, the bf16 shift 8 lanes at a time (both exact, so any path gives the
+ * same floats). */
+#if defined(__F16C__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
+static inline void kb_kv_get_inline(int t, float *dst, const void *src, int n) {
+    const uint16_t *h = (const uint16_t *)src;
+    int i = 0;
+    if (t == KB_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    if (t == KB_BF16) {
+#if defined(__GNUC__) && !defined(__CUDACC__)
+        typedef uint16_t u16x8_ __attribute__((vector_size(16)));
+        typedef uint32_t u32x8_ __attribute__((vector_size(32)));
+        for (; i + 8 <= n; i += 8) {
+            u16x8_ v;
+            memcpy(&v, h + i, sizeof v);
+            u32x8_ x = __builtin_convertvector(v, u32x8_) << 16;
+            memcpy(dst + i, &x, sizeof x);
+        }
+#endif
+        for (; i < n; i++) dst[i] = kb_bf16_to_f32(h[i]);
+        return;
+    }
+#if defined(__F16C__) && !defined(__CUDACC__)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+    for (; i < n; i++) dst[i] = kb_f16_to_f32(h[i]);
+}
 /* x[i] = kb_kv_round(t, x[i]) for i < n. */
 void kb_kv_round_rows(int t, float *x, size_t n);
 /* Element i of row base (type t) as a float. */

@@ -178,7 +178,13 @@ const float *cs_attend_group(kv_cacheset *c, int layer, int j, const float *q, f
 
 void cs_attend(kv_cacheset *c, int layer, const float *q, float *out) {
     size_t gd = (size_t)c->g * c->d;
-    for (int j = 0; j < c->Hkv; j++) cs_attend_group(c, layer, j, q + j * gd, out + j * gd, 0);
+    kv_store *st[c->Hkv];
+    kb_decode_args a[c->Hkv];
+    for (int j = 0; j < c->Hkv; j++) {
+        st[j] = &cs_slot(c, layer, j)->kv;
+        a[j] = (kb_decode_args){.g = c->g, .d = c->d, .n = st[j]->n, .q = q + j * gd, .out = out + j * gd};
+    }
+    kvs_decode_many(st, a, c->Hkv);   /* the layer's kv heads share the threads */
 }
 
 void cs_memory(const kv_cacheset *c, kv_mem *out) {

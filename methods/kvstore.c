@@ -1,4 +1,5 @@
 #include "kvstore.h"
+#include "../kernels/cpu.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,24 @@ void kvs_decode(kv_store *s, kb_decode_args *a) {
     }
 #endif
     kb_get()->decode(a);
+}
+
+void kvs_decode_many(kv_store *const *s, kb_decode_args *a, int n) {
+    int host = kb_get() == kb_cpu();
+#ifdef KB_CUDA
+    for (int k = 0; k < n && host; k++) host = !device_copy(s[k]);
+#endif
+    if (!host) {   /* a device copy or another backend: one at a time, as kvs_decode */
+        for (int k = 0; k < n; k++) kvs_decode(s[k], &a[k]);
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        a[k].K = s[k]->K;
+        a[k].V = s[k]->V;
+        a[k].kv_type = s[k]->type;
+        a[k].idx = NULL;
+    }
+    kb_cpu_decode_many(a, n);
 }
 
 void kvs_decode_subset(kv_store *s, kb_decode_args *a) {

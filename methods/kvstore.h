@@ -43,6 +43,9 @@ size_t kvs_bytes(const kv_store *s);                      /* n rows of K and V, 
 /* Decode attention over all n rows (a->K, a->V, a->idx are set here): on the device
  * copy, a mirror of every row, when the CUDA backend is selected. */
 void kvs_decode(kv_store *s, kb_decode_args *a);
+/* kvs_decode for n stores at once (a layer's kv heads): on the CPU backend their work is
+ * shared between the threads (kb_cpu_decode_many); results are the same. */
+void kvs_decode_many(kv_store *const *s, kb_decode_args *a, int n);
 /* Decode attention over the rows a->idx lists (a->K, a->V are set here): on the device,
  * the copy holds only the listed rows (a working set; for a store that is a slow tier). */
 void kvs_decode_subset(kv_store *s, kb_decode_args *a);

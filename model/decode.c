@@ -83,8 +83,7 @@ int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void
         rmsnorm(h, x, w->ffn_norm, E, c->norm_eps);
         hq = quantize_for(m, h, E, w->gate.t->type, xq);
         matvec_job gu[2] = {{&w->gate, h, g, NULL, hq, 0}, {&w->up, h, u, NULL, hq, 0}};
-        matvec_many(gu, 2);
-        silu_mul(g, u, c->n_ff);
+        matvec_glu(gu);   /* g = silu(gate h) * (up h) */
         matvec_job down = {&w->down, g, x, NULL, quantize_for(m, g, c->n_ff, w->down.t->type, xq), 1};   /* x += W g */
         matvec_many(&down, 1);
     }

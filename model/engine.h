@@ -61,6 +61,9 @@ typedef struct {
     int add;
 } matvec_job;
 void matvec_many(const matvec_job *jobs, int n_jobs);
+/* gate_up[0].y = silu(gate x) * (up x), gate_up[1].y = up x: both mat-vecs and the SwiGLU
+ * in one parallel pass (the two weights have the same rows; neither job adds). */
+void matvec_glu(const matvec_job gate_up[2]);
 /* Y[n][rows] = X[n][cols] W^T + beta Y (cblas_sgemm on dequantized tiles of W's rows). */
 void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y);
 extern int gemm_test_no_scratch;   /* tests: 1 takes the out-of-memory path (a row at a time) */

@@ -42,6 +42,28 @@ void silu_mul(float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* Rows [r0, r1) of one job; each row's value does not depend on how rows are split. */
+static void matvec_rows(const matvec_job *jb, long r0, long r1) {
+    int type = jb->w->t->type;
+    const uint8_t *row = (const uint8_t *)jb->w->t->data + (size_t)r0 * jb->w->row_bytes;
+    float *y = jb->y, buf[64];
+    if (jb->xq && quant_q8_supported(type)) {   /* 64 rows at a time through buf */
+        for (long r = r0; r < r1; r += 64) {
+            int nr = (int)(r1 - r < 64 ? r1 - r : 64);
+            quant_matvec_q8(type, row + (size_t)(r - r0) * jb->w->row_bytes, jb->w->row_bytes, nr, jb->xq, jb->w->cols,
+                            buf);
+            for (int i = 0; i < nr; i++) {
+                float v = buf[i] + (jb->bias ? jb->bias[r + i] : 0.0f);
+                y[r + i] = jb->add ? y[r + i] + v : v;
+            }
+        }
+    } else
+        for (long r = r0; r < r1; r++, row += jb->w->row_bytes) {
+            float v = quant_dot(type, row, jb->x, jb->w->cols) + (jb->bias ? jb->bias[r] : 0.0f);
+            y[r] = jb->add ? y[r] + v : v;
+        }
+}
+
 /* The rows of all jobs form one range [0, total); task i takes an equal slice of it. */
 typedef struct {
     const matvec_job *jobs;
@@ -53,42 +75,45 @@ static void matvec_task(void *vctx, int task) {
     const matvec_ctx *c = vctx;
     long lo = c->total * task / c->n_tasks, hi = c->total * (task + 1) / c->n_tasks, base = 0;
     for (int j = 0; j < c->n_jobs && lo < hi; j++) {
-        const matvec_job *jb = &c->jobs[j];
-        long rows = jb->w->rows;
+        long rows = c->jobs[j].w->rows;
         if (lo < base + rows) {
             long r0 = lo - base, r1 = (hi < base + rows ? hi : base + rows) - base;
-            int type = jb->w->t->type;
-            const uint8_t *row = (const uint8_t *)jb->w->t->data + (size_t)r0 * jb->w->row_bytes;
-            float *y = jb->y, buf[64];
-            if (jb->xq && quant_q8_supported(type)) {   /* 64 rows at a time through buf */
-                for (long r = r0; r < r1; r += 64) {
-                    int nr = (int)(r1 - r < 64 ? r1 - r : 64);
-                    quant_matvec_q8(type, row + (size_t)(r - r0) * jb->w->row_bytes, jb->w->row_bytes, nr, jb->xq,
-                                    jb->w->cols, buf);
-                    for (int i = 0; i < nr; i++) {
-                        float v = buf[i] + (jb->bias ? jb->bias[r + i] : 0.0f);
-                        y[r + i] = jb->add ? y[r + i] + v : v;
-                    }
-                }
-            } else
-                for (long r = r0; r < r1; r++, row += jb->w->row_bytes) {
-                    float v = quant_dot(type, row, jb->x, jb->w->cols) + (jb->bias ? jb->bias[r] : 0.0f);
-                    y[r] = jb->add ? y[r] + v : v;
-                }
+            matvec_rows(&c->jobs[j], r0, r1);
             lo = base + r1;
         }
         base += rows;
     }
 }
 
+/* Tasks for `rows` rows in all: 4 per thread, at least 32 rows each. */
+static int matvec_tasks(long rows) {
+    long tasks = (long)kb_threads() * 4, by_rows = rows / 32;
+    return tasks < by_rows ? (int)tasks : by_rows > 1 ? (int)by_rows : 1;
+}
+
 void matvec_many(const matvec_job *jobs, int n_jobs) {
     matvec_ctx c = {jobs, n_jobs, 0, 0};
     for (int j = 0; j < n_jobs; j++) c.total += jobs[j].w->rows;
-    long tasks = (long)kb_threads() * 4, by_rows = c.total / 32;
-    c.n_tasks = (int)(tasks < by_rows ? tasks : by_rows);
-    if (c.n_tasks < 1) c.n_tasks = 1;
+    c.n_tasks = matvec_tasks(c.total);
     if (c.n_tasks == 1) matvec_task(&c, 0);
     else kb_parallel_for(c.n_tasks, matvec_task, &c);
+}
+
+/* gate and up over the same rows in one task, then silu(gate) * up on those rows: the
+ * SwiGLU runs on every thread instead of after the loop on one. */
+static void glu_task(void *vctx, int task) {
+    const matvec_ctx *c = vctx;
+    long lo = c->total * task / c->n_tasks, hi = c->total * (task + 1) / c->n_tasks;
+    matvec_rows(&c->jobs[0], lo, hi);
+    matvec_rows(&c->jobs[1], lo, hi);
+    silu_mul(c->jobs[0].y + lo, c->jobs[1].y + lo, (int)(hi - lo));
+}
+
+void matvec_glu(const matvec_job gate_up[2]) {
+    matvec_ctx c = {gate_up, 2, 0, gate_up[0].w->rows};
+    c.n_tasks = matvec_tasks(2 * c.total);
+    if (c.n_tasks == 1) glu_task(&c, 0);
+    else kb_parallel_for(c.n_tasks, glu_task, &c);
 }
 
 /* Y = X W^T + beta Y straight from the quantized rows: W is cut into tiles of rows at

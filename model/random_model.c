@@ -29,6 +29,7 @@ typedef struct {
  * layouts, tied and untied output, qwen2 biases, group sizes 3 and 4. */
 static const preset presets[] = {
     {"smollm2-135m", "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, GGML_F32},
+    {"llama3.2-1b", "llama", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 0, GGML_Q4_0},
     {"llama3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0, 0, GGML_Q4_0},
     {"mistral-7b", "llama", 32, 4096, 32, 8, 128, 14336, 32768, 32768, 1000000.0f, 1e-5f, 0, 0, GGML_Q4_0},
     {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 32768, 1000000.0f, 1e-6f, 0, 0, GGML_Q4_0},

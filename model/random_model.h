@@ -3,7 +3,7 @@
  *
  * The 2-D weights are generated directly in one type, held once, read by decode's
  * mat-vecs and dequantized tile by tile by prefill like a GGUF's: Q4_0 by default for the
- * 7-8B presets (llama3-8b: 4.5 GB, 0.5625 bytes per weight), F32 for smollm2-135m and the
+ * 1-8B presets (llama3-8b: 4.5 GB, 0.5625 bytes per weight), F32 for smollm2-135m and the
  * test shapes; "random:NAME:q8_0" (or f32, q4_0) picks another. Values: projections
  * uniform with standard deviation 1/sqrt(fan-in), drawn in f32 and then quantized with
  * ggml's reference rounding, norms near 1 (f32), qwen2 biases small; every row from its
@@ -27,7 +27,8 @@ kv_model *model_load_random_typed(const char *name, uint64_t seed, int wtype, ch
  * preset's), as model_load receives it. */
 kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen);
 
-/* The preset names, NULL-terminated: smollm2-135m, llama3-8b, mistral-7b, qwen2.5-7b.
+/* The preset names, NULL-terminated: smollm2-135m, llama3.2-1b, llama3-8b, mistral-7b,
+ * qwen2.5-7b.
  * Two test-only shapes load too but are not listed: tiny-llama, tiny-qwen2. */
 const char *const *random_model_presets(void);
 

@@ -5,9 +5,12 @@
  * runs the same loops. The largest error per backend and quantity is printed at the end
  * ("maxerr BACKEND OP VALUE BOUND" lines, tabulated by tests/gpu/check.sh). */
 #include "../kernels/core.h"
+#include "../kernels/cpu.h"
+#include "../kernels/kvtype.h"
 #include "check.h"
 
 #include <stdatomic.h>
+#include <time.h>
 
 #define TOL 1e-5
 
@@ -611,6 +614,85 @@ static void test_threads(void) {
     }
 }
 
+/* Loops with gaps longer and shorter than the pool's spin: workers that went to sleep
+ * must be woken, spinning ones must see the next loop, and no index may be lost or run
+ * twice on either path (the hand-off is lock-free while spinning). */
+static void test_thread_handoff(void) {
+    for (int threads = 2; threads <= 3; threads++) {
+        kb_set_threads(threads);
+        atomic_int hits[64];
+        int bad = 0;
+        for (int loop = 0; loop < 3000; loop++) {
+            int n = 1 + (loop * 7) % 64;
+            for (int i = 0; i < 64; i++) atomic_init(&hits[i], 0);
+            pf_ctx c = {hits, 0};
+            kb_parallel_for(n, count_hit, &c);
+            for (int i = 0; i < 64; i++) bad += atomic_load(&hits[i]) != (i < n);
+            if (loop % 300 == 299) {   /* past the spin: everyone sleeps */
+                struct timespec ts = {0, 2000000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        CHECK(bad == 0, "hand-off with %d threads: %d indices ran other than once", threads, bad);
+    }
+    kb_set_threads(0);
+}
+
+/* kb_cpu_decode_many: groups of mixed shapes, types, index lists, biases and probs
+ * decoded together give, bit for bit, what each gives decoded alone on one thread, at
+ * any thread count (the task split changes with both). */
+static void test_decode_many(void) {
+    enum { NG = 6 };
+    const int gs[NG] = {3, 1, 4, 2, 3, 7}, ds[NG] = {64, 40, 128, 64, 96, 32}, ns[NG] = {513, 0, 2049, 4100, 1, 300};
+    const int types[NG] = {KB_F32, KB_F16, KB_BF16, KB_F16, KB_F32, KB_BF16};
+    kb_decode_args one[NG], many[NG];
+    void *store[NG][2];
+    float *q[NG], *bias[NG];
+    int32_t *idx[NG];
+    for (int k = 0; k < NG; k++) {
+        int g = gs[k], d = ds[k], n = ns[k], rows = n + 9;
+        float *tmp = fmalloc((size_t)rows * d);
+        for (int m = 0; m < 2; m++) {
+            test_fill(tmp, (size_t)rows * d, m ? 1.0f : 3.0f);
+            store[k][m] = malloc((size_t)rows * d * kb_kvtype_bytes(types[k]) + 1);
+            kb_kv_put(types[k], store[k][m], tmp, rows * d);
+        }
+        free(tmp);
+        q[k] = fmalloc((size_t)g * d);
+        test_fill(q[k], (size_t)g * d, 1.0f);
+        idx[k] = k % 2 ? malloc((size_t)(n + 1) * sizeof(int32_t)) : NULL;
+        for (int i = 0; idx[k] && i < n; i++) idx[k][i] = (int32_t)((i * 7 + 3) % rows);
+        bias[k] = k % 3 == 2 ? fmalloc((size_t)n + 1) : NULL;
+        for (int i = 0; bias[k] && i < n; i++) bias[k][i] = i % 11 ? (float)log(1 + i % 4) : -INFINITY;
+        one[k] = (kb_decode_args){g, d, n, q[k], store[k][0], store[k][1], idx[k], bias[k], fmalloc((size_t)g * d),
+                                  k % 2 ? NULL : fmalloc((size_t)g * n + 1), types[k]};
+        many[k] = one[k];
+        many[k].out = fmalloc((size_t)g * d);
+        many[k].probs = one[k].probs ? fmalloc((size_t)g * n + 1) : NULL;
+    }
+    kb_set_threads(1);
+    for (int k = 0; k < NG; k++) kb_cpu_decode(&one[k]);
+    for (int threads = 1; threads <= 3; threads++) {
+        kb_set_threads(threads);
+        for (int k = 0; k < NG; k++) {
+            test_poison(many[k].out, (size_t)gs[k] * ds[k]);
+            if (many[k].probs) test_poison(many[k].probs, (size_t)gs[k] * ns[k]);
+        }
+        kb_cpu_decode_many(many, NG);
+        for (int k = 0; k < NG; k++) {
+            int same = memcmp(one[k].out, many[k].out, sizeof(float) * gs[k] * ds[k]) == 0 &&
+                       (!one[k].probs || memcmp(one[k].probs, many[k].probs, sizeof(float) * gs[k] * ns[k]) == 0);
+            CHECK(same, "decode_many group %d (g=%d d=%d n=%d %s) differs from alone with %d threads", k, gs[k], ds[k],
+                  ns[k], kb_kvtype_name(types[k]), threads);
+        }
+    }
+    kb_set_threads(0);
+    for (int k = 0; k < NG; k++) {
+        free(store[k][0]); free(store[k][1]); free(q[k]); free(idx[k]); free(bias[k]);
+        free(one[k].out); free(one[k].probs); free(many[k].out); free(many[k].probs);
+    }
+}
+
 /* Same inputs, 1..3 threads: bit-identical prefill (out, col_mass, win_probs) and decode. */
 static void test_thread_determinism(void) {
     int H = 6, Hkv = 2, d = 32, T = 301;
@@ -657,7 +739,9 @@ int main(void) {
     test_seed();
     test_backends();
     test_threads();
+    test_thread_handoff();
     test_thread_determinism();
+    test_decode_many();
     const char *why = NULL;
     const kb_backend *backends[2] = {kb_cpu(), kb_cuda(&why)};
     if (!backends[1]) printf("cuda backend not tested: %s\n", why);

@@ -62,7 +62,19 @@ static void test_errors(void) {
     const char *const *names = random_model_presets();
     int n = 0;
     while (names[n]) n++;
-    CHECK(n == 4, "%d presets, expected 4", n);
+    CHECK(n == 5, "%d presets, expected 5", n);
+
+    /* Llama-3.2-1B's config.json, and Meta's published 1,235,814,400 parameters (tied
+     * embeddings), counted here from the shape */
+    kv_model_config c;
+    int tied = 0;
+    CHECK(random_model_shape("llama3.2-1b", &c, &tied) == 0, "no llama3.2-1b shape");
+    CHECK(c.n_layer == 16 && c.n_embd == 2048 && c.n_head == 32 && c.n_head_kv == 8 && c.head_dim == 64 &&
+              c.n_ff == 8192 && c.n_vocab == 128256 && c.rope_base == 500000.0f && tied,
+          "llama3.2-1b shape");
+    int64_t E = c.n_embd, per_layer = E * c.n_head * c.head_dim * 2 + E * c.n_head_kv * c.head_dim * 2 + 3 * E * c.n_ff + 2 * E;
+    CHECK(E * c.n_vocab + c.n_layer * per_layer + E == 1235814400LL, "llama3.2-1b: %lld parameters from its shape",
+          (long long)(E * c.n_vocab + c.n_layer * per_layer + E));
 }
 
 static void test_smollm2(void) {

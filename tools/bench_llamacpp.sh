@@ -61,13 +61,17 @@ d_list=$(echo "$DEPTHS" | tr ' ' ',')
 # llama-bench: -p 512 prefill of 512 tokens after d tokens of context, -n 128 decoded tokens
 # after d; we use -p equal to the depth with -d 0 for prefill (as bench_model's prefill of
 # the whole prompt), and -n 32 at -d depth for decode. Output: one CSV row per test.
+# kvbench runs between the two llama.cpp runs, so a drift in the machine's speed during the
+# session shows as a gap between the fa0 and default columns rather than as a ratio.
 for fa in 0 auto; do
     echo "bench_llamacpp: llama-bench -fa $fa (prefill, then decode at each depth; $REPS reps) ..." >&2
     "$BIN" -m "$MODEL" -t "$THREADS" -fa "$fa" -r "$REPS" -p "$d_list" -n 0 -o csv > "$tmp/pp$fa.csv"
     "$BIN" -m "$MODEL" -t "$THREADS" -fa "$fa" -r "$REPS" -p 0 -n 32 -d "$d_list" -o csv > "$tmp/tg$fa.csv"
+    if [ "$fa" = 0 ]; then
+        echo "bench_llamacpp: kvbench bench_model at the same depths ..." >&2
+        KVBENCH_THREADS="$THREADS" KVBENCH_BENCH_DEPTHS="$DEPTHS" "$ROOT/$BUILD/tests/bench_model" --csv > "$tmp/kv.csv"
+    fi
 done
-echo "bench_llamacpp: kvbench bench_model at the same depths ..." >&2
-KVBENCH_THREADS="$THREADS" KVBENCH_BENCH_DEPTHS="$DEPTHS" "$ROOT/$BUILD/tests/bench_model" --csv > "$tmp/kv.csv"
 echo "kvbench bench_model (CSV):"
 cat "$tmp/kv.csv"
 
