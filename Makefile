@@ -1,7 +1,8 @@
 # kvbench: `make` builds ./kvbench; `make test` runs every test; `make bench` the benchmarks.
 # make CUDA=1 adds the CUDA backend (nvcc, cuBLAS, cuSOLVER); the binary still runs
 # without a GPU. make SAN=1 builds with ASan/UBSan (float-cast-overflow included) into
-# build-san/ (binary build-san/kvbench; ./kvbench stays the release build).
+# build-san/ (binary build-san/kvbench; ./kvbench stays the release build). make valgrind
+# builds into build-vg/ for x86-64-v3 and runs the fast C tests under memcheck.
 # make fuzz [FUZZ_SECONDS=N] builds the libFuzzer targets of tests/fuzz/ with clang into
 # build-fuzz/ and runs each for N seconds. WERROR=0 keeps warnings as warnings (the GPU
 # check on an unknown toolchain; on by default and in CI).
@@ -22,6 +23,12 @@ ifeq ($(SAN),1)
 BUILD   := build-san
 CFLAGS  += $(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS += $(SANITIZE)
+endif
+# valgrind (make valgrind): its own build, for x86-64-v3 (AVX2/FMA/F16C), since valgrind
+# does not decode the AVX-512 that -march=native emits on newer CPUs.
+ifeq ($(VG),1)
+BUILD   := build-vg
+OPT     := -O2 -march=x86-64-v3
 endif
 # libFuzzer targets (clang): the library instrumented for coverage, ASan and UBSan.
 ifeq ($(FUZZ),1)
@@ -59,7 +66,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: print-cflags sekv-params haystack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind fuzz test-slurm
+.PHONY: print-cflags sekv-params haystack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -113,7 +120,9 @@ san-test:
 test-slurm: $(KVBENCH)
 	@bash tests/slurm/test_slurm.sh
 
-valgrind: $(KVBENCH) $(TEST_BIN)
+valgrind:
+	@$(MAKE) --no-print-directory VG=1 valgrind-run
+valgrind-run: $(KVBENCH) $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/valgrind.sh
 
 bench: $(KVBENCH) $(BENCH_BIN)
@@ -159,4 +168,4 @@ fuzz:
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_NAMES)
 
 clean:
-	rm -rf build build-san build-fuzz kvbench
+	rm -rf build build-san build-fuzz build-vg kvbench
