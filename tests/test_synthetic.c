@@ -285,7 +285,7 @@ static double full_score(const syn_workload *w, int drop_needles, int *hits, int
     float *out = malloc((size_t)L * per * sizeof *out);
     test_poison(out, (size_t)L * per);
     layer_buf b = {0};
-    float **V = malloc((size_t)L * sizeof *V);
+    float **V = calloc((size_t)L, sizeof *V);   /* calloc: gcc -O2 cannot see the loop fills it */
     double *p = malloc((size_t)w->n_total * sizeof *p);
     for (int l = 0; l < L; l++) {
         gen(&b, w, l);
