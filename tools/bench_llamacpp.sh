@@ -9,11 +9,12 @@
 #
 # Usage: tools/bench_llamacpp.sh [--build-only]
 #   env: KVBENCH_CACHE (default ~/.cache/kvbench), BUILD (kvbench build dir, default build),
-#        THREADS (default 2), DEPTHS (default "512 2048 8192"), REPS (llama-bench -r, default 3),
+#        THREADS (default 2), DEPTHS (default "512 2048 8192"), REPS (runs averaged on both sides:
+#        llama-bench -r and bench_model --reps, default 3),
 #        LLAMACPP_PY_VERSION (default 0.3.36), KVBENCH_MODEL (default: the cached SmolLM2 file).
 set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 if [ $# -gt 0 ] && [ "$1" != "--build-only" ]; then
@@ -69,15 +70,15 @@ for fa in 0 auto; do
     "$BIN" -m "$MODEL" -t "$THREADS" -fa "$fa" -r "$REPS" -p 0 -n 32 -d "$d_list" -o csv > "$tmp/tg$fa.csv"
     if [ "$fa" = 0 ]; then
         echo "bench_llamacpp: kvbench bench_model at the same depths ..." >&2
-        KVBENCH_THREADS="$THREADS" KVBENCH_BENCH_DEPTHS="$DEPTHS" "$ROOT/$BUILD/tests/bench_model" --csv > "$tmp/kv.csv"
+        KVBENCH_THREADS="$THREADS" KVBENCH_BENCH_DEPTHS="$DEPTHS" "$ROOT/$BUILD/tests/bench_model" --csv --reps "$REPS" > "$tmp/kv.csv"
     fi
 done
 echo "kvbench bench_model (CSV):"
 cat "$tmp/kv.csv"
 
-python3 - "$tmp" "$DEPTHS" "$THREADS" "$MODEL" <<'PY'
+python3 - "$tmp" "$DEPTHS" "$THREADS" "$MODEL" "$REPS" <<'PY'
 import csv, os, sys
-tmp, depths, threads, model = sys.argv[1], [int(d) for d in sys.argv[2].split()], sys.argv[3], sys.argv[4]
+tmp, depths, threads, model, reps = sys.argv[1], [int(d) for d in sys.argv[2].split()], sys.argv[3], sys.argv[4], sys.argv[5]
 
 def llama(path, key):
     """{depth: tok/s} from llama-bench CSV: prefill rows keyed by n_prompt, decode by n_depth."""
@@ -95,8 +96,8 @@ with open(f"{tmp}/kv.csv") as f:
     for r in csv.DictReader(f):
         kv[int(r["depth"])] = (float(r["prefill_tok_s"]), float(r["decode_tok_s"]), float(r["decode_f32_tok_s"]),
                               float(r["decode_f16kv_tok_s"]))
-print(f"model {os.path.basename(model)}, {threads} threads; tok/s (llama-bench: mean of its reps; kvbench: "
-      "one bench_model run, 32 new tokens; at 8192 its prompt is 8160 tokens); pp = prefill of the whole depth, "
+print(f"model {os.path.basename(model)}, {threads} threads; tok/s, the mean of {reps} runs each (llama-bench -r; "
+      "kvbench bench_model --reps), 32 new tokens; at 8192 kvbench's prompt is 8160 tokens; pp = prefill of the whole depth, "
       "tg = decode after it with 8-bit activations (--activations q8, as llama.cpp), tg f32 = with f32 activations "
       "(kvbench's default), q8+f16 = 8-bit activations over f16 K/V (--kv-type f16, llama.cpp's own "
       "defaults); ratio = kvbench / llama.cpp")
