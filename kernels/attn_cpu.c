@@ -189,7 +189,6 @@ typedef struct {
     float *part;                   /* [block][g][d] unnormalised outputs */
     float *bmax, *bsum;            /* [block][g] */
     float *scratch;                /* part, bmax, bsum in one allocation */
-    int own_logit;
 } decode_group;
 
 typedef struct {
@@ -363,7 +362,6 @@ void kb_cpu_decode_many(const kb_decode_args *args, int n_args) {
         decode_group *G = &grp[job.n++];
         G->a = a;
         G->nblocks = (a->n + DEC_BLOCK - 1) / DEC_BLOCK;
-        G->own_logit = !a->probs;
         G->logit = a->probs ? a->probs : kb_xmalloc((size_t)a->g * a->n * sizeof(float), "decode logits");
         G->scratch = kb_xmalloc((size_t)G->nblocks * a->g * (a->d + 2) * sizeof(float), "decode partials");
         G->part = G->scratch;
@@ -388,7 +386,7 @@ void kb_cpu_decode_many(const kb_decode_args *args, int n_args) {
     for (int k = 0; k < job.n; k++) decode_combine(&grp[k]);
     decode_phase(&job, n_prob_tasks, decode_probs);
     for (int k = 0; k < job.n; k++) {
-        if (grp[k].own_logit) free(grp[k].logit);
+        if (!grp[k].a->probs) free(grp[k].logit);   /* ours unless the caller's probs */
         free(grp[k].scratch);
     }
     free(first);

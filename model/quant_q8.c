@@ -242,33 +242,28 @@ static float avx512_q8_0_row(const uint8_t *r, const q8_block *x, int64_t nb) {
 }
 #endif
 
+/* The widest row functions built: one dispatch below for both SIMD widths. */
+#if defined(Q8_AVX512)
+#define simd_q4_row avx512_q4_row
+#define simd_q8_0_row avx512_q8_0_row
+#elif defined(Q8_AVX2)
+#define simd_q4_row avx2_q4_row
+#define simd_q8_0_row avx2_q8_0_row
+#endif
+
 void quant_matvec_q8(int type, const void *w, size_t row_bytes, int n_rows, const q8_block *x, int64_t n,
                      float *y) {
-#ifdef Q8_AVX512
+#ifdef Q8_AVX2
     const uint8_t *r = w;
     switch (type) {
     case GGML_Q4_0:
-        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx512_q4_row(r, x, n / 32, 0);
+        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = simd_q4_row(r, x, n / 32, 0);
         return;
     case GGML_Q4_1:
-        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx512_q4_row(r, x, n / 32, 1);
+        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = simd_q4_row(r, x, n / 32, 1);
         return;
     case GGML_Q8_0:
-        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx512_q8_0_row(r, x, n / 32);
-        return;
-    default: break;
-    }
-#elif defined(Q8_AVX2)
-    const uint8_t *r = w;
-    switch (type) {
-    case GGML_Q4_0:
-        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx2_q4_row(r, x, n / 32, 0);
-        return;
-    case GGML_Q4_1:
-        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx2_q4_row(r, x, n / 32, 1);
-        return;
-    case GGML_Q8_0:
-        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx2_q8_0_row(r, x, n / 32);
+        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = simd_q8_0_row(r, x, n / 32);
         return;
     default: break;
     }

@@ -6,30 +6,13 @@
 #  - f32 is the default; a q8 run is a separate run (its own run key and config), and its
 #    greedy answers come from the q8 path: the same cases, stored once each;
 #  - generate takes the flag and prints its timings either way.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-KVBENCH=${KVBENCH:-./kvbench}
-MODEL=${KVBENCH_MODEL:-$HOME/.cache/kvbench/SmolLM2-135M-Instruct.Q4_1.gguf}
+source "$(dirname "$0")/lib.sh"
 if [ ! -f "$MODEL" ]; then echo "SKIP: $MODEL is absent (make model)"; exit 0; fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-dump() { sqlite3 "$1" .dump | md5sum; }
 
 R=(run --workload niah --ctx 512 --depths 50 --methods fullkv,snapkv --budget 0.2 --max-new 8 --fidelity 0 --quiet --db "$T/m.db")
 "$KVBENCH" "${R[@]}" >/dev/null 2>&1 || fail "the default run failed"
 
-bad() {
-    local expect=$1 was rc=0
-    shift
-    was=$(dump "$T/m.db")
-    "$KVBENCH" "$@" >"$T/out" 2>"$T/err" || rc=$?
-    [ "$rc" = 2 ] || fail "$*: exit $rc, expected 2"
-    [ "$(wc -l <"$T/err")" = 1 ] || fail "$*: $(wc -l <"$T/err") stderr lines: $(head -c 400 "$T/err")"
-    grep -qF -- "$expect" "$T/err" || fail "$*: stderr lacks '$expect': $(cat "$T/err")"
-    [ "$(dump "$T/m.db")" = "$was" ] || fail "$* changed the results file"
-}
+bad() { config_error "$T/m.db" "$@"; }   # bad EXPECT ARGS...
 bad "--activations 'q4': expected f32 or q8" "${R[@]}" --activations q4
 bad "--activations q8 needs --backend cpu" "${R[@]}" --activations q8 --backend cuda
 bad "--activations 'int8': expected f32 or q8" generate --prompt hi --activations int8

@@ -8,6 +8,7 @@
 #include "../kernels/cpu.h"
 #include "../kernels/kvtype.h"
 #include "check.h"
+#include "ref_decode.h"
 
 #include <stdatomic.h>
 #include <time.h>
@@ -251,27 +252,11 @@ static void test_prefill_long_prefix(const kb_backend *be) {
 /* ------------------------------------------------------------ decode */
 
 /* Float64 decode: out [g][d], probs [g][n]. */
-static void ref_decode(const kb_decode_args *a, double *out, double *probs) {
-    int g = a->g, d = a->d, n = a->n;
-    for (int hh = 0; hh < g; hh++) {
-        double mx = -INFINITY, z = 0;
-        double *s = probs + (size_t)hh * n;
-        for (int i = 0; i < n; i++) {
-            const float *k = (const float *)a->K + (size_t)(a->idx ? a->idx[i] : i) * d;
-            double dot = 0;
-            for (int c = 0; c < d; c++) dot += (double)a->q[hh * d + c] * k[c];
-            s[i] = dot / sqrt((double)d) + (a->bias ? a->bias[i] : 0.0);
-            if (s[i] > mx) mx = s[i];
-        }
-        for (int i = 0; i < n; i++) z += (s[i] = exp(s[i] - mx));
-        for (int c = 0; c < d; c++) out[hh * d + c] = 0;
-        for (int i = 0; i < n; i++) {
-            s[i] /= z;
-            const float *v = (const float *)a->V + (size_t)(a->idx ? a->idx[i] : i) * d;
-            for (int c = 0; c < d; c++) out[hh * d + c] += s[i] * v[c];
-        }
-    }
+static double f32_elem(const kb_decode_args *a, const void *base, size_t i) {
+    (void)a;
+    return ((const float *)base)[i];
 }
+static void ref_decode(const kb_decode_args *a, double *out, double *probs) { ref_decode_elems(a, f32_elem, out, probs); }
 
 static void test_decode_case(const kb_backend *be, int g, int d, int n, int use_idx, int use_bias, int use_probs) {
     int rows = use_idx ? n + 7 : n;

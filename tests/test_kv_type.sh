@@ -7,29 +7,12 @@
 #    other, and rerunning one adds nothing;
 #  - the run records the type (run key, config, report header), and FullKV's K/V bytes
 #    under f16 and bf16 are half of f32's on the same cases.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-KVBENCH=${KVBENCH:-./kvbench}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-dump() { sqlite3 "$1" .dump | md5sum; }
+source "$(dirname "$0")/lib.sh"
 
 SYN=(run --workload synthetic-niah --ctx 256 --layers 2 --depths 0.5 --methods fullkv,snapkv --quiet --db "$T/syn.db")
 "$KVBENCH" "${SYN[@]}" >/dev/null 2>&1 || fail "the f32 run failed"
 
-# bad EXPECT ARGS...: exit 2, one stderr line containing EXPECT, the results file unchanged.
-bad() {
-    local expect=$1 was rc=0
-    shift
-    was=$(dump "$T/syn.db")
-    "$KVBENCH" "$@" >"$T/out" 2>"$T/err" || rc=$?
-    [ "$rc" = 2 ] || fail "$*: exit $rc, expected 2"
-    [ "$(wc -l <"$T/err")" = 1 ] || fail "$*: $(wc -l <"$T/err") stderr lines: $(head -c 400 "$T/err")"
-    grep -qF -- "$expect" "$T/err" || fail "$*: stderr lacks '$expect': $(cat "$T/err")"
-    [ "$(dump "$T/syn.db")" = "$was" ] || fail "$* changed the results file"
-}
+bad() { config_error "$T/syn.db" "$@"; }   # bad EXPECT ARGS...
 bad "--kv-type 'fp8': expected f32, f16 or bf16" "${SYN[@]}" --kv-type fp8
 bad "--kv-type bf16 needs --backend cpu" "${SYN[@]}" --kv-type bf16 --backend cuda
 bad "--kv-type 'half': expected f32, f16 or bf16" run --workload niah --ctx 1024 --db "$T/syn.db" --kv-type half

@@ -15,6 +15,7 @@
 #include "../kernels/kvtype.h"
 #include "../methods/kvstore.h"
 #include "check.h"
+#include "ref_decode.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,27 +110,10 @@ static void test_rows(int type) {
 }
 
 /* Float64 attention over the values stored rows hold. */
-static void ref_decode(const kb_decode_args *a, double *out, double *probs) {
-    int g = a->g, d = a->d, n = a->n;
-    const uint16_t *K = a->K, *V = a->V;
-    for (int hh = 0; hh < g; hh++) {
-        double mx = -INFINITY, z = 0, *s = probs + (size_t)hh * n;
-        for (int i = 0; i < n; i++) {
-            size_t r = (size_t)(a->idx ? a->idx[i] : i) * d;
-            double dot = 0;
-            for (int c = 0; c < d; c++) dot += (double)a->q[hh * d + c] * ref_value(K[r + c], a->kv_type);
-            s[i] = dot / sqrt((double)d) + (a->bias ? a->bias[i] : 0.0);
-            if (s[i] > mx) mx = s[i];
-        }
-        for (int i = 0; i < n; i++) z += (s[i] = exp(s[i] - mx));
-        for (int c = 0; c < d; c++) out[hh * d + c] = 0;
-        for (int i = 0; i < n; i++) {
-            s[i] /= z;
-            size_t r = (size_t)(a->idx ? a->idx[i] : i) * d;
-            for (int c = 0; c < d; c++) out[hh * d + c] += s[i] * ref_value(V[r + c], a->kv_type);
-        }
-    }
+static double stored_elem(const kb_decode_args *a, const void *base, size_t i) {
+    return ref_value(((const uint16_t *)base)[i], a->kv_type);
 }
+static void ref_decode(const kb_decode_args *a, double *out, double *probs) { ref_decode_elems(a, stored_elem, out, probs); }
 
 static void test_decode(int type, int g, int d, int n, int use_idx) {
     int rows = use_idx ? n / 2 + 1 : n;

@@ -6,15 +6,7 @@
 # the surprisal it needs after the last layer) and on a random one. Each case records its
 # peak RSS (the whole case: at least every result's peak), and `kvbench methods` says which
 # methods keep every layer until the forward pass ends.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-KVBENCH=${KVBENCH:-./kvbench}
-MODEL=${KVBENCH_MODEL:-$HOME/.cache/kvbench/SmolLM2-135M-Instruct.Q4_1.gguf}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-q() { sqlite3 "$1" "$2"; }
+source "$(dirname "$0")/lib.sh"
 
 for i in $(seq 0 299); do
     printf 'The committee %s the old bridge %s. ' "$([ $((i % 3)) = 0 ] && echo repaired || echo visited)" \

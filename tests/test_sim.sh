@@ -18,14 +18,7 @@
 #  - --measure-inputs writes a well-formed table (surprisal >= 0 from 0, sentence ends 0/1,
 #    a descending spectrum of shares summing to 1);
 #  - bad flags: one line, exit 2, the results file untouched.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-KVBENCH=${KVBENCH:-./kvbench}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-q() { sqlite3 "$1" "$2"; }
+source "$(dirname "$0")/lib.sh"
 
 "$KVBENCH" sim --help >"$T/help" || fail "sim --help exited non-zero"
 grep -q -- "--kv-type" "$T/help" || fail "sim --help does not document --kv-type"
@@ -115,7 +108,6 @@ grep -q "ctx 4096" "$T/rep" || fail "the memory table has no ctx 4096 column"
 grep -q "74.8 fullkv" "$T/mem.dat" || fail "the figure's data lacks the paper's points"
 
 # ---------------------------------------------------------------- the input tables' generator
-MODEL=${KVBENCH_MODEL:-$HOME/.cache/kvbench/SmolLM2-135M-Instruct.Q4_1.gguf}
 CORPUS=${KVBENCH_CORPUS:-$HOME/.cache/kvbench/corpus}
 if [ -f "$MODEL" ] && [ -f "$CORPUS/MANIFEST.tsv" ]; then
     "$KVBENCH" sim --measure-inputs --model "$MODEL" --corpus "$CORPUS" --chunks 1 --tokens 256 >"$T/tab.c" 2>"$T/tab.err" \

@@ -5,13 +5,7 @@
 # parameters of the step with the lowest one, which it names; the written file's
 # recorded step count is that step. Without --held-out, 2 documents are too few for the
 # default slice of 4: training goes on without it and says so.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-KVBENCH=${KVBENCH:-./kvbench}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+source "$(dirname "$0")/lib.sh"
 
 mkdir "$T/corpus"
 for i in 1 2 3 4; do tail -c +$((i * 1500)) tests/test_run.sh | head -c 5000 >"$T/corpus/d$i.txt"; done

@@ -37,6 +37,25 @@ static void emit_run(sekv_seg *o, int start, int m, int l_min, int l_max, int *p
     }
 }
 
+/* The runs of SEKV_SPAN tokens between full-resolution tokens, cut into spans: into
+ * lengths of l_min..l_max (emit_run), or into pieces of fixed_chunk tokens when it is > 0. */
+static void emit_span_runs(sekv_seg *o, int n, int fixed_chunk, int l_min, int l_max, int *pieces) {
+    for (int t = 0; t < n;) {
+        if (o->kind[t] != SEKV_SPAN) {
+            t++;
+            continue;
+        }
+        int e = t;
+        while (e < n && o->kind[e] == SEKV_SPAN) e++;
+        if (fixed_chunk > 0)
+            for (int s = t; s < e; s += fixed_chunk)
+                emit_piece(o, s, e - s < fixed_chunk ? e - s : fixed_chunk, l_min);
+        else
+            emit_run(o, t, e - t, l_min, l_max, pieces);
+        t = e;
+    }
+}
+
 int sekv_segment_ex(const float *surprisal, int n, double alpha, int l_min, int l_max,
                     int fixed_chunk, int sinks, int local, sekv_seg *o) {
     memset(o, 0, sizeof *o);
@@ -67,21 +86,7 @@ int sekv_segment_ex(const float *surprisal, int n, double alpha, int l_min, int 
         o->n_forced += forced;
         o->n_anchors += !forced && anchor;
     }
-    /* Runs of SEKV_SPAN tokens between full-resolution tokens. */
-    for (int t = 0; t < n;) {
-        if (o->kind[t] != SEKV_SPAN) {
-            t++;
-            continue;
-        }
-        int e = t;
-        while (e < n && o->kind[e] == SEKV_SPAN) e++;
-        if (fixed_chunk > 0)
-            for (int s = t; s < e; s += fixed_chunk)
-                emit_piece(o, s, e - s < fixed_chunk ? e - s : fixed_chunk, l_min);
-        else
-            emit_run(o, t, e - t, l_min, l_max, pieces);
-        t = e;
-    }
+    emit_span_runs(o, n, fixed_chunk, l_min, l_max, pieces);
     free(pieces);
     return 0;
 }
@@ -106,16 +111,7 @@ int sekv_segment_even(const float *surprisal, int n, double alpha, int l_min, in
         int t = lo + (int)((long long)i * m / A);
         if (o->kind[t] == SEKV_SPAN) o->kind[t] = SEKV_ANCHOR, o->n_anchors++;
     }
-    for (int t = 0; t < n;) {
-        if (o->kind[t] != SEKV_SPAN) {
-            t++;
-            continue;
-        }
-        int e = t;
-        while (e < n && o->kind[e] == SEKV_SPAN) e++;
-        emit_run(o, t, e - t, l_min, l_max, pieces);
-        t = e;
-    }
+    emit_span_runs(o, n, 0, l_min, l_max, pieces);
     free(pieces);
     return 0;
 }
