@@ -28,7 +28,7 @@
 # KB_CHECK_SEED, KB_CHECK_CTX, KB_CHECK_LONG, KB_CHECK_LONG_METHODS, KB_CHECK_MODEL_REST_S
 # (seconds kept after the model run for steps 4-6, default 150), KVBENCH_HAYSTACK (default
 # ~/.cache/kvbench/haystack/PaulGrahamEssays, else .haystack in the tree), CUDA_HOME,
-# KB_DEPS (a prefix with unpacked .debs of the C libraries; see README).
+# KB_DEPS (a prefix with unpacked .debs of the C libraries; see docs/gpu.md).
 # For tests of the machinery itself: KB_CHECK_DRY=1 runs every step as a short echo (plus
 # KB_CHECK_DRY_SLEEP seconds) instead of its command; KB_CHECK_INJECT_FAIL=STEP makes
 # that step fail (names: build test_kernels model model_long test_cuda test_cuda_model
@@ -302,7 +302,7 @@ if [ "$dry" != 1 ]; then
     for h in sqlite3.h csv.h lapacke.h cblas.h; do
         echo "#include <$h>" | gcc ${CFLAGS:-} -I/usr/include/x86_64-linux-gnu -E -x c - >/dev/null 2>&1 || missing+=" $h"
     done
-    [ -z "$missing" ] || stop "missing headers:$missing (Debian: libsqlite3-dev libcsv-dev liblapacke-dev libopenblas-dev; or KB_DEPS, see README)"
+    [ -z "$missing" ] || stop "missing headers:$missing (Debian: libsqlite3-dev libcsv-dev liblapacke-dev libopenblas-dev; or KB_DEPS, see docs/gpu.md)"
 fi
 
 bins="kvbench build-cuda/tests/test_kernels build-cuda/tests/test_cuda build-cuda/tests/test_cuda_model
@@ -324,7 +324,7 @@ fi
 if [ "$dry" != 1 ]; then
     # shellcheck disable=SC2086
     nf=$(for b in $bins; do ldd "$b" 2>/dev/null | grep 'not found' | sed "s|^|$b: |"; done)
-    [ -z "$nf" ] || stop "shared libraries not found: $(echo "$nf" | tr -s ' \t\n' ' ')(set KB_DEPS, see README)"
+    [ -z "$nf" ] || stop "shared libraries not found: $(echo "$nf" | tr -s ' \t\n' ' ')(set KB_DEPS, see docs/gpu.md)"
 fi
 
 # ---------------------------------------------------------------- 2. the core test
@@ -349,7 +349,7 @@ model_run() {   # NAME CTX METHODS
     fi
 }
 if [ "$dry" != 1 ] && [ ! -e "$haystack" ]; then
-    record model skipped 0 "no NIAH haystack at $haystack (carry .haystack, see README)"
+    record model skipped 0 "no NIAH haystack at $haystack (carry .haystack, see docs/gpu.md)"
     note_fail "model: no NIAH haystack at $haystack (carry .haystack with the call, or set KVBENCH_HAYSTACK)"
 else
     model_run model "$ctx_list" all
