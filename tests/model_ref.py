@@ -329,8 +329,36 @@ def check_dump(ref, dump, q8):
     return failures
 
 
+def check_rope_table(text):
+    """`test_model --rope-table PRESET` output (header, inv_freq per pair, mscale) against
+    rope_parameters for the same config.json parameters; 0 if equal to 1e-12 relative."""
+    lines = text.split("\n")
+    kind, base, dim, ctx, factor, low, high, orig = lines[0].split()
+    base, dim, ctx, factor = float(base), int(dim), int(ctx), float(factor)
+    rs = {"rope_type": kind, "factor": factor, "original_max_position_embeddings": int(orig)}
+    if kind == "llama3":
+        rs.update(low_freq_factor=float(low), high_freq_factor=float(high))
+    got = np.array([float(x) for x in lines[1:1 + dim // 2]])
+    got_mscale = float(lines[1 + dim // 2])
+    want, mscale = rope_parameters(base, dim, rs if kind != "none" else None, ctx)
+    e = float(np.abs(got / want - 1).max())
+    print(f"rope table {rs}: max relative error {e:.2e} over {dim // 2} pairs; attention factor {got_mscale:.9g} "
+          f"(transformers {mscale:.9g})")
+    bad = not e < 1e-12 or not abs(got_mscale - mscale) < 1e-12
+    if kind == "llama3":
+        # the rope_freqs tensor convert_hf_to_gguf.py would write for the same parameters
+        from model_tiny import llama3_rope_freqs
+        e2 = float(np.abs(default_inv_freq(base, dim) / llama3_rope_freqs(base, dim, rs) / want - 1).max())
+        print(f"rope table: convert_hf_to_gguf.py's rope_freqs gives it within {e2:.2e}")
+        bad |= not e2 < 1e-6
+    print("rope table:", "FAIL" if bad else "ok")
+    return 1 if bad else 0
+
+
 def main():
     args = sys.argv[1:]
+    if args == ["--rope-table"]:
+        return check_rope_table(sys.stdin.read())
     opts = {"--q8": None, "--rope-scaling": None, "--tol": None}
     while len(args) > 2 and args[-2] in opts:
         opts[args[-2]] = args[-1]

@@ -10,7 +10,8 @@
  * `test_model --dump-model MODEL DIR` does the same for another model and DIR/p0_ids.txt. */
 #include "check.h"
 #include "../kernels/core.h"
-#include "../model/model.h"
+#include "../model/engine.h"
+#include "../model/random_model.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,6 +456,29 @@ static int dump_model(const char *path, const char *dir) {
     return rc;
 }
 
+/* The frequency table rope_setup builds for a random: preset's published RoPE scaling
+ * (config.json parameters, no rope_freqs tensor: the path a Hugging Face checkpoint
+ * takes), one "inv_freq" per line then "mscale", for model_ref.py's transformers formulas. */
+static int rope_table(const char *preset) {
+    static kv_model m;
+    char err[256];
+    if (random_model_shape(preset, &m.cfg, NULL)) {
+        fprintf(stderr, "test_model: unknown preset %s\n", preset);
+        return 1;
+    }
+    m.n_rot = m.cfg.head_dim;
+    if (rope_setup(&m, err, sizeof err)) {
+        fprintf(stderr, "test_model: %s\n", err);
+        return 1;
+    }
+    printf("%s %g %d %d %.17g %.17g %.17g %d\n", rope_type_name(m.cfg.rope.type), m.cfg.rope_base, m.n_rot,
+           m.cfg.n_ctx_train, m.cfg.rope.factor, m.cfg.rope.low_freq_factor, m.cfg.rope.high_freq_factor,
+           m.cfg.rope.orig_ctx);
+    for (int i = 0; i < m.n_rot / 2; i++) printf("%.17g\n", m.rope_inv_freq[i]);
+    printf("%.17g\n", m.rope_mscale);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *path = model_default_path();
     char err[512];
@@ -463,6 +487,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 4 && !strcmp(argv[1], "--dump-model")) return dump_model(argv[2], argv[3]);
+    if (argc == 3 && !strcmp(argv[1], "--rope-table")) return rope_table(argv[2]);
     if (access(path, R_OK)) {
         fprintf(stderr, "test_model: no model at %s: run `make model` (or set KVBENCH_MODEL)\n", path);
         return 1;
