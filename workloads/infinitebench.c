@@ -17,6 +17,8 @@ typedef struct {
 #define HIDDEN "There is an important info hidden inside a lot of irrelevant text. Find it"
 #define OPTS "\nA. {OPTION_A}\nB. {OPTION_B}\nC. {OPTION_C}\nD. {OPTION_D}"
 
+/* The prompts are src/prompt.py's gpt4_templates byte for byte (Code.Debug: "inspect the
+ * options", where claude2_templates says "inspect through the options"). */
 static const ib_task TASKS[IB_N_TASKS] = {
     {"passkey", "Retrieve.PassKey", HIDDEN " and memorize them. I will quiz you about the important information "
      "there.\n\n{context}\n\n{input}", 6, TC_SCORE_FIRST_INT, 0},
@@ -32,7 +34,7 @@ static const ib_task TASKS[IB_N_TASKS] = {
     {"longbook_sum_eng", "En.Sum", "Summarize the following book.\n\n{context}", 1200, TC_SCORE_ROUGE_LSUM, 0},
     {"code_debug", "Code.Debug", "There is ONLY ONE function in the large project that is deliberately made to include "
      "an obvious error. Please find the function that contains the most obvious errors. I will give you four options to "
-     "narrow your scope. You can inspect through the options and think. Eventually, tell me the answer using one single "
+     "narrow your scope. You can inspect the options and think. Eventually, tell me the answer using one single "
      "letter (A, B, C, or D).\n\n{context}\n\nWhich funtion has deliberate error?" OPTS "\n\nYou should first find the "
      "functions in the options. Repeat their content, inspect through code, and at last give me your answer for the "
      "function that has the deliberate and obvious error in A, B, C, or D.", 5, TC_SCORE_CODE_DEBUG, 1},

@@ -310,9 +310,10 @@ int metric_gsm8k_extract(const char *pred, char *out, size_t cap) {
     size_t n = end ? (size_t)(end - pred) : strlen(pred);
     const char *best = NULL;
     size_t best_n = 0;
-    for (size_t i = 0; i < n;) {                       /* numbers: -?\d[\d,]*(\.\d+)? */
+    for (size_t i = 0; i < n;) {                       /* numbers: -?\d[\d,]*(\.\d+)? or -?\.\d+ */
         if (!is_digit((unsigned char)pred[i])) { i++; continue; }
         size_t s = i;
+        if (s > 0 && pred[s - 1] == '.') s--;          /* ".5", "-.5": the point is the number's */
         if (s > 0 && pred[s - 1] == '-') s--;
         while (i < n && (is_digit((unsigned char)pred[i]) || (pred[i] == ',' && i + 1 < n && is_digit((unsigned char)pred[i + 1])))) i++;
         if (i + 1 < n && pred[i] == '.' && is_digit((unsigned char)pred[i + 1])) {

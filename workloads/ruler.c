@@ -247,8 +247,7 @@ int ruler_generate(const ruler_opts *o, int task, int length, int n_samples, tc_
         if (fits) lo = mid;
         else hi = mid;
     }
-    int qa = d->family == R_QA;
-    if (qa && lo >= 10) lo -= lo % 10;                      /* qa.py: documents in steps of 10 */
+    int qa = d->family == R_QA;        /* qa.py: the bisection's count as is; samples step down by 10 */
     for (int i = 0; i < n_samples; i++) {
         wl_rng r = wl_stream(seed, d->name, (uint64_t)length, (uint64_t)i);
         int h = lo, step = qa ? 10 : lo / 100 > 0 ? lo / 100 : 1;

@@ -27,8 +27,8 @@
  * for which prompt tokens (chat template and answer prefix included) + max_new_tokens
  * <= the length, found by binary search on the first sample and rechecked per sample.
  * Generation lengths: niah 128, vt 30, cwe 120, fwe 50, qa 32. Scored by string_match_all,
- * qa by string_match_part. The qa document count is searched in steps of 10 as qa.py does
- * (the largest multiple of 10 that fits sample 0, lowered by 10 per sample until it fits);
+ * qa by string_match_part. The qa document count is qa.py's: the largest
+ * count that fits sample 0 (binary search), lowered by 10 per sample until that one fits;
  * sample i asks question i of the file.
  * The prompts keep RULER's wording; the answer prefix follows the assistant header with
  * no leading or trailing space. */

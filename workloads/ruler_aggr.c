@@ -29,7 +29,9 @@ static int vt_value(wl_rng *r, wl_split split) {
     return v;
 }
 
-/* One chain of VT_VARS distinct variables (k letters) in h noise lines, written to b. */
+/* One chain of VT_VARS distinct variables (k letters) in h noise lines, written to b.
+ * Each line as generate_chains writes it: "VAR X = 12345", then "VAR Y = VAR X " (with
+ * its trailing space, which the ". \n" cleanup does not reach). */
 static void vt_context(wl_rng *r, int h, int k, wl_split split, char vars[VT_VARS][8], int value, strbuf *b) {
     for (int i = 0; i < VT_VARS; i++) {
         int dup;
@@ -51,7 +53,7 @@ static void vt_context(wl_rng *r, int h, int k, wl_split split, char vars[VT_VAR
     for (int i = 0; i < VT_VARS; i++) at[pick[i]] = i;
     for (int i = 0; i < h; i++) {
         if (at[i] == 0) sb_printf(b, "VAR %s = %d\n", vars[0], value);
-        else if (at[i] > 0) sb_printf(b, "VAR %s = VAR %s\n", vars[at[i]], vars[at[i] - 1]);
+        else if (at[i] > 0) sb_printf(b, "VAR %s = VAR %s \n", vars[at[i]], vars[at[i] - 1]);   /* RULER's trailing space */
         sb_puts(b, RULER_NOISE);
         if (i + 1 < h) sb_putc(b, '\n');
     }
@@ -72,9 +74,11 @@ int ruler_build_vt(const ruler_ctx *x, int h, wl_rng r, tc_case *c) {
     vt_context(&r, VT_ICL_NOISE, 3, sp, ivars, ivalue, &ictx);   /* the worked example */
     vt_context(&r, h, 5, sp, vars, value, &ctx);
     if (ictx.oom || ctx.oom) goto out;
+    /* variable_tracking.py: the example is template + answer_prefix (which ends in ": "),
+     * then " " + the variables + "\n", then "\n" before the task: a double space, a blank line */
     sb_printf(&icl, "%s%s\nQuestion: Find all variables that are assigned the value %d in the text above. Answer: "
               "According to the chain(s) of variable assignment in the text above, %d variables are assigned the "
-              "value %d, they are: %s %s %s %s %s\n", VT_INTRO, ictx.p, ivalue, VT_VARS, ivalue,
+              "value %d, they are:  %s %s %s %s %s\n\n", VT_INTRO, ictx.p, ivalue, VT_VARS, ivalue,
               ivars[0], ivars[1], ivars[2], ivars[3], ivars[4]);
     sb_printf(&body, "%s%s%s", icl.p ? icl.p : "", VT_INTRO, ctx.p);
     sb_printf(&q, "\nQuestion: Find all variables that are assigned the value %d in the text above.", value);
@@ -161,17 +165,20 @@ int ruler_build_cwe(const ruler_ctx *x, int h, wl_rng r, tc_case *c) {
     int common = small ? 6 : 30, rare = small ? 1 : 3;
     char *store = malloc((size_t)(h + ex_n) * 40);
     char **w = malloc((size_t)(h + ex_n) * sizeof *w);
-    strbuf ex = {0}, ctx = {0}, body = {0};
+    strbuf ex = {0}, ctx = {0}, body = {0}, shot = {0}, reply = {0};
     int rc = -1;
     if (!store || !w || draw_words(&r, x->o->split, h + ex_n, store, w)) goto out;
     numbered_list(&r, w + h, ex_n, ex_common, ex_rare, &ex);     /* the worked example */
     numbered_list(&r, w, h, common, rare, &ctx);
     if (ex.oom || ctx.oom) goto out;
-    sb_printf(&body, "%s%s%s %s", CWE_INTRO, ex.p, CWE_QUESTION, CWE_PREFIX);
-    for (int i = 0; i < 10; i++) sb_printf(&body, " %d. %s", i + 1, w[h + i]);
-    sb_printf(&body, "\n%s%s", CWE_INTRO, ctx.p);
-    if (body.oom) goto out;
-    if (tc_set_prompt(c, x->o->tok, x->o->use_chat, body.p, CWE_QUESTION, CWE_PREFIX)) goto out;
+    /* common_words_extraction.py formats the example with the whole template (chat turn and
+     * answer prefix), adds " " + its answers, then "\n" and the task's own turn */
+    sb_printf(&shot, "%s%s%s", CWE_INTRO, ex.p, CWE_QUESTION);
+    sb_puts(&reply, CWE_PREFIX);
+    for (int i = 0; i < 10; i++) sb_printf(&reply, " %d. %s", i + 1, w[h + i]);
+    sb_printf(&body, "%s%s", CWE_INTRO, ctx.p);
+    if (body.oom || shot.oom || reply.oom) goto out;
+    if (tc_set_prompt_shot(c, x->o->tok, x->o->use_chat, shot.p, reply.p, body.p, CWE_QUESTION, CWE_PREFIX)) goto out;
     if (tc_set_answers(c, (const char *const *)w, 10)) goto out;
     free(c->context); free(c->question);
     c->context = ctx.p;
@@ -183,7 +190,7 @@ int ruler_build_cwe(const ruler_ctx *x, int h, wl_rng r, tc_case *c) {
     rc = 0;
 out:
     free(store); free(w);
-    sb_free(&ex); sb_free(&ctx); sb_free(&body);
+    sb_free(&ex); sb_free(&ctx); sb_free(&body); sb_free(&shot); sb_free(&reply);
     return rc;
 }
 

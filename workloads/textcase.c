@@ -66,6 +66,11 @@ const char *tc_template_name(const kv_tokenizer *t) {
 
 int tc_set_prompt(tc_case *c, const kv_tokenizer *t, int use_chat, const char *body_context,
                   const char *body_question, const char *answer_prefix) {
+    return tc_set_prompt_shot(c, t, use_chat, NULL, NULL, body_context, body_question, answer_prefix);
+}
+
+int tc_set_prompt_shot(tc_case *c, const kv_tokenizer *t, int use_chat, const char *shot_user, const char *shot_reply,
+                       const char *body_context, const char *body_question, const char *answer_prefix) {
     char *head = NULL, *tail = NULL;
     if (use_chat && t) {
         char *full = tok_chat_prompt(t, NULL, SENTINEL);
@@ -79,6 +84,12 @@ int tc_set_prompt(tc_case *c, const kv_tokenizer *t, int use_chat, const char *b
         head = strdup("");
         tail = strdup("");
         snprintf(c->settings.template_name, sizeof c->settings.template_name, "none");
+    }
+    if (shot_user && head && tail) {       /* the worked example: a whole turn, then "\n", then ours */
+        strbuf h = {0};
+        sb_printf(&h, "%s%s%s%s\n%s", head, shot_user, tail, shot_reply ? shot_reply : "", head);
+        free(head);
+        head = sb_take(&h);
     }
     free(c->tpl_head); free(c->tpl_tail); free(c->body_context); free(c->body_question);
     free(c->answer_prefix); free(c->prompt);

@@ -1,7 +1,8 @@
 /* Text workloads: one evaluation case, its prompt, and its official score.
  *
  * A case's prompt is built from five pieces, in this order:
- *   tpl_head       chat template up to the user message (special tokens parsed)
+ *   tpl_head       chat template up to the user message (special tokens parsed); RULER cwe
+ *                  puts its worked example's whole turn before it (tc_set_prompt_shot)
  *   body_context   instruction + context text (data: special tokens NOT parsed)
  *   body_question  question text and the rest of the dataset template (data)
  *   tpl_tail       end of the user turn + assistant header (special tokens parsed)
@@ -100,6 +101,13 @@ const char *tc_template_name(const kv_tokenizer *t);
  * failure. */
 int tc_set_prompt(tc_case *c, const kv_tokenizer *t, int use_chat, const char *body_context,
                   const char *body_question, const char *answer_prefix);
+
+/* tc_set_prompt after a worked example in a turn of its own (RULER's few-shot form):
+ * tpl_head becomes head + shot_user + tail + shot_reply + "\n" + head, where head and tail
+ * are the chat template's pieces (both "" without one). The example is generated text
+ * (no data), so it is encoded with the template. */
+int tc_set_prompt_shot(tc_case *c, const kv_tokenizer *t, int use_chat, const char *shot_user, const char *shot_reply,
+                       const char *body_context, const char *body_question, const char *answer_prefix);
 
 /* Token ids of the case (see the top of this file); *n_context marks the end of the
  * context part. Caller frees *ids. 0, or -1 on allocation failure. */
