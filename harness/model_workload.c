@@ -187,6 +187,12 @@ void mw_ruler_tasks(const mw_spec *s, int run[], int *qa_skipped) {
     }
 }
 
+int mw_tasks_check(const mw_spec *s, char *err, size_t errlen) {
+    if (!s->tasks) return 0;
+    return s->kind == MW_LONGBENCH ? lb_check_tasks(s->tasks, err, errlen)
+         : s->kind == MW_INFINITEBENCH ? ib_check_tasks(s->tasks, err, errlen) : 0;
+}
+
 int mw_qa_check(const mw_spec *s, char *err, size_t errlen) {
     int run[RULER_N_TASKS], skipped;
     mw_ruler_tasks(s, run, &skipped);

@@ -51,6 +51,9 @@ void mw_niah_ident(const mw_spec *s, char *buf, size_t n);
 /* The RULER tasks this spec runs (ruler, or ruler:TASK,..), in task-table order: run[t] = 1.
  * Without --qa-data, "ruler" (all) leaves out qa_1 and qa_2 (*qa_skipped = 1). */
 void mw_ruler_tasks(const mw_spec *s, int run[], int *qa_skipped);
+/* --tasks of longbench/infinitebench checked before anything loads: 0, or -1 naming an
+ * unknown task or an unsupported one and why. */
+int mw_tasks_check(const mw_spec *s, char *err, size_t errlen);
 /* --qa-data checked before anything loads: the files the listed qa tasks read exist; a qa
  * task listed without --qa-data is refused. 0, or -1 with a reason naming the files. */
 int mw_qa_check(const mw_spec *s, char *err, size_t errlen);

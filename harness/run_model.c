@@ -351,6 +351,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     }
     if (o->wl.tasks && o->wl.kind != MW_LONGBENCH && o->wl.kind != MW_INFINITEBENCH)
         return run_fail("--tasks applies to longbench and infinitebench (ruler takes ruler:TASK,..)");
+    if (mw_tasks_check(&o->wl, err, sizeof err)) return run_fail("%s", err);
     if ((o->wl.shots >= 0 || o->wl.shots_file) && o->wl.kind != MW_GSM8K) return run_fail("--shots applies to gsm8k only");
     if (o->wl.haystack && o->wl.kind != MW_NIAH && o->wl.kind != MW_RULER)
         return run_fail("--haystack applies to niah and ruler only");

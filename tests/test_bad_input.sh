@@ -70,6 +70,11 @@ case_ "text-only flag in a synthetic run" 2 "--limit applies to text workloads" 
     "$KV" run --workload synthetic-niah --limit 3 --db "$ref"
 case_ "text workload mixed into a synthetic run" 2 "'niah' is a text workload; synthetic and text workloads go in separate runs" \
     "$KV" run --workload synthetic-niah,niah --db "$ref"
+# issue 27 item 5: a task of the benchmark that kvbench does not run is refused by name, with why
+case_ "unsupported LongBench task" 2 "longbench: task 'dureader' is not supported: Chinese; scored by rouge_zh_score, which segments words with jieba" \
+    "$KV" run --workload longbench:"$dir" --tasks narrativeqa,dureader --db "$ref"
+case_ "unsupported InfiniteBench task" 2 "infinitebench: task 'Math.Calc' is not supported: it generates up to 30000 tokens" \
+    "$KV" run --workload infinitebench:"$dir" --tasks Math.Calc --db "$ref"
 case_ "long --db path keeps its reason" 1 "\.\.\..*/x\.db': its directory does not exist$" \
     "$KV" run --ctx 64 "${SHAPE[@]}" --db "$long"
 case_ "long --db path, report" 1 "\.\.\..*/x\.db': no such file$" "$KV" report --db "$long"

@@ -33,6 +33,11 @@ int ib_task_index(const char *name);
 int ib_task_max_new(int i);
 int ib_load_task(const ib_opts *o, int task, const char *path, tc_list *out, jsonl_stats *st, char *err,
                  size_t errlen);
-/* tasks: comma-separated, or NULL for every task file present in dir. */
+/* A comma list of task names checked before anything loads: 0, or -1 with err naming an
+ * unknown task, or one of the 5 tasks kvbench does not run (Zh.QA, En.Dia, Math.Find,
+ * Math.Calc, Code.Run) and why. */
+int ib_check_tasks(const char *tasks, char *err, size_t errlen);
+/* tasks: comma-separated, or NULL for every task file present in dir (a file of an
+ * unsupported task there gets one line on o->log saying it is skipped and why). */
 int ib_load_dir(const ib_opts *o, const char *dir, const char *tasks, tc_list *out, char *err, size_t errlen);
 #endif

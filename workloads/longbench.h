@@ -33,7 +33,11 @@ int lb_task_max_new(int i);
  * err if the file cannot be read. */
 int lb_load_task(const lb_opts *o, int task, const char *path, tc_list *out, jsonl_stats *st, char *err,
                  size_t errlen);
-/* tasks: comma-separated names, or NULL for every task whose DIR/<task>.jsonl exists.
- * 0, or -1 with err (unknown task, missing file, nothing found). */
+/* A comma list of task names checked before anything loads: 0, or -1 with err naming an
+ * unknown task, or one of the 5 Chinese tasks kvbench does not run and why. */
+int lb_check_tasks(const char *tasks, char *err, size_t errlen);
+/* tasks: comma-separated names, or NULL for every task whose DIR/<task>.jsonl exists (a
+ * Chinese task's file there gets one line on o->log saying it is skipped and why).
+ * 0, or -1 with err (unknown or unsupported task, missing file, nothing found). */
 int lb_load_dir(const lb_opts *o, const char *dir, const char *tasks, tc_list *out, char *err, size_t errlen);
 #endif
