@@ -2,9 +2,8 @@
  * The prompt is n_shots worked examples from the shots file, each
  * "Question: Q\nAnswer: A\n\n" with the full reference solution, then
  * "Question: Q\nAnswer:"; no chat template. Scored by TC_SCORE_GSM8K: the last number
- * of the output (cut at a next "Question:"; ".5" and "-.5" count, as -0.5 reads), commas
- * removed, equal to the number after
- * "####". */
+ * of the output (cut at a next "Question:"; ".5" and "-.5" count, as 0.5 and -0.5),
+ * commas removed, equal to the number after "####". */
 #ifndef KV_GSM8K_H
 #define KV_GSM8K_H
 #include <stdio.h>
