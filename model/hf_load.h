@@ -1,0 +1,22 @@
+/* Hugging Face checkpoint directories (config.json, model.safetensors or shards with
+ * model.safetensors.index.json, tokenizer.json, tokenizer_config.json) presented as the
+ * gguf_file llama.cpp's convert_hf_to_gguf.py would have written: the same metadata keys
+ * and values, the same tensor names, shapes and types (llama's Q/K rows permuted to
+ * adjacent-pair rope, llama3 scaling as the rope_freqs tensor). The weights stay in the
+ * mapped safetensors files (only the permuted Q/K rows are copied), and model.c loads
+ * the result exactly as it loads a GGUF. */
+#ifndef KV_HF_LOAD_H
+#define KV_HF_LOAD_H
+#include <stddef.h>
+#include "gguf.h"
+
+int hf_is_dir(const char *path);
+/* 0, or -1 with "DIR/FILE: what is wrong (the field)" in err. The metadata key
+ * kvbench.hf.content_hash holds a hash of every file read (the JSON files and all weight
+ * files), so the hash of the metadata (sekv_model_hash of base/size, as for a GGUF)
+ * is the checkpoint's identity. */
+int hf_open(gguf_file *f, const char *dir, char *err, size_t errlen);
+/* A GGUF file or a Hugging Face directory. */
+int model_file_open(gguf_file *f, const char *path, char *err, size_t errlen);
+
+#endif
