@@ -83,7 +83,7 @@ static void usage(FILE *f) {
             "                     run --model ...) measured in DB, per case and result, with the error\n"
             "  --measure-inputs   write the measured input tables (harness/sim_stats_table.c) to\n"
             "                     stdout, from the model over --corpus DIR (--chunks N, --tokens N)\n",
-            "smollm2-135m, llama3.2-1b, llama3-8b, mistral-7b, qwen2.5-7b");
+            "smollm2-135m, llama3.2-1b, llama3-8b, llama3.1-8b, mistral-7b, qwen2.5-7b");
 }
 
 static int parse_ctx(const char *s, int *out) {

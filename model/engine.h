@@ -4,6 +4,8 @@
 #define KV_ENGINE_H
 #include "model.h"
 
+#define KV_MAX_ROPE_PAIRS 512   /* n_rot / 2 at most (head_dim <= 1024) */
+
 /* One 2-D weight: W [rows][cols] (GGUF ne = [cols, rows]); y = W x. */
 typedef struct {
     const gguf_tensor *t;   /* quantized, in the mapping: decode reads it with quant_dot,
@@ -24,7 +26,9 @@ struct kv_model {
     kv_tokenizer *tok;
     int n_rot;               /* rotated dims per head (the rest pass through) */
     int rope_neox;           /* 1: pairs (i, i + n_rot/2) (qwen2); 0: adjacent pairs (llama) */
-    double rope_pos_scale;   /* linear rope scaling: positions are multiplied by this */
+    double rope_inv_freq[KV_MAX_ROPE_PAIRS];  /* pair i's angle per position, scaling applied
+                                                 (rope_setup, once at load) */
+    double rope_mscale;      /* cos and sin times this (YaRN's attention factor; else 1) */
     layer_weights *layers;
     float *output_norm;
     weight embd, output;     /* output is a copy of embd when tied */
@@ -43,7 +47,14 @@ struct kv_model {
 
 /* ops.c */
 void rmsnorm(float *out, const float *x, const float *w, int n, float eps);
-/* cs[2i] = cos, cs[2i+1] = sin of pos * base^(-2i/n_rot), i < n_rot/2 (double inside). */
+/* rope.c: m->rope_inv_freq and rope_mscale from m->cfg.rope, rope_base and n_rot (call
+ * once the config is read, before any forward pass); -1 with err ("what is wrong",
+ * no path) on parameters that do not make a rope. */
+int rope_setup(kv_model *m, char *err, size_t errlen);
+double rope_yarn_mscale(double factor);        /* transformers' get_mscale(factor) */
+const char *rope_type_name(kv_rope_type t);
+/* cs[2i] = mscale cos, cs[2i+1] = mscale sin of pos * rope_inv_freq[i], i < n_rot/2
+ * (double inside): the one table prefill, decode and the CUDA backend rotate with. */
 void rope_cossin(const kv_model *m, int pos, float *cs);
 void rope_rotate(const kv_model *m, float *x, int n_heads, const float *cs);
 void silu_mul(float *g, const float *u, int n);           /* g = silu(g) * u */

@@ -179,34 +179,90 @@ static int read_config(kv_model *m, char *err, size_t errlen) {
     if (meta_f32(m, "attention.layer_norm_rms_epsilon", 0, 1, &c->norm_eps, err, errlen)) return -1;
     c->has_qkv_bias = !strcmp(c->arch, "qwen2");
     m->rope_neox = !strcmp(c->arch, "qwen2");
+    if (meta_int(m, "attention.sliding_window", 0, 0, 1 << 24, &v, err, errlen)) return -1;
+    c->sliding_window = (int)v;
+    model_cap_sliding_window(c);
     return 0;
 }
 
-/* Only no scaling or linear scaling is implemented; anything else is refused by name. */
+/* RoPE scaling into cfg.rope, from the <arch>.rope.scaling.* keys and the rope_freqs
+ * tensor as llama.cpp reads them (convert_hf_to_gguf.py writes llama3 as rope_freqs,
+ * yarn as type, factor and original_context_length). What the engine does not implement
+ * is refused by the key's name, never ignored. */
 static int read_rope_scaling(kv_model *m, char *err, size_t errlen) {
+    kv_rope_scaling *r = &m->cfg.rope;
     char prefix[64], key[128];
     snprintf(prefix, sizeof prefix, "%s.rope.scaling.", m->cfg.arch);
-    m->rope_pos_scale = 1.0;
-    int any = 0;
+    memset(r, 0, sizeof *r);
+    int half = m->n_rot / 2, any = 0;
+    const gguf_tensor *t = find_tensor(m, "rope_freqs.weight", half, 0, 1, err, errlen);
+    if (!t && err[0]) return -1;
+    if (t) {
+        r->freq_factors = malloc((size_t)half * sizeof(float));
+        if (!r->freq_factors) return fail(m, err, errlen, "out of memory");
+        dequant_row(t->type, t->data, r->freq_factors, half);
+        r->n_freq_factors = half;
+    }
+    static const char *const refused[] = {"alpha", "yarn_log_multiplier", "yarn_ext_factor", "yarn_attn_factor"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        snprintf(key, sizeof key, "%s%s", prefix, refused[i]);
+        if (gguf_find(&m->gf, key)) return fail(m, err, errlen, "metadata key %s is not supported", key);
+    }
     for (int64_t i = 0; i < m->gf.n_kv; i++) {
         const gguf_str *k = &m->gf.kv[i].key;
         if (k->len >= strlen(prefix) && !memcmp(k->ptr, prefix, strlen(prefix))) any = 1;
     }
-    if (gguf_tensor_find(&m->gf, "rope_freqs.weight"))
-        return fail(m, err, errlen, "tensor rope_freqs.weight (per-dimension rope scaling) is not supported");
     if (!any) return 0;
     snprintf(key, sizeof key, "%stype", prefix);
     gguf_str s;
     if (gguf_get_str(&m->gf, key, &s))
         return fail(m, err, errlen, "rope scaling keys present but %s is missing", key);
-    if (s.len == 4 && !memcmp(s.ptr, "none", 4)) return 0;
-    if (!(s.len == 6 && !memcmp(s.ptr, "linear", 6)))
-        return fail(m, err, errlen, "rope scaling type '%.*s' is not supported (none, linear)",
-                    (int)(s.len < 64 ? s.len : 64), s.ptr);
-    float factor;
-    if (meta_f32(m, "rope.scaling.factor", 0, 1, &factor, err, errlen)) return -1;
-    m->rope_pos_scale = 1.0 / factor;
+#define IS(lit) (s.len == sizeof lit - 1 && !memcmp(s.ptr, lit, sizeof lit - 1))
+    if (IS("none")) r->type = KV_ROPE_NONE;
+    else if (IS("linear")) r->type = KV_ROPE_LINEAR;
+    else if (IS("yarn")) r->type = KV_ROPE_YARN;
+    else if (IS("dynamic"))
+        return fail(m, err, errlen, "%s 'dynamic' (dynamic NTK, frequencies that change with the sequence "
+                    "length) is not supported (none, linear, yarn; llama3 as the rope_freqs tensor)", key);
+    else
+        return fail(m, err, errlen, "%s '%.*s' is not supported (none, linear, yarn; llama3 as the rope_freqs tensor)",
+                    key, (int)(s.len < 64 ? s.len : 64), s.ptr);
+#undef IS
+    float f = 1;
+    if (r->type != KV_ROPE_NONE) {
+        if (meta_f32(m, "rope.scaling.factor", 0, 1, &f, err, errlen)) return -1;
+        r->factor = f;
+    }
+    if (meta_f32(m, "rope.scaling.attn_factor", 1, 0, &f, err, errlen)) return -1;
+    if (r->type != KV_ROPE_YARN && f != 1)
+        return fail(m, err, errlen, "metadata key %sattn_factor = %g is only supported with yarn", prefix, f);
+    if (r->type == KV_ROPE_YARN) {
+        /* llama.cpp: cos and sin times attn_factor * (1 + 0.1 ln factor), the original
+         * context defaulting to the trained one; transformers' beta defaults 32 and 1 */
+        r->attn_factor = f * rope_yarn_mscale(r->factor);
+        int64_t v;
+        if (meta_int(m, "rope.scaling.original_context_length", m->cfg.n_ctx_train, 1, 1 << 24, &v, err, errlen))
+            return -1;
+        r->orig_ctx = (int)v;
+        float b;
+        if (meta_f32(m, "rope.scaling.yarn_beta_fast", 32, 0, &b, err, errlen)) return -1;
+        r->beta_fast = b;
+        if (meta_f32(m, "rope.scaling.yarn_beta_slow", 1, 0, &b, err, errlen)) return -1;
+        r->beta_slow = b;
+    }
     return 0;
+}
+
+void model_cap_sliding_window(kv_model_config *c) {
+    c->n_ctx_file = c->n_ctx_train;
+    if (c->sliding_window > 0 && c->sliding_window < c->n_ctx_train) c->n_ctx_train = c->sliding_window;
+}
+
+const char *model_ctx_note(const kv_model_config *c) {
+    return c->n_ctx_train < c->n_ctx_file
+               ? " (the sliding window of attention the file declares: the engine has no window mask, so its "
+                 "context stops where the mask would start to matter)"
+               : "";
 }
 
 static int load_weights(kv_model *m, char *err, size_t errlen) {
@@ -298,6 +354,11 @@ kv_model *model_load(const char *path, char *err, size_t errlen) {
         return NULL;
     }
     if (read_config(m, err, errlen) || read_rope_scaling(m, err, errlen)) goto bad;
+    char rerr[256];
+    if (rope_setup(m, rerr, sizeof rerr)) {
+        fail(m, err, errlen, "%s", rerr);
+        goto bad;
+    }
     char terr[384];
     m->tok = tok_load(&m->gf, terr, sizeof terr);
     if (!m->tok) {
@@ -335,6 +396,7 @@ void model_free(kv_model *m) {
     tok_free(m->tok);
     free(m->layers);
     free(m->small);
+    free(m->cfg.rope.freq_factors);
     free(m->owned_weights);
     free(m->sent_end);
     gguf_close(&m->gf);

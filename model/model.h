@@ -7,6 +7,33 @@
 #include "tokenizer.h"
 #include "../methods/method.h"
 
+/* RoPE frequency scaling as a loader found it (GGUF metadata and rope_freqs tensor, or a
+ * Hugging Face config.json's rope_scaling); rope_setup (model/rope.c) turns it, once at
+ * load, into the one frequency table every path (prefill, decode, CPU, CUDA) uses.
+ * Each field names the transformers rope_scaling key it holds. */
+typedef enum {
+    KV_ROPE_NONE = 0,   /* plain RoPE (freq_factors may still divide the frequencies) */
+    KV_ROPE_LINEAR,     /* "linear": every frequency / factor */
+    KV_ROPE_LLAMA3,     /* "llama3": low frequencies / factor, a smooth band, high ones kept */
+    KV_ROPE_YARN        /* "yarn": NTK-by-parts ramp between interpolation and extrapolation,
+                           cos and sin times attn_factor */
+} kv_rope_type;
+
+typedef struct {
+    kv_rope_type type;
+    double factor;             /* "factor" (linear, llama3, yarn) */
+    double low_freq_factor;    /* "low_freq_factor" (llama3; 1 in Llama-3.1) */
+    double high_freq_factor;   /* "high_freq_factor" (llama3; 4 in Llama-3.1) */
+    int orig_ctx;              /* "original_max_position_embeddings" (llama3, yarn) */
+    double attn_factor;        /* yarn: the multiplier of cos and sin, transformers'
+                                  "attention_factor"; 0: derived, 0.1 ln(factor) + 1 */
+    double beta_fast, beta_slow;   /* yarn: "beta_fast", "beta_slow"; 0: 32 and 1 */
+    float *freq_factors;       /* [n_freq_factors = n_rot/2]: per-pair frequency divisors
+                                  (GGUF rope_freqs, as convert_hf_to_gguf.py writes llama3),
+                                  or NULL; owned by the model (freed by model_free) */
+    int n_freq_factors;
+} kv_rope_scaling;
+
 typedef struct {
     char arch[32];            /* "llama" or "qwen2" */
     char name[128];
@@ -14,6 +41,11 @@ typedef struct {
     float rope_base, norm_eps;
     int has_qkv_bias;
     int64_t n_params;
+    kv_rope_scaling rope;     /* RoPE scaling; all zero: none */
+    int sliding_window;       /* attention window the file declares (0: none); the engine
+                                 has no window mask, so a loader caps n_ctx_train at it,
+                                 where the mask changes nothing (model/rope.c) */
+    int n_ctx_file;           /* the context the file declares, before that cap */
 } kv_model_config;
 
 typedef struct kv_model kv_model;
@@ -24,6 +56,12 @@ void model_free(kv_model *m);
 const kv_model_config *model_config(const kv_model *m);
 const kv_tokenizer *model_tokenizer(const kv_model *m);
 const gguf_file *model_gguf(const kv_model *m);
+/* A loader's last step on the context: n_ctx_file = n_ctx_train, then n_ctx_train capped at
+ * sliding_window (positions inside the window see every earlier token, so no mask is
+ * needed there; past it the engine refuses rather than attend without the window). */
+void model_cap_sliding_window(kv_model_config *c);
+/* "" or a note for "beyond the model's context" messages when the cap above set it. */
+const char *model_ctx_note(const kv_model_config *c);
 /* The default model path: $KVBENCH_MODEL, else the cache file `make model` writes. */
 const char *model_default_path(void);
 

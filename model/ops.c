@@ -15,15 +15,6 @@ void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
     for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * scale);
 }
 
-void rope_cossin(const kv_model *m, int pos, float *cs) {
-    double p = pos * m->rope_pos_scale, base = m->cfg.rope_base;
-    for (int i = 0; i < m->n_rot / 2; i++) {
-        double theta = p * pow(base, -2.0 * i / m->n_rot);
-        cs[2 * i] = (float)cos(theta);
-        cs[2 * i + 1] = (float)sin(theta);
-    }
-}
-
 void rope_rotate(const kv_model *m, float *x, int n_heads, const float *cs) {
     int d = m->cfg.head_dim, half = m->n_rot / 2;
     for (int h = 0; h < n_heads; h++) {

@@ -21,22 +21,40 @@ typedef struct {
     int tied;
     int hidden;        /* test-only shape: loads, but is not listed */
     int wtype;         /* the 2-D weights' type unless the spec names one */
+    kv_rope_type rope; /* RoPE scaling as the published config.json has it (llama3: low and
+                          high frequency factors 1 and 4, as every Llama-3.x) */
+    float rope_factor;
+    int rope_orig_ctx; /* original_max_position_embeddings */
 } preset;
 
 /* The shapes of the published configs. n_ctx: the longest context the family is used at
- * (Llama 3.1's 128K for llama3-8b, whose shapes it shares). The tiny ones are for tests
+ * (Llama 3.1's 128K for llama3-8b, whose shapes it shares without its RoPE scaling;
+ * llama3.1-8b has it). The tiny ones are for tests
  * that run the engine under the CUDA emulation (tests/test_cuda_model.c): both rope
  * layouts, tied and untied output, qwen2 biases, group sizes 3 and 4. */
 static const preset presets[] = {
-    {"smollm2-135m", "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, GGML_F32},
-    {"llama3.2-1b", "llama", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 0, GGML_Q4_0},
-    {"llama3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0, 0, GGML_Q4_0},
-    {"mistral-7b", "llama", 32, 4096, 32, 8, 128, 14336, 32768, 32768, 1000000.0f, 1e-5f, 0, 0, GGML_Q4_0},
-    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 32768, 1000000.0f, 1e-6f, 0, 0, GGML_Q4_0},
-    {"tiny-llama", "llama", 2, 64, 6, 2, 16, 96, 300, 512, 10000.0f, 1e-5f, 1, 1, GGML_F32},
-    {"tiny-qwen2", "qwen2", 3, 64, 4, 1, 32, 128, 320, 512, 1000000.0f, 1e-6f, 0, 1, GGML_F32},
+    {"smollm2-135m", "llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, GGML_F32, KV_ROPE_NONE, 0, 0},
+    {"llama3.2-1b", "llama", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 0, GGML_Q4_0, KV_ROPE_NONE, 0, 0},
+    {"llama3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0, 0, GGML_Q4_0, KV_ROPE_NONE, 0, 0},
+    {"llama3.1-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, 0, 0, GGML_Q4_0,
+     KV_ROPE_LLAMA3, 8.0f, 8192},
+    {"mistral-7b", "llama", 32, 4096, 32, 8, 128, 14336, 32768, 32768, 1000000.0f, 1e-5f, 0, 0, GGML_Q4_0, KV_ROPE_NONE, 0, 0},
+    /* Qwen2.5's model card: YaRN factor 4 on its 32K for 128K */
+    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 131072, 1000000.0f, 1e-6f, 0, 0, GGML_Q4_0,
+     KV_ROPE_YARN, 4.0f, 32768},
+    {"tiny-llama", "llama", 2, 64, 6, 2, 16, 96, 300, 512, 10000.0f, 1e-5f, 1, 1, GGML_F32, KV_ROPE_NONE, 0, 0},
+    {"tiny-qwen2", "qwen2", 3, 64, 4, 1, 32, 128, 320, 512, 1000000.0f, 1e-6f, 0, 1, GGML_F32, KV_ROPE_NONE, 0, 0},
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };
+
+static void preset_rope(const preset *p, kv_model_config *c) {
+    kv_rope_scaling *r = &c->rope;
+    memset(r, 0, sizeof *r);
+    r->type = p->rope;
+    r->factor = p->rope_factor;
+    r->orig_ctx = p->rope_orig_ctx;
+    if (p->rope == KV_ROPE_LLAMA3) r->low_freq_factor = 1, r->high_freq_factor = 4;
+}
 
 const char *const *random_model_presets(void) {
     static const char *names[N_PRESETS + 1];
@@ -194,9 +212,17 @@ kv_model *model_load_random_typed(const char *name, uint64_t seed, int wtype, ch
     c->has_qkv_bias = !strcmp(p->arch, "qwen2");
     m->n_rot = p->head_dim;
     m->rope_neox = c->has_qkv_bias;
-    m->rope_pos_scale = 1.0;
     m->tied = p->tied;
     m->prefill_chunk = 512;
+    preset_rope(p, c);
+    model_cap_sliding_window(c);
+    if (rope_setup(m, err, errlen)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", err);
+        fail(err, errlen, p->name, msg);
+        free(m);
+        return NULL;
+    }
 
     const int L = c->n_layer, E = c->n_embd, F = c->n_ff, V = c->n_vocab;
     const int qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
@@ -403,6 +429,8 @@ int random_model_shape(const char *name, kv_model_config *out, int *tied) {
         out->n_vocab = p->n_vocab, out->n_ctx_train = p->n_ctx;
         out->rope_base = p->rope_base, out->norm_eps = p->norm_eps;
         out->has_qkv_bias = !strcmp(p->arch, "qwen2");
+        preset_rope(p, out);
+        model_cap_sliding_window(out);
         if (tied) *tied = p->tied;
         return 0;
     }

@@ -27,8 +27,8 @@ kv_model *model_load_random_typed(const char *name, uint64_t seed, int wtype, ch
  * preset's), as model_load receives it. */
 kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen);
 
-/* The preset names, NULL-terminated: smollm2-135m, llama3.2-1b, llama3-8b, mistral-7b,
- * qwen2.5-7b.
+/* The preset names, NULL-terminated: smollm2-135m, llama3.2-1b, llama3-8b, llama3.1-8b
+ * (llama3 RoPE scaling, 128K), mistral-7b, qwen2.5-7b (YaRN factor 4 on 32K, 128K).
  * Two test-only shapes load too but are not listed: tiny-llama, tiny-qwen2. */
 const char *const *random_model_presets(void);
 

@@ -116,11 +116,13 @@ static void rope_d(const kv_model *m, double *x, int heads, int pos) {
     int d = m->cfg.head_dim, half = m->n_rot / 2;
     for (int h = 0; h < heads; h++)
         for (int i = 0; i < half; i++) {
-            double th = pos * m->rope_pos_scale * pow((double)m->cfg.rope_base, -2.0 * i / m->n_rot);
+            /* the engine's frequency table (tests/model_ref.py checks it against
+             * transformers' formulas); YaRN's mscale on cos and sin */
+            double th = pos * m->rope_inv_freq[i], ms = m->rope_mscale;
             int ia = m->rope_neox ? i : 2 * i, ib = m->rope_neox ? i + half : 2 * i + 1;
             double a = x[h * d + ia], b = x[h * d + ib];
-            x[h * d + ia] = a * cos(th) - b * sin(th);
-            x[h * d + ib] = a * sin(th) + b * cos(th);
+            x[h * d + ia] = a * ms * cos(th) - b * ms * sin(th);
+            x[h * d + ib] = a * ms * sin(th) + b * ms * cos(th);
         }
 }
 
@@ -341,7 +343,7 @@ static void check_against_ref(const kv_model *m, const eng_out *o, const ref_out
 
 typedef struct {
     const char *preset;
-    int partial_rope;   /* n_rot = d/2 and rope positions scaled by 0.5 */
+    int partial_rope;   /* n_rot = d/2 and YaRN scaling (factor 4 on a context of 64) */
 } model_case;
 
 static const model_case cases[] = {{"tiny-llama", 0}, {"tiny-qwen2", 1}};
@@ -354,7 +356,8 @@ static kv_model *load_case(const model_case *mc, uint64_t seed) {
     model_set_f32_activations(m, 1);   /* the CPU engine's decode is held to f32 tolerances */
     if (mc->partial_rope) {
         m->n_rot = m->cfg.head_dim / 2;
-        m->rope_pos_scale = 0.5;
+        m->cfg.rope = (kv_rope_scaling){.type = KV_ROPE_YARN, .factor = 4, .orig_ctx = 64};
+        CHECK(rope_setup(m, err, sizeof err) == 0, "rope_setup: %s", err);
     }
     model_set_prefill_chunk(m, CHUNK);
     return m;
