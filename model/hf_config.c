@@ -2,6 +2,7 @@
  * convert_hf_to_gguf.py writes for it (LlamaModel, Qwen2Model): the same keys and
  * values, so model.c reads an HF directory exactly as it reads the converted file. */
 #include "hf_internal.h"
+#include "engine.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -85,11 +86,15 @@ static int rope_scaling(const char *dir, const json_value *root, gguf_meta *g, h
         for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
             int r = hf_num(rs, opt[i].hf, &v);
             if (r < 0) return hf_fail(err, errlen, dir, CFG, "field 'rope_scaling.%s' is not a number", opt[i].hf);
-            if (r > 0) {
-                key(k, sizeof k, c, opt[i].gguf);
-                gm_f32(g, k, (float)v);
-            }
+            if (r == 0) continue;
+            /* transformers' attention_factor replaces get_mscale(factor); llama.cpp's
+             * attn_factor multiplies it */
+            if (i == 2) v /= rope_yarn_mscale(factor);
+            key(k, sizeof k, c, opt[i].gguf);
+            gm_f32(g, k, (float)v);
         }
+        if (json_get(rs, "mscale") || json_get(rs, "mscale_all_dim"))
+            return hf_fail(err, errlen, dir, CFG, "field 'rope_scaling.mscale' (DeepSeek's yarn) is not supported");
         return 0;
     }
     if (!strcmp(type, "llama3")) {
