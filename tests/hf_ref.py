@@ -47,9 +47,21 @@ def read_safetensors(path):
     return out
 
 
+class HFReference(model_ref.Reference):
+    """model_ref's forward pass with transformers' rotate_half pairs (i, i + n_rot/2) for
+    every architecture: model_ref picks those for qwen2, so rope() runs as qwen2's."""
+
+    def rope(self, x, pos):
+        arch, self.arch = self.arch, "qwen2"
+        try:
+            return super().rope(x, pos)
+        finally:
+            self.arch = arch
+
+
 def main():
     hf, gguf_path, dump = sys.argv[1:4]
-    ref = model_ref.Reference(gguf_path)
+    ref = HFReference(gguf_path)
     files = sorted(f for f in os.listdir(hf) if f.endswith(".safetensors"))
     w = {}
     for f in files:
@@ -65,7 +77,6 @@ def main():
         w.pop("output.weight", None)
     ref.w = w
     ref.out = w.get("output.weight", w["token_embd.weight"])
-    ref.neox = True                              # transformers' rotate_half on its own Q/K rows
     failures = model_ref.check_dump(ref, dump, False)
     print("hf_ref:", "FAIL" if failures else "ok")
     return 1 if failures else 0

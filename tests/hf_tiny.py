@@ -22,7 +22,7 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 E, H, HKV, HD, FF, LAYERS = 64, 4, 2, 16, 96, 2
-ORIG_CTX, N_PROMPT = 256, 600
+ORIG_CTX, N_PROMPT = 256, 500
 
 
 def byte_level_tokenizer():

@@ -55,7 +55,6 @@ class Reference:
             shape = [int(v) for v in reversed(t.shape)]   # ne order -> [rows, cols]
             self.w[t.name] = x.reshape(shape) if len(shape) > 1 else x.reshape(-1)
         self.out = self.w.get("output.weight", self.w["token_embd.weight"])
-        self.neox = self.arch == "qwen2"   # tests/hf_ref.py sets it for transformers' own Q/K layout
         tokens = field(r, "tokenizer.ggml.tokens")
         self.stop = {field(r, "tokenizer.ggml.eos_token_id")} | {
             i for i, t in enumerate(tokens) if t in ("<|endoftext|>", "<|im_end|>", "<|eot_id|>")}
@@ -74,7 +73,7 @@ class Reference:
         c, s = np.cos(th)[:, None, :], np.sin(th)[:, None, :]
         x = x.copy()
         half = self.n_rot // 2
-        if self.neox:
+        if self.arch == "qwen2":
             ia, ib = np.arange(half), np.arange(half) + half
         else:
             ia, ib = np.arange(0, self.n_rot, 2), np.arange(1, self.n_rot, 2)
