@@ -470,7 +470,7 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
         int nt = cs->n_tok[i];
         if (nt + want > cf->n_ctx_train)
             return run_fail("case %s/%s: %d prompt tokens + %d new tokens are beyond the model's context of %d "
-                        "tokens (%s)%s", c->task, c->id, nt, want, cf->n_ctx_train, o->model_path,
+                        "tokens%s (%s)%s", c->task, c->id, nt, want, cf->n_ctx_train, model_ctx_note(cf), o->model_path,
                         o->wl.kind == MW_GSM8K ? "; use fewer --shots" : mw_ctx_is_length(o->wl.kind) ? "" : "; lower --ctx");
         if (o->wl.question_after && cs->n_ctx_part[i] < 1)
             return run_fail("case %s/%s: --question-after needs a context before the question", c->task, c->id);
@@ -1065,7 +1065,7 @@ int cmd_run_model(int argc, char **argv) {
 
     char err[1024];
     kv_model *model = model_load(o.model_path, err, sizeof err);
-    if (!model) return run_fail("--model: %s", err), 1;
+    if (!model) return run_fail("--model: %s", err), 2;   /* a bad or unsupported file */
     model_set_f32_activations(model, !o.q8_act);
     const kv_model_config *cf = model_config(model);
     {   /* every method accepts its parameters on this model, or nothing runs (and nothing is stored) */
@@ -1097,8 +1097,8 @@ int cmd_run_model(int argc, char **argv) {
         }
         for (int i = 0; i < o.n_ctx && !rc; i++)
             if (o.ctxs[i] > cf->n_ctx_train)
-                rc = run_fail("--ctx %d is beyond the context of the model %s (%d tokens)", o.ctxs[i], o.model_path,
-                          cf->n_ctx_train);
+                rc = run_fail("--ctx %d is beyond the context of the model %s (%d tokens)%s", o.ctxs[i], o.model_path,
+                          cf->n_ctx_train, model_ctx_note(cf));
         o.wl.ctxs = o.ctxs;
         o.wl.n_ctx = o.n_ctx;
         o.wl.depths = o.depths;
@@ -1111,6 +1111,13 @@ int cmd_run_model(int argc, char **argv) {
                       "(%d tokens); use at most %d", o.wl.truncate, o.wl.truncate, mw_max_new(&o.wl), o.model_path,
                       cf->n_ctx_train, room);
         if (o.wl.truncate < 64) rc = run_fail("--ctx %d: too small a prompt budget", o.wl.truncate);
+    }
+    if (rc) {   /* a length the model cannot hold: bad input, nothing was built */
+#ifdef KB_CUDA
+        cuda_model_release(model);
+#endif
+        model_free(model);
+        return 2;
     }
     char ident[1536] = "";
     if (!rc && mw_load(&o.wl, model_tokenizer(model), &cs.list, ident, sizeof ident, err, sizeof err))

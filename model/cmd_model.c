@@ -45,6 +45,21 @@ static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) 
     return 0;
 }
 
+/* The RoPE scaling line of `kvbench info`, "none" included. */
+static void rope_print(const kv_model_config *c) {
+    const kv_rope_scaling *r = &c->rope;
+    printf("%-14s %s", "rope scaling", rope_type_name(r->type));
+    if (r->type != KV_ROPE_NONE) printf(", factor %g", r->factor);
+    if (r->type == KV_ROPE_LLAMA3 && !r->freq_factors)
+        printf(", low/high freq factor %g/%g", r->low_freq_factor, r->high_freq_factor);
+    if (r->type == KV_ROPE_LLAMA3 || r->type == KV_ROPE_YARN) printf(", original context %d", r->orig_ctx);
+    if (r->type == KV_ROPE_YARN)
+        printf(", attention factor %g, beta fast/slow %g/%g", r->attn_factor > 0 ? r->attn_factor : rope_yarn_mscale(r->factor),
+               r->beta_fast > 0 ? r->beta_fast : 32, r->beta_slow > 0 ? r->beta_slow : 1);
+    if (r->freq_factors) printf("%sper-pair divisors from rope_freqs", r->type == KV_ROPE_NONE ? ": " : "; ");
+    printf("\n");
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = model_default_path();
     for (int i = 1; i < argc; i++) {
@@ -62,7 +77,7 @@ int cmd_info(int argc, char **argv) {
         }
     }
     kv_model *m = open_model(path);
-    if (!m) return 1;
+    if (!m) return 2;   /* a missing, unreadable or unsupported model file is bad input */
     const kv_model_config *c = model_config(m);
     const gguf_file *f = model_gguf(m);
     printf("%-14s %s\n", "file", path);
@@ -76,8 +91,12 @@ int cmd_info(int argc, char **argv) {
     printf("%-14s %d\n", "embedding", c->n_embd);
     printf("%-14s %d\n", "ffn", c->n_ff);
     printf("%-14s %d\n", "vocab", c->n_vocab);
-    printf("%-14s %d\n", "context", c->n_ctx_train);
+    if (c->n_ctx_train < c->n_ctx_file)
+        printf("%-14s %d (the file's %d, capped at its attention sliding window: no window mask)\n", "context",
+               c->n_ctx_train, c->n_ctx_file);
+    else printf("%-14s %d\n", "context", c->n_ctx_train);
     printf("%-14s %g (%s)\n", "rope base", c->rope_base, strcmp(c->arch, "qwen2") ? "adjacent pairs" : "neox halves");
+    rope_print(c);
     printf("%-14s %g\n", "norm eps", c->norm_eps);
     printf("%-14s %s\n", "qkv bias", c->has_qkv_bias ? "yes" : "no");
     printf("%-14s %.1f M (%lld)\n", "parameters", c->n_params / 1e6, (long long)c->n_params);
@@ -247,7 +266,7 @@ int cmd_generate(int argc, char **argv) {
     }
     if (!strcmp(backend, "cpu")) kb_select("cpu", NULL);
     kv_model *m = open_model(path);
-    if (!m) return 1;
+    if (!m) return 2;   /* a missing, unreadable or unsupported model file is bad input */
     model_set_f32_activations(m, !q8);
     const kv_tokenizer *tok = model_tokenizer(m);
     int n = 0, rc = 1;

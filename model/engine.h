@@ -51,8 +51,6 @@ void rmsnorm(float *out, const float *x, const float *w, int n, float eps);
  * once the config is read, before any forward pass); -1 with err ("what is wrong",
  * no path) on parameters that do not make a rope. */
 int rope_setup(kv_model *m, char *err, size_t errlen);
-double rope_yarn_mscale(double factor);        /* transformers' get_mscale(factor) */
-const char *rope_type_name(kv_rope_type t);
 /* cs[2i] = mscale cos, cs[2i+1] = mscale sin of pos * rope_inv_freq[i], i < n_rot/2
  * (double inside): the one table prefill, decode and the CUDA backend rotate with. */
 void rope_cossin(const kv_model *m, int pos, float *cs);

@@ -142,7 +142,8 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
     if (!stats) stats = &st0;
     memset(stats, 0, sizeof *stats);
     if (n >= c->n_ctx_train) {
-        snprintf(err, errlen, "prompt of %d tokens is beyond the model's context of %d", n, c->n_ctx_train);
+        snprintf(err, errlen, "prompt of %d tokens is beyond the model's context of %d%s", n, c->n_ctx_train,
+                 model_ctx_note(c));
         return -1;
     }
     if (max_new > c->n_ctx_train - n) max_new = c->n_ctx_train - n;

@@ -260,8 +260,8 @@ void model_cap_sliding_window(kv_model_config *c) {
 
 const char *model_ctx_note(const kv_model_config *c) {
     return c->n_ctx_train < c->n_ctx_file
-               ? " (the sliding window of attention the file declares: the engine has no window mask, so its "
-                 "context stops where the mask would start to matter)"
+               ? " (capped at the sliding window the file declares, GGUF attention.sliding_window or config.json "
+                 "sliding_window: the engine has no window mask)"
                : "";
 }
 

@@ -34,6 +34,9 @@ typedef struct {
     int n_freq_factors;
 } kv_rope_scaling;
 
+double rope_yarn_mscale(double factor);        /* transformers' get_mscale(factor) */
+const char *rope_type_name(kv_rope_type t);    /* "none", "linear", "llama3", "yarn" */
+
 typedef struct {
     char arch[32];            /* "llama" or "qwen2" */
     char name[128];

@@ -201,7 +201,8 @@ int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs 
         return -1;
     }
     if (n > cf->n_ctx_train) {
-        snprintf(err, errlen, "prompt of %d tokens is beyond the model's context of %d", n, cf->n_ctx_train);
+        snprintf(err, errlen, "prompt of %d tokens is beyond the model's context of %d%s", n, cf->n_ctx_train,
+                 model_ctx_note(cf));
         return -1;
     }
     for (int t = 0; t < n; t++)

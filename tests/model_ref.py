@@ -14,8 +14,16 @@ the decode steps are held to Q8_LOGIT_TOL instead, a gross-error check (a wrong 
 or scale gives a relative error near 1; test_quant_q8 holds each mat-vec to its derived
 bound), and a greedy token that differs from the reference's ends the comparison with a
 note: the numbers printed are how far 8-bit activations move the logits.
-usage: model_ref.py MODEL.gguf DUMP_DIR [--q8 Q8_DUMP_DIR]   (one load of the weights for both)
+RoPE scaling follows transformers' modeling_rope_utils.py function by function (linear,
+llama3, yarn; see rope_parameters below), from the file's rope.scaling.* keys or, with
+--rope-scaling JSON, from a config.json-style rope_scaling object (how a llama3 file, whose
+GGUF holds only the rope_freqs tensor convert_hf_to_gguf.py computed, is checked: the
+tensor must then agree with transformers' frequencies).
+usage: model_ref.py MODEL.gguf DUMP_DIR [--q8 Q8_DUMP_DIR] [--rope-scaling JSON] [--tol T]
+       (one load of the weights for both dumps; --tol: the logit tolerance, default 1e-3)
 """
+import json
+import math
 import os
 import sys
 
@@ -34,8 +42,130 @@ def field(reader, key, default=None):
     return default if f is None else f.contents()
 
 
+# ---- RoPE initialisation, after transformers' src/transformers/modeling_rope_utils.py.
+# Each returns (inv_freq [dim/2], attention_factor), in float64.
+
+def default_inv_freq(base, dim):
+    """_compute_default_rope_parameters: 1 / base^(2i/dim)."""
+    return 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+
+
+def linear_parameters(base, dim, rs):
+    """_compute_linear_scaling_rope_parameters: inv_freq / factor."""
+    return default_inv_freq(base, dim) / rs["factor"], 1.0
+
+
+def llama3_parameters(base, dim, rs):
+    """_compute_llama3_parameters."""
+    inv_freq = default_inv_freq(base, dim)
+    factor = rs["factor"]
+    low_freq_factor, high_freq_factor = rs["low_freq_factor"], rs["high_freq_factor"]
+    old_context_len = rs["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    # wavelen < high_freq_wavelen: kept; wavelen > low_freq_wavelen: divided by factor
+    inv_freq_llama = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    # between the two: a smooth mix
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return np.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama), 1.0
+
+
+def get_mscale(scale, mscale=1.0):
+    """_compute_yarn_parameters' get_mscale: the YaRN paper's attention temperature."""
+    if scale <= 1:
+        return 1.0
+    return 0.1 * mscale * math.log(scale) + 1.0
+
+
+def find_correction_dim(num_rotations, dim, base, max_position_embeddings):
+    """_compute_yarn_parameters' find_correction_dim: the dimension making num_rotations
+    turns over the original context."""
+    return (dim * math.log(max_position_embeddings / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+
+def find_correction_range(low_rot, high_rot, dim, base, max_position_embeddings, truncate=True):
+    """_compute_yarn_parameters' find_correction_range (truncate: floor and ceil)."""
+    low = find_correction_dim(low_rot, dim, base, max_position_embeddings)
+    high = find_correction_dim(high_rot, dim, base, max_position_embeddings)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, dim - 1)
+
+
+def linear_ramp_factor(lo, hi, n):
+    """_compute_yarn_parameters' linear_ramp_factor: 0 below lo, 1 above hi."""
+    if lo == hi:
+        hi += 0.001   # prevent singularity
+    return np.clip((np.arange(n, dtype=np.float64) - lo) / (hi - lo), 0, 1)
+
+
+def yarn_parameters(base, dim, rs, max_position_embeddings):
+    """_compute_yarn_parameters, as transformers has it since PR #40320 (2025-08): the
+    factor is rope_scaling's own, the correction range uses original_max_position_embeddings
+    when given (else max_position_embeddings)."""
+    factor = rs["factor"]
+    attention_factor = rs.get("attention_factor")
+    mscale, mscale_all_dim = rs.get("mscale"), rs.get("mscale_all_dim")
+    original_max_position_embeddings = rs.get("original_max_position_embeddings") or max_position_embeddings
+    if attention_factor is None:
+        if mscale and mscale_all_dim:
+            attention_factor = get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+        else:
+            attention_factor = get_mscale(factor)
+    beta_fast = rs.get("beta_fast") or 32
+    beta_slow = rs.get("beta_slow") or 1
+    pos_freqs = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    inv_freq_extrapolation = 1.0 / pos_freqs
+    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
+    low, high = find_correction_range(beta_fast, beta_slow, dim, base, original_max_position_embeddings,
+                                      rs.get("truncate", True))
+    inv_freq_extrapolation_factor = 1 - linear_ramp_factor(low, high, dim // 2)
+    inv_freq = (inv_freq_interpolation * (1 - inv_freq_extrapolation_factor)
+                + inv_freq_extrapolation * inv_freq_extrapolation_factor)
+    return inv_freq, attention_factor
+
+
+def rope_parameters(base, dim, rs, max_position_embeddings):
+    """ROPE_INIT_FUNCTIONS by rope_type (or the older "type")."""
+    kind = (rs or {}).get("rope_type", (rs or {}).get("type", "default"))
+    if kind == "default":
+        return default_inv_freq(base, dim), 1.0
+    if kind == "linear":
+        return linear_parameters(base, dim, rs)
+    if kind == "llama3":
+        return llama3_parameters(base, dim, rs)
+    if kind == "yarn":
+        return yarn_parameters(base, dim, rs, max_position_embeddings)
+    raise SystemExit(f"rope_type {kind} not handled by the reference")
+
+
+def gguf_rope_scaling(r, a, path, ctx):
+    """The config.json rope_scaling a GGUF's rope.scaling.* keys stand for (llama.cpp's
+    reading: yarn's original context defaults to the trained one; its attn_factor
+    multiplies get_mscale(factor))."""
+    kind = field(r, f"{a}.rope.scaling.type")
+    if kind in (None, "none"):
+        return None
+    if kind not in ("linear", "yarn"):
+        raise SystemExit(f"{path}: rope scaling {kind} not handled by the reference")
+    rs = {"rope_type": kind, "factor": float(field(r, f"{a}.rope.scaling.factor"))}
+    if kind == "yarn":
+        rs["original_max_position_embeddings"] = int(field(r, f"{a}.rope.scaling.original_context_length", ctx))
+        for key, name in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")):
+            v = field(r, f"{a}.rope.scaling.{key}")
+            if v is not None:
+                rs[name] = float(v)
+        af = field(r, f"{a}.rope.scaling.attn_factor")
+        if af is not None:
+            rs["attention_factor"] = float(af) * get_mscale(rs["factor"])
+    return rs
+
+
 class Reference:
-    def __init__(self, path):
+    def __init__(self, path, rope_scaling=None):
         r = GGUFReader(path)
         self.arch = field(r, "general.architecture")
         if self.arch not in ("llama", "qwen2"):
@@ -58,11 +188,20 @@ class Reference:
         tokens = field(r, "tokenizer.ggml.tokens")
         self.stop = {field(r, "tokenizer.ggml.eos_token_id")} | {
             i for i, t in enumerate(tokens) if t in ("<|endoftext|>", "<|im_end|>", "<|eot_id|>")}
-        scaling = field(r, f"{a}.rope.scaling.type")
-        if scaling not in (None, "none", "linear"):
-            raise SystemExit(f"{path}: rope scaling {scaling} not handled by the reference")
-        self.pos_scale = 1.0 / float(field(r, f"{a}.rope.scaling.factor")) if scaling == "linear" else 1.0
-        self.inv_freq = self.base ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
+        self.ctx = int(field(r, f"{a}.context_length"))
+        self.rope_scaling = rope_scaling or gguf_rope_scaling(r, a, path, self.ctx)
+        self.inv_freq, self.mscale = rope_parameters(self.base, self.n_rot, self.rope_scaling, self.ctx)
+        ff = self.w.get("rope_freqs.weight")
+        if ff is not None:
+            # llama.cpp divides each pair's frequency by the tensor's entry (ggml rope's
+            # freq_factors); with --rope-scaling the result must be transformers' frequencies
+            from_tensor = default_inv_freq(self.base, self.n_rot) / ff
+            if rope_scaling is None:
+                self.inv_freq = from_tensor
+            elif not np.allclose(from_tensor, self.inv_freq, rtol=1e-6, atol=0):
+                raise SystemExit(f"{path}: rope_freqs does not give transformers' {rope_scaling} frequencies: "
+                                 f"{from_tensor} vs {self.inv_freq}")
+        print(f"rope: {self.rope_scaling or 'none'}; attention factor {self.mscale:.6g}")
 
     def norm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
@@ -70,7 +209,8 @@ class Reference:
     def rope(self, x, pos):
         """x: [T, heads, hd], pos: [T]; llama pairs (2i, 2i+1), qwen2 pairs (i, i + n_rot/2)."""
         th = pos[:, None] * self.inv_freq[None, :]
-        c, s = np.cos(th)[:, None, :], np.sin(th)[:, None, :]
+        # transformers' rotary embedding: cos and sin times attention_scaling
+        c, s = self.mscale * np.cos(th)[:, None, :], self.mscale * np.sin(th)[:, None, :]
         x = x.copy()
         half = self.n_rot // 2
         if self.arch == "qwen2":
@@ -89,7 +229,7 @@ class Reference:
         if not cache:
             cache.extend([(np.zeros((0, self.n_kv, self.hd)), np.zeros((0, self.n_kv, self.hd)))
                           for _ in range(self.n_layer)])
-        pos = np.arange(p0, p0 + T, dtype=np.float64) * self.pos_scale
+        pos = np.arange(p0, p0 + T, dtype=np.float64)
         x = self.w["token_embd.weight"][ids]
         g = self.n_head // self.n_kv
         for l in range(self.n_layer):
@@ -189,14 +329,50 @@ def check_dump(ref, dump, q8):
     return failures
 
 
+def check_rope_table(text):
+    """`test_model --rope-table PRESET` output (header, inv_freq per pair, mscale) against
+    rope_parameters for the same config.json parameters; 0 if equal to 1e-12 relative."""
+    lines = text.split("\n")
+    kind, base, dim, ctx, factor, low, high, orig = lines[0].split()
+    base, dim, ctx, factor = float(base), int(dim), int(ctx), float(factor)
+    rs = {"rope_type": kind, "factor": factor, "original_max_position_embeddings": int(orig)}
+    if kind == "llama3":
+        rs.update(low_freq_factor=float(low), high_freq_factor=float(high))
+    got = np.array([float(x) for x in lines[1:1 + dim // 2]])
+    got_mscale = float(lines[1 + dim // 2])
+    want, mscale = rope_parameters(base, dim, rs if kind != "none" else None, ctx)
+    e = float(np.abs(got / want - 1).max())
+    print(f"rope table {rs}: max relative error {e:.2e} over {dim // 2} pairs; attention factor {got_mscale:.9g} "
+          f"(transformers {mscale:.9g})")
+    bad = not e < 1e-12 or not abs(got_mscale - mscale) < 1e-12
+    if kind == "llama3":
+        # the rope_freqs tensor convert_hf_to_gguf.py would write for the same parameters
+        from model_tiny import llama3_rope_freqs
+        e2 = float(np.abs(default_inv_freq(base, dim) / llama3_rope_freqs(base, dim, rs) / want - 1).max())
+        print(f"rope table: convert_hf_to_gguf.py's rope_freqs gives it within {e2:.2e}")
+        bad |= not e2 < 1e-6
+    print("rope table:", "FAIL" if bad else "ok")
+    return 1 if bad else 0
+
+
 def main():
     args = sys.argv[1:]
-    if len(args) not in (2, 4) or (len(args) == 4 and args[2] != "--q8"):
-        sys.exit("usage: model_ref.py MODEL.gguf DUMP_DIR [--q8 Q8_DUMP_DIR]")
-    ref = Reference(args[0])
+    if args == ["--rope-table"]:
+        return check_rope_table(sys.stdin.read())
+    opts = {"--q8": None, "--rope-scaling": None, "--tol": None}
+    while len(args) > 2 and args[-2] in opts:
+        opts[args[-2]] = args[-1]
+        args = args[:-2]
+    if len(args) != 2:
+        sys.exit("usage: model_ref.py MODEL.gguf DUMP_DIR [--q8 Q8_DUMP_DIR] [--rope-scaling JSON] [--tol T]")
+    global LOGIT_TOL
+    if opts["--tol"]:
+        LOGIT_TOL = float(opts["--tol"])
+    rs = json.loads(opts["--rope-scaling"]) if opts["--rope-scaling"] else None
+    ref = Reference(args[0], rs)
     failures = check_dump(ref, args[1], False)
-    if len(args) == 4:
-        failures += check_dump(ref, args[3], True)
+    if opts["--q8"]:
+        failures += check_dump(ref, opts["--q8"], True)
     print("model_ref:", "FAIL" if failures else "ok")
     return 1 if failures else 0
 

@@ -96,8 +96,8 @@ case_ "train-sekv --steps abc" 2 "--steps 'abc': expected an integer" "$KV" trai
 case_ "train-sekv --held-out too many" 2 "--held-out 30: needs at least twice as many documents \(--max-docs 40\)" \
     "$KV" train-sekv --held-out 30 --out "$dir/p.params"
 case_ "methods --bogus" 2 "unknown option '--bogus'" "$KV" methods --bogus
-case_ "info on a missing model" 1 "no model at $dir/none.gguf" "$KV" info --model "$dir/none.gguf"
-case_ "info on a text file" 1 "latin1.txt" "$KV" info --model "$dir/latin1.txt"
+case_ "info on a missing model" 2 "no model at $dir/none.gguf" "$KV" info --model "$dir/none.gguf"
+case_ "info on a text file" 2 "latin1.txt" "$KV" info --model "$dir/latin1.txt"
 case_ "unknown command" 2 "unknown command 'frobnicate'" "$KV" frobnicate
 
 # item 4: nothing ran, no script was written

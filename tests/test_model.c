@@ -10,7 +10,8 @@
  * `test_model --dump-model MODEL DIR` does the same for another model and DIR/p0_ids.txt. */
 #include "check.h"
 #include "../kernels/core.h"
-#include "../model/model.h"
+#include "../model/engine.h"
+#include "../model/random_model.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,8 +391,48 @@ static int dump(kv_model *m, const char *dir) {
     return 0;
 }
 
+/* The engine's decode against its own prefill: the prompt and the first ng - 1 generated
+ * ids prefilled at once must give the last decode step's logits (one table of RoPE
+ * frequencies for both paths, whatever the scaling). Relative L2 < 1e-4, printed. */
+static int prefill_matches_decode(kv_model *m, const char *dir, const int32_t *ids, int n) {
+    char file[1024], err[256];
+    snprintf(file, sizeof file, "%s/p0_gen.txt", dir);
+    FILE *f = fopen(file, "r");
+    int32_t *all = malloc((size_t)(n + 64) * sizeof *all);
+    memcpy(all, ids, (size_t)n * sizeof *all);
+    int ng = 0;
+    while (f && ng < 64 && fscanf(f, "%d", &all[n + ng]) == 1) ng++;
+    if (f) fclose(f);
+    int nv = model_config(m)->n_vocab, rc = 1;
+    kv_prefill_out pf;
+    if (ng < 2 || model_prefill(m, all, n + ng - 1, NULL, &pf, err, sizeof err)) {
+        fprintf(stderr, "test_model: prefill of prompt + generated: %s\n", ng < 2 ? "too few generated" : err);
+        free(all);
+        return 1;
+    }
+    snprintf(file, sizeof file, "%s/p0_step_logits.f32", dir);
+    float *step = malloc((size_t)nv * sizeof *step);
+    f = fopen(file, "rb");
+    if (f && !fseek(f, (long)((size_t)(ng - 2) * nv * sizeof(float)), SEEK_SET) &&
+        fread(step, sizeof(float), (size_t)nv, f) == (size_t)nv) {
+        double *ref = malloc((size_t)nv * sizeof *ref);
+        for (int i = 0; i < nv; i++) ref[i] = pf.last_logits[i];
+        double e = rel_l2(step, ref, (size_t)nv);
+        printf("prefill of %d tokens vs decode at position %d: logits rel L2 %.2e\n", n + ng - 1, n + ng - 2, e);
+        rc = !(e < 1e-4);
+        if (rc) fprintf(stderr, "FAIL: prefill and decode disagree (rel L2 %.3g >= 1e-4)\n", e);
+        free(ref);
+    }
+    if (f) fclose(f);
+    free(step);
+    free(all);
+    prefill_out_free(&pf);
+    return rc;
+}
+
 /* Another model (tests/model_tiny.py's) with the ids in DIR/p0_ids.txt, prefilled in
- * chunks of 5, decoded for GEN steps regardless of stop tokens. */
+ * chunks of 5, decoded for GEN steps regardless of stop tokens; then the prefill of
+ * prompt and generated ids against the last decode step. */
 static int dump_model(const char *path, const char *dir) {
     char err[512], file[1024];
     kv_model *m = model_load(path, err, sizeof err);
@@ -401,15 +442,41 @@ static int dump_model(const char *path, const char *dir) {
     }
     snprintf(file, sizeof file, "%s/p0_ids.txt", dir);
     FILE *f = fopen(file, "r");
-    int32_t ids[512];
+    enum { MAX_IDS = 4096 };
+    int32_t *ids = malloc(MAX_IDS * sizeof *ids);
     int n = 0;
-    while (f && n < 512 && fscanf(f, "%d", &ids[n]) == 1) n++;
+    while (f && n < MAX_IDS && fscanf(f, "%d", &ids[n]) == 1) n++;
     if (f) fclose(f);
     model_set_f32_activations(m, 1);   /* the float64 reference's tolerance is f32's */
-    int rc = n > 0 ? (model_set_prefill_chunk(m, 5), dump_one(m, dir, 0, ids, n, 0)) : 1;
+    int rc = n > 0 ? (model_set_prefill_chunk(m, n > 512 ? 64 : 5), dump_one(m, dir, 0, ids, n, 0)) : 1;
     if (!n) fprintf(stderr, "test_model: no ids in %s\n", file);
+    if (!rc) rc = prefill_matches_decode(m, dir, ids, n);
+    free(ids);
     model_free(m);
     return rc;
+}
+
+/* The frequency table rope_setup builds for a random: preset's published RoPE scaling
+ * (config.json parameters, no rope_freqs tensor: the path a Hugging Face checkpoint
+ * takes), one "inv_freq" per line then "mscale", for model_ref.py's transformers formulas. */
+static int rope_table(const char *preset) {
+    static kv_model m;
+    char err[256];
+    if (random_model_shape(preset, &m.cfg, NULL)) {
+        fprintf(stderr, "test_model: unknown preset %s\n", preset);
+        return 1;
+    }
+    m.n_rot = m.cfg.head_dim;
+    if (rope_setup(&m, err, sizeof err)) {
+        fprintf(stderr, "test_model: %s\n", err);
+        return 1;
+    }
+    printf("%s %g %d %d %.17g %.17g %.17g %d\n", rope_type_name(m.cfg.rope.type), m.cfg.rope_base, m.n_rot,
+           m.cfg.n_ctx_train, m.cfg.rope.factor, m.cfg.rope.low_freq_factor, m.cfg.rope.high_freq_factor,
+           m.cfg.rope.orig_ctx);
+    for (int i = 0; i < m.n_rot / 2; i++) printf("%.17g\n", m.rope_inv_freq[i]);
+    printf("%.17g\n", m.rope_mscale);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -420,6 +487,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 4 && !strcmp(argv[1], "--dump-model")) return dump_model(argv[2], argv[3]);
+    if (argc == 3 && !strcmp(argv[1], "--rope-table")) return rope_table(argv[2]);
     if (access(path, R_OK)) {
         fprintf(stderr, "test_model: no model at %s: run `make model` (or set KVBENCH_MODEL)\n", path);
         return 1;

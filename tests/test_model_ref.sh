@@ -6,7 +6,7 @@
 #    gross-error bound and prints how far 8-bit activations move the logits.
 # 2. Tiny random models written by tests/model_tiny.py (fresh seed, printed): qwen2
 #    (biases, NeoX rope, untied output) and llama with linear rope scaling, checked the
-#    same way; and a yarn-scaled model, which must be refused by name.
+#    same way. (The long-context scalings, llama3 and yarn: tests/test_rope_scaling.sh.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -31,11 +31,3 @@ for v in qwen2 llama; do
     "$BUILD"/tests/test_model --dump-model "$dir/$v/model.gguf" "$dir/$v"
     "$PY" tests/model_ref.py "$dir/$v/model.gguf" "$dir/$v"
 done
-"$PY" tests/model_tiny.py yarn "$dir/yarn.gguf" "$dir" "$seed"
-if msg=$("${KVBENCH:-./kvbench}" info --model "$dir/yarn.gguf" 2>&1); then
-    echo "FAIL: a yarn-scaled model was accepted"; exit 1
-fi
-case "$msg" in
-    *"$dir/yarn.gguf: rope scaling type 'yarn' is not supported"*) echo "yarn refused: $msg" ;;
-    *) echo "FAIL: yarn refusal message: $msg"; exit 1 ;;
-esac

@@ -62,7 +62,7 @@ static void test_errors(void) {
     const char *const *names = random_model_presets();
     int n = 0;
     while (names[n]) n++;
-    CHECK(n == 5, "%d presets, expected 5", n);
+    CHECK(n == 6, "%d presets, expected 6", n);
 
     /* Llama-3.2-1B's config.json, and Meta's published 1,235,814,400 parameters (tied
      * embeddings), counted here from the shape */
@@ -72,6 +72,15 @@ static void test_errors(void) {
     CHECK(c.n_layer == 16 && c.n_embd == 2048 && c.n_head == 32 && c.n_head_kv == 8 && c.head_dim == 64 &&
               c.n_ff == 8192 && c.n_vocab == 128256 && c.rope_base == 500000.0f && tied,
           "llama3.2-1b shape");
+    /* the long-context presets' RoPE scaling, as their config.json has it */
+    kv_model_config r;
+    CHECK(random_model_shape("llama3.1-8b", &r, NULL) == 0 && r.rope.type == KV_ROPE_LLAMA3 && r.rope.factor == 8 &&
+              r.rope.low_freq_factor == 1 && r.rope.high_freq_factor == 4 && r.rope.orig_ctx == 8192 &&
+              r.n_ctx_train == 131072 && r.rope_base == 500000.0f,
+          "llama3.1-8b rope scaling");
+    CHECK(random_model_shape("qwen2.5-7b", &r, NULL) == 0 && r.rope.type == KV_ROPE_YARN && r.rope.factor == 4 &&
+              r.rope.orig_ctx == 32768 && r.n_ctx_train == 131072 && !strcmp(r.arch, "qwen2"),
+          "qwen2.5-7b yarn scaling");
     int64_t E = c.n_embd, per_layer = E * c.n_head * c.head_dim * 2 + E * c.n_head_kv * c.head_dim * 2 + 3 * E * c.n_ff + 2 * E;
     CHECK(E * c.n_vocab + c.n_layer * per_layer + E == 1235814400LL, "llama3.2-1b: %lld parameters from its shape",
           (long long)(E * c.n_vocab + c.n_layer * per_layer + E));
