@@ -3,6 +3,7 @@
 #include "../harness/commands.h"
 #include "../kernels/core.h"
 #include "model.h"
+#include "hf_load.h"
 #include "quant.h"
 #ifdef KB_CUDA
 #include "../kernels/cuda_mem.h"
@@ -81,8 +82,10 @@ int cmd_info(int argc, char **argv) {
     const kv_model_config *c = model_config(m);
     const gguf_file *f = model_gguf(m);
     printf("%-14s %s\n", "file", path);
-    printf("%-14s %.1f MB, GGUF v%u, %lld tensors\n", "size", f->size / 1048576.0, f->version,
-           (long long)f->n_tensors);
+    char hf[160];
+    if (hf_describe(f, hf, sizeof hf)) printf("%-14s %s, %lld tensors\n", "size", hf, (long long)f->n_tensors);
+    else printf("%-14s %.1f MB, GGUF v%u, %lld tensors\n", "size", f->size / 1048576.0, f->version,
+                (long long)f->n_tensors);
     printf("%-14s %s\n", "architecture", c->arch);
     printf("%-14s %s\n", "name", c->name[0] ? c->name : "(none)");
     printf("%-14s %d\n", "layers", c->n_layer);

@@ -36,6 +36,16 @@ int model_file_open(gguf_file *f, const char *path, char *err, size_t errlen) {
     return hf_is_dir(path) ? hf_open(f, path, err, errlen) : gguf_open(f, path, err, errlen);
 }
 
+int hf_describe(const gguf_file *f, char *buf, size_t n) {
+    if (f->aux_free != aux_free) return 0;
+    const hf_aux *a = f->aux;
+    double bytes = 0;
+    for (int i = 0; i < a->n_files; i++) bytes += (double)a->files[i].size;
+    snprintf(buf, n, "%.1f MB in %d safetensors file%s (Hugging Face directory)", bytes / 1048576.0, a->n_files,
+             a->n_files == 1 ? "" : "s");
+    return 1;
+}
+
 /* ---- identity: a 64-bit FNV-style hash over 8-byte words of every file, in order */
 
 static uint64_t hash_bytes(uint64_t h, const uint8_t *p, size_t n) {

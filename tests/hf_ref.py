@@ -4,8 +4,10 @@ files are read here (their JSON header and raw bytes, not through kvbench or the
 safetensors package), Q/K rows stay as transformers has them and the reference rotates
 halves (transformers' rotate_half) for every architecture. So the loader's llama Q/K
 permutation, the dtype conversion and the tensor mapping are checked against an
-independent reading of the checkpoint; the rope scaling settings come from MODEL.gguf,
-the converter-style file of the same checkpoint.
+independent reading of the checkpoint; the rope scaling follows
+config.json's rope_scaling through model_ref's transformers formulas (the rest of the
+settings from MODEL.gguf, the converter-style file of the same checkpoint); logits within
+1e-4 relative L2.
 
 usage: hf_ref.py HF_DIR MODEL.gguf DUMP_DIR"""
 import json
@@ -61,7 +63,12 @@ class HFReference(model_ref.Reference):
 
 def main():
     hf, gguf_path, dump = sys.argv[1:4]
-    ref = HFReference(gguf_path)
+    with open(os.path.join(hf, "config.json")) as fh:
+        cfg = json.load(fh)
+    model_ref.LOGIT_TOL = 1e-4                   # issue 24: relative L2 past the original context
+    # rope scaling from config.json through transformers' formulas (model_ref checks a
+    # rope_freqs tensor against them)
+    ref = HFReference(gguf_path, cfg.get("rope_scaling"))
     files = sorted(f for f in os.listdir(hf) if f.endswith(".safetensors"))
     w = {}
     for f in files:
@@ -71,8 +78,6 @@ def main():
             else:
                 parts = k.split(".", 3)          # model.layers.N.rest
                 w[f"blk.{parts[2]}.{NAMES[parts[3]]}"] = x
-    with open(os.path.join(hf, "config.json")) as fh:
-        cfg = json.load(fh)
     if cfg.get("tie_word_embeddings", True):
         w.pop("output.weight", None)
     ref.w = w

@@ -22,7 +22,7 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 E, H, HKV, HD, FF, LAYERS = 64, 4, 2, 16, 96, 2
-ORIG_CTX, N_PROMPT = 256, 500
+ORIG_CTX, N_PROMPT = 256, 960
 
 
 def byte_level_tokenizer():
@@ -122,7 +122,7 @@ def main():
     def mat(rows, cols):
         return rng.standard_normal((rows, cols)) * cols ** -0.5
 
-    w = {"model.embed_tokens.weight": mat(V, E) * 8, "model.norm.weight": 1 + 0.1 * rng.standard_normal(E)}
+    w = {"model.embed_tokens.weight": mat(V, E) * 2, "model.norm.weight": 1 + 0.1 * rng.standard_normal(E)}
     if not tied:
         w["lm_head.weight"] = mat(V, E)
     for l in range(LAYERS):

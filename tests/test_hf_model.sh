@@ -42,6 +42,11 @@ d=$T/llama-f32-1
 "$KVBENCH" info --model "$d/hf" >"$T/info" || fail "info on an HF directory"
 grep -q "^architecture   llama" "$T/info" && grep -q "^layers         2" "$T/info" ||
     fail "info on an HF directory: $(cat "$T/info")"
+# Mistral-7B-v0.1's sliding window: stated as the GGUF key, so the engine's rule applies
+rm -rf "$T/win"; cp -r "$T/mistral-f32-1/hf" "$T/win"
+"$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['sliding_window']=512; json.dump(c, open(p,'w'))" "$T/win/config.json"
+"$KVBENCH" info --model "$T/win" >"$T/info" || fail "info on a windowed HF directory"
+grep -q "^context        512 (the file's 1024" "$T/info" || fail "sliding window: $(grep context "$T/info")"
 mkdir -p "$T/other"
 "$PY" tests/hf_tiny.py llama "$T/other" $((seed + 1)) f32 1
 
