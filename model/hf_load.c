@@ -36,6 +36,20 @@ int model_file_open(gguf_file *f, const char *path, char *err, size_t errlen) {
     return hf_is_dir(path) ? hf_open(f, path, err, errlen) : gguf_open(f, path, err, errlen);
 }
 
+int hf_open_tokenizer(gguf_file *f, const char *dir, char *err, size_t errlen) {
+    hf_config c = {.bos = -1, .eos = -1};
+    gguf_meta g;
+    gm_init(&g);
+    if (hf_tok_read(dir, &g, &c, err, errlen)) {
+        gm_free(&g);
+        return -1;
+    }
+    size_t size;
+    uint8_t *buf = gm_finish(&g, &size);
+    if (!buf) return hf_fail(err, errlen, dir, "", "out of memory");
+    return gguf_open_mem(f, dir, buf, size, err, errlen);
+}
+
 int hf_describe(const gguf_file *f, char *buf, size_t n) {
     if (f->aux_free != aux_free) return 0;
     const hf_aux *a = f->aux;

@@ -16,6 +16,9 @@ int hf_is_dir(const char *path);
  * files), so the hash of the metadata (sekv_model_hash of base/size, as for a GGUF)
  * is the checkpoint's identity. */
 int hf_open(gguf_file *f, const char *dir, char *err, size_t errlen);
+/* Only tokenizer.json and tokenizer_config.json of DIR, as a gguf_file with the
+ * tokenizer.ggml.* keys (for tok_load; tests compare it with the tokenizers package). */
+int hf_open_tokenizer(gguf_file *f, const char *dir, char *err, size_t errlen);
 /* kvbench info's size line for a directory hf_open made ("12.3 MB in 2 safetensors files
  * (Hugging Face directory)") into buf; 0 if f is not one (a GGUF). */
 int hf_describe(const gguf_file *f, char *buf, size_t n);

@@ -79,9 +79,10 @@ static const char SP[] = "\xE2\x96\x81";   /* U+2581, SentencePiece's space */
 
 /* SentencePiece-style: spaces become U+2581 (a Replace normalizer or a Metaspace
  * pre-tokenizer). Returns 1 and whether a U+2581 is put before the text, else 0. */
-static int spm_style(const json_value *root, int *space_prefix) {
+static int spm_style(const json_value *root, int *space_prefix, int *first_only) {
     const json_value *p[8];
     int n = parts(json_get(root, "normalizer"), p, 8), repl = 0, prefix = 0;
+    *first_only = 0;
     for (int i = 0; i < n; i++) {
         const json_value *pat = json_get(p[i], "pattern");
         const char *from = pat ? hf_str(pat, "String") : NULL, *to = hf_str(p[i], "content");
@@ -95,6 +96,9 @@ static int spm_style(const json_value *root, int *space_prefix) {
             const char *scheme = hf_str(p[i], "prepend_scheme");
             repl = 1;
             prefix = scheme ? strcmp(scheme, "never") != 0 : flag(p[i], "add_prefix_space", 1);
+            /* "first" (and the older add_prefix_space): the text's start only, not when
+             * it starts with a space; "always" prefixes every section */
+            *first_only = !scheme || !strcmp(scheme, "first");
         }
     *space_prefix = prefix;
     return repl;
@@ -181,14 +185,14 @@ int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, char *err, si
     /* which BPE */
     const json_value *pre = json_get(&root, "pre_tokenizer");
     const char *pre_name = NULL;
-    int spm = 0, space_prefix = 0;
+    int spm = 0, space_prefix = 0, first_only = 0;
     if (has_byte_level(pre)) {
         if (!(pre_name = byte_level_pre(pre))) {
             hf_fail(err, errlen, dir, TJ, "field 'pre_tokenizer' is a byte-level split kvbench does not know "
                     "(known: GPT-2, SmolLM2 digits, the Llama-3 and Qwen2 Split patterns)");
             goto done;
         }
-    } else if (flag(model, "byte_fallback", 0) && spm_style(&root, &space_prefix)) {
+    } else if (flag(model, "byte_fallback", 0) && spm_style(&root, &space_prefix, &first_only)) {
         spm = 1;
     } else {
         hf_fail(err, errlen, dir, TJ, "field 'pre_tokenizer' is neither byte-level (ByteLevel) nor "
@@ -257,6 +261,7 @@ int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, char *err, si
     gm_arr_i32(g, "tokenizer.ggml.token_type", v.type, (uint64_t)n);
     if (put_merges(dir, g, merges, err, errlen)) goto done;
     if (spm) gm_bool(g, "tokenizer.ggml.add_space_prefix", space_prefix);
+    if (spm && first_only) gm_bool(g, "kvbench.tokenizer.prefix_first_only", 1);
 
     /* special ids: tokenizer_config.json first, then config.json (as SpecialVocab) */
     const json_value *tc = have_cfg ? &cfg : NULL;
