@@ -301,7 +301,7 @@ int hf_open(gguf_file *f, const char *dir_in, char *err, size_t errlen) {
     if (!a->files) { hf_fail(err, errlen, dir, "", "out of memory"); goto bad; }
     uint64_t h = 0xcbf29ce484222325ULL;
     static const char *json_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
-                                       "model.safetensors.index.json"};
+                                       "model.safetensors.index.json", "chat_template.jinja"};
     for (size_t i = 0; i < sizeof json_files / sizeof json_files[0]; i++)
         if (hash_file(&h, dir, json_files[i], err, errlen)) goto bad;
     for (int i = 0; i < n_shards; i++) {

@@ -54,6 +54,8 @@ static int flag(const json_value *v, const char *key, int deflt) {
 static const char *byte_level_pre(const json_value *pre) {
     const json_value *p[8];
     int n = parts(pre, p, 8);
+    for (int i = 0; i < n; i++)   /* a space put before the text: not what these families do */
+        if (is_type(p[i], "ByteLevel") && flag(p[i], "add_prefix_space", 0)) return NULL;
     if (n == 1 && is_type(p[0], "ByteLevel") && flag(p[0], "use_regex", 1)) return "gpt2";
     if (n == 2 && is_type(p[0], "Digits") && flag(p[0], "individual_digits", 0) && is_type(p[1], "ByteLevel") &&
         flag(p[1], "use_regex", 1))
@@ -156,6 +158,25 @@ static int put_merges(const char *dir, gguf_meta *g, const json_value *merges, c
             return hf_fail(err, errlen, dir, TJ, "field 'model.merges[%d]' is neither \"a b\" nor [\"a\", \"b\"]", i);
     }
     gm_arr_end(g, (uint64_t)merges->n);
+    return 0;
+}
+
+/* DIR/chat_template.jinja, if there, as the chat template. */
+static int read_jinja(const char *dir, gguf_meta *g, char *err, size_t errlen) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
+    int big = buf && n == 1 << 20;
+    fclose(f);
+    if (!buf || big) {
+        free(buf);
+        return hf_fail(err, errlen, dir, "chat_template.jinja", buf ? "larger than 1 MiB" : "out of memory");
+    }
+    gm_str(g, "tokenizer.chat_template", buf, n);
+    free(buf);
     return 0;
 }
 
@@ -283,6 +304,7 @@ int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, char *err, si
             if (name && !strcmp(name, "default")) { ct = json_get(&ct->items[i], "template"); break; }
         }
     if (ct && ct->type == JSON_STRING) gm_str(g, "tokenizer.chat_template", ct->str, ct->len);
+    else if (read_jinja(dir, g, err, errlen)) goto done;   /* newer checkpoints: chat_template.jinja */
     rc = 0;
 done:
     free(v.text);
