@@ -27,6 +27,8 @@ static void aux_free(void *p) {
     free(a);
 }
 
+static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err, size_t errlen);
+
 int hf_is_dir(const char *path) {
     struct stat st;
     return !stat(path, &st) && S_ISDIR(st.st_mode);
@@ -34,6 +36,10 @@ int hf_is_dir(const char *path) {
 
 int model_file_open(gguf_file *f, const char *path, char *err, size_t errlen) {
     return hf_is_dir(path) ? hf_open(f, path, err, errlen) : gguf_open(f, path, err, errlen);
+}
+
+int model_file_open_shapes(gguf_file *f, const char *path, char *err, size_t errlen) {
+    return hf_is_dir(path) ? open_dir(f, path, 1, err, errlen) : gguf_open(f, path, err, errlen);
 }
 
 int hf_open_tokenizer(gguf_file *f, const char *dir, char *err, size_t errlen) {
@@ -197,8 +203,8 @@ static int keep(hf_aux *a, void *p) {
     return 0;
 }
 
-static int build_tensors(const char *dir, const hf_config *c, hf_aux *a, gguf_tensor **out, int64_t *n_out,
-                         char *err, size_t errlen) {
+static int build_tensors(const char *dir, const hf_config *c, hf_aux *a, int shapes_only, gguf_tensor **out,
+                         int64_t *n_out, char *err, size_t errlen) {
     int total = 1;   /* room for rope_freqs */
     for (int i = 0; i < a->n_files; i++) total += a->files[i].n;
     gguf_tensor *ts = calloc((size_t)total, sizeof *ts);
@@ -233,7 +239,7 @@ static int build_tensors(const char *dir, const hf_config *c, hf_aux *a, gguf_te
             t->data = s->data;
             have_output |= !strcmp(t->name, "output.weight");
             int is_q = strstr(t->name, ".attn_q.") != NULL, is_k = strstr(t->name, ".attn_k.") != NULL;
-            if (!strcmp(c->arch, "llama") && (is_q || is_k)) {
+            if (!strcmp(c->arch, "llama") && (is_q || is_k) && !shapes_only) {
                 int heads = is_q ? c->n_head : c->n_head_kv;
                 long long rows = (long long)t->ne[1];
                 if (rows != (long long)heads * c->head_dim || s->n_dims != 2) {
@@ -277,7 +283,7 @@ static int build_tensors(const char *dir, const hf_config *c, hf_aux *a, gguf_te
     return 0;
 }
 
-int hf_open(gguf_file *f, const char *dir_in, char *err, size_t errlen) {
+static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     char dir[512];
     snprintf(dir, sizeof dir, "%s", dir_in);
@@ -316,7 +322,7 @@ int hf_open(gguf_file *f, const char *dir_in, char *err, size_t errlen) {
         h = hash_bytes(h, a->files[i].base, a->files[i].size);
     }
     gm_u64(&g, "kvbench.hf.content_hash", h);
-    if (build_tensors(dir, &c, a, &ts, &nt, err, errlen)) goto bad;
+    if (build_tensors(dir, &c, a, shapes_only, &ts, &nt, err, errlen)) goto bad;
     size_t size;
     uint8_t *buf = gm_finish(&g, &size);
     if (!buf) { hf_fail(err, errlen, dir, "", "out of memory"); goto bad; }
@@ -341,3 +347,5 @@ bad:
     free(shards);
     return -1;
 }
+
+int hf_open(gguf_file *f, const char *dir, char *err, size_t errlen) { return open_dir(f, dir, 0, err, errlen); }

@@ -24,5 +24,8 @@ int hf_open_tokenizer(gguf_file *f, const char *dir, char *err, size_t errlen);
 int hf_describe(const gguf_file *f, char *buf, size_t n);
 /* A GGUF file or a Hugging Face directory. */
 int model_file_open(gguf_file *f, const char *path, char *err, size_t errlen);
+/* The same for readers of shapes and metadata only (kvbench sim): a directory's llama
+ * Q/K rows are left as transformers stores them (no copies); the hash is the same. */
+int model_file_open_shapes(gguf_file *f, const char *path, char *err, size_t errlen);
 
 #endif
