@@ -9,6 +9,7 @@
 #    context of 256;
 #  - tests/hf_ref.py: the same dump within model_ref's tolerance of its float64 pass
 #    fed the safetensors in transformers' own layout (rotate_half), greedy tokens equal;
+#  - linear rope scaling from config.json against the reference;
 #  - kvbench info DIR; the run identity follows the files' content;
 #  - bad directories exit 2 with one line naming the file and the field;
 #  - kvbench run --workload niah on a directory (when the haystack is there).
@@ -36,6 +37,16 @@ for spec in llama:f32:1 llama:bf16:3 qwen2:f16:1 qwen2:bf16:2 mistral:bf16:2 mis
     done
     "$PY" tests/hf_ref.py "$d/hf" "$d/model.gguf" "$d/dump_hf" || fail "$spec: the reference disagrees"
 done
+
+# linear scaling through config.json (no GGUF twin: the reference takes rope_scaling from config.json)
+d=$T/lin
+mkdir -p "$d/dump"
+cp -r "$T/mistral-f32-1/hf" "$d/hf"
+cp "$T/mistral-f32-1/p0_ids.txt" "$d/dump/"
+"$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['rope_scaling']={'type':'linear','factor':2.0}; json.dump(c, open(p,'w'))" "$d/hf/config.json"
+echo "== mistral f32, linear rope scaling 2"
+"$BUILD"/tests/test_model --dump-model "$d/hf" "$d/dump" || fail "linear: the HF directory did not run"
+"$PY" tests/hf_ref.py "$d/hf" "$T/mistral-f32-1/model.gguf" "$d/dump" || fail "linear: the reference disagrees"
 
 # info, and the identity: another seed's weights in a directory of the same name
 d=$T/llama-f32-1
