@@ -93,6 +93,9 @@ static int rope_scaling(const char *dir, const json_value *root, gguf_meta *g, h
             key(k, sizeof k, c, opt[i].gguf);
             gm_f32(g, k, (float)v);
         }
+        const json_value *tr = json_get(rs, "truncate");
+        if (tr && tr->type == JSON_FALSE)   /* unrounded correction range: not in the engine */
+            return hf_fail(err, errlen, dir, CFG, "field 'rope_scaling.truncate' = false is not supported");
         if (json_get(rs, "mscale") || json_get(rs, "mscale_all_dim"))
             return hf_fail(err, errlen, dir, CFG, "field 'rope_scaling.mscale' (DeepSeek's yarn) is not supported");
         return 0;

@@ -239,6 +239,10 @@ int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, char *err, si
         }
         if ((int)id >= n) n = (int)id + 1;
     }
+    if (n == 0) {
+        hf_fail(err, errlen, dir, TJ, "field 'model.vocab' is empty");
+        goto done;
+    }
     v.n = n;
     v.text = calloc((size_t)n, sizeof *v.text);
     v.len = calloc((size_t)n, sizeof *v.len);

@@ -17,6 +17,8 @@
         U+2581 spaces) trained here by tokenizers' BpeTrainer on half the essays; spm as
         Mistral's current file (Metaspace, prepend_scheme first, no split), spm-legacy as
         Llama-2's (Prepend + Replace normalizers);
+      gpt2 and spm-legacy keep their merges as "a b" strings (older files), the others as
+      ["a", "b"] pairs;
     D/ref_<variant>.txt: the ids tokenizers gives each line (add_special_tokens=False).
 Compare with `tokenizer_ref.py compare`."""
 import argparse
@@ -144,6 +146,12 @@ def prepare(a):
         d = os.path.join(a.dir, name)
         os.makedirs(d, exist_ok=True)
         tok.save(os.path.join(d, "tokenizer.json"))
+        if name in ("gpt2", "spm-legacy"):   # merges as "a b" strings, as files before tokenizers 0.20
+            with open(os.path.join(d, "tokenizer.json"), encoding="utf-8") as fh:
+                tj = json.load(fh)
+            tj["model"]["merges"] = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+            with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as fh:
+                json.dump(tj, fh, ensure_ascii=False)
         with open(os.path.join(d, "tokenizer_config.json"), "w") as fh:
             json.dump({"add_bos_token": name.startswith("spm"), "eos_token": "</s>" if name.startswith("spm")
                        else "<|endoftext|>"}, fh)
