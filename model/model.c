@@ -238,10 +238,10 @@ static int read_rope_scaling(kv_model *m, char *err, size_t errlen) {
         return fail(m, err, errlen, "metadata key %sattn_factor = %g is only supported with yarn", prefix, f);
     if (r->type == KV_ROPE_YARN) {
         /* llama.cpp: cos and sin times attn_factor * (1 + 0.1 ln factor), the original
-         * context defaulting to the trained one; transformers' beta defaults 32 and 1 */
+         * context defaulting to the file's context length; transformers' beta defaults 32 and 1 */
         r->attn_factor = f * rope_yarn_mscale(r->factor);
         int64_t v;
-        if (meta_int(m, "rope.scaling.original_context_length", m->cfg.n_ctx_train, 1, 1 << 24, &v, err, errlen))
+        if (meta_int(m, "rope.scaling.original_context_length", m->cfg.n_ctx_file, 1, 1 << 24, &v, err, errlen))
             return -1;
         r->orig_ctx = (int)v;
         float b;

@@ -25,8 +25,12 @@ typedef struct {
     double low_freq_factor;    /* "low_freq_factor" (llama3; 1 in Llama-3.1) */
     double high_freq_factor;   /* "high_freq_factor" (llama3; 4 in Llama-3.1) */
     int orig_ctx;              /* "original_max_position_embeddings" (llama3, yarn) */
-    double attn_factor;        /* yarn: the multiplier of cos and sin, transformers'
-                                  "attention_factor"; 0: derived, 0.1 ln(factor) + 1 */
+    double attn_factor;        /* yarn: the multiplier of cos and sin, transformers' final
+                                  "attention_factor" (a config.json reader: that key as given,
+                                  else get_mscale(factor, mscale) / get_mscale(factor,
+                                  mscale_all_dim) when both are set; a GGUF: attn_factor times
+                                  get_mscale(factor), as llama.cpp); 0: 0.1 ln(factor) + 1.
+                                  No field for "truncate": false must be refused */
     double beta_fast, beta_slow;   /* yarn: "beta_fast", "beta_slow"; 0: 32 and 1 */
     float *freq_factors;       /* [n_freq_factors = n_rot/2]: per-pair frequency divisors
                                   (GGUF rope_freqs, as convert_hf_to_gguf.py writes llama3),
