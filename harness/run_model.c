@@ -91,7 +91,7 @@ void run_model_usage(FILE *f) {
             "                     longbench:DIR        LongBench v1 JSONL files in DIR\n"
             "                     infinitebench:DIR    InfiniteBench JSONL files in DIR\n"
             "                     gsm8k:FILE           GSM8K test JSONL (few-shot)\n"
-            "  --model F          GGUF model (default %s)\n"
+            "  --model F          GGUF file or Hugging Face directory (default %s)\n"
             "  --methods LIST     all, or method names (kvbench methods) (default all)\n"
             "  --budget LIST      kept fraction of the prompt in (0,1], or token counts > 1 (default\n"
             "                     0.1); fullkv ignores it and runs once per case, recorded at budget 1\n"

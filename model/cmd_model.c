@@ -65,9 +65,10 @@ int cmd_info(int argc, char **argv) {
     const char *path = model_default_path();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: kvbench info [--model FILE]\n\n"
-                   "Describe a GGUF model: architecture, shape, quantization, KV bytes per token.\n"
-                   "  --model FILE   GGUF file (default $KVBENCH_MODEL or the `make model` cache:\n"
+            printf("usage: kvbench info [--model PATH]\n\n"
+                   "Describe a model: architecture, shape, quantization, KV bytes per token.\n"
+                   "  --model PATH   GGUF file or Hugging Face directory (docs/hf-checkpoints.md)\n"
+                   "                 (default $KVBENCH_MODEL or the `make model` cache:\n"
                    "                 %s)\n", model_default_path());
             return 0;
         } else if (!strcmp(argv[i], "--model")) {
@@ -127,7 +128,7 @@ static void generate_usage(void) {
            "                        [--backend cpu|cuda] [--kv-type f32|f16|bf16]\n"
            "                        [--activations f32|q8]\n\n"
            "Greedy answer to a prompt; attention goes through a KV-cache method.\n"
-           "  --model FILE      GGUF file (default %s)\n"
+           "  --model FILE      GGUF file or Hugging Face directory (default %s)\n"
            "  --prompt TEXT     the prompt\n"
            "  --chat            wrap the prompt in the model's chat template\n"
            "  --max-tokens N    tokens to generate at most (default 128)\n"
