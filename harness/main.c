@@ -12,7 +12,7 @@ static const struct {
     {"report", cmd_report, "print a results table (Markdown, or CSV with --csv)"},
     {"plot", cmd_plot, "draw figures from a results file with gnuplot"},
     {"methods", cmd_methods, "list the methods with their parameters and defaults"},
-    {"info", cmd_info, "describe a GGUF model file"},
+    {"info", cmd_info, "describe a model (GGUF file or Hugging Face directory)"},
     {"generate", cmd_generate, "answer a prompt with a model, optionally through a method"},
     {"train-sekv", cmd_train_sekv, "train SeKV's zoom-in (routing, thresholds, rank gate) on a corpus"},
     {"merge", cmd_merge, "join the results files of a sharded run (run --shard K/N) into one"},

@@ -91,7 +91,7 @@ void run_model_usage(FILE *f) {
             "                     longbench:DIR        LongBench v1 JSONL files in DIR\n"
             "                     infinitebench:DIR    InfiniteBench JSONL files in DIR\n"
             "                     gsm8k:FILE           GSM8K test JSONL (few-shot)\n"
-            "  --model F          GGUF model (default %s)\n"
+            "  --model F          GGUF file or Hugging Face directory (default %s)\n"
             "  --methods LIST     all, or method names (kvbench methods) (default all)\n"
             "  --budget LIST      kept fraction of the prompt in (0,1], or token counts > 1 (default\n"
             "                     0.1); fullkv ignores it and runs once per case, recorded at budget 1\n"
@@ -518,7 +518,7 @@ static int takes_case(const rm_opts *o, const case_set *cs, int i, int job) {
 
 /* ---------------------------------------------------------------- run identity */
 
-static void model_ident(const char *path, char *buf, size_t n) {
+static void model_ident(const char *path, const kv_model *model, char *buf, size_t n) {
     if (!strncmp(path, "random:", 7)) {   /* random weights: the spec is the identity */
         snprintf(buf, n, "%s", path);
         return;
@@ -526,7 +526,13 @@ static void model_ident(const char *path, char *buf, size_t n) {
     struct stat st;
     char *copy = strdup(path);
     const char *base = copy ? basename(copy) : path;
-    snprintf(buf, n, "%s:%lld", base, stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
+    /* a Hugging Face directory: its size says nothing, the hash of its files does */
+    const gguf_kv *h = gguf_find(model_gguf(model), "kvbench.hf.content_hash");
+    uint64_t hash;
+    if (h && h->type == GGUF_U64) {
+        memcpy(&hash, h->data, 8);
+        snprintf(buf, n, "%s:hf-%016llx", base, (unsigned long long)hash);
+    } else snprintf(buf, n, "%s:%lld", base, stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
     free(copy);
 }
 
@@ -542,7 +548,7 @@ static int stop_ids(const kv_tokenizer *tok, int *ids, int cap) {
 static int run_key(const rm_opts *o, const kv_model *model, const char *ident, const char *backend, const char *code,
                    char *buf, size_t n) {
     char mid[512];
-    model_ident(o->model_path, mid, sizeof mid);
+    model_ident(o->model_path, model, mid, sizeof mid);
     char dflt[4096], mp[2048];
     if (run_ident_methods(NULL, dflt, sizeof dflt)) return -1;
     mparams_canon(&o->params, mp, sizeof mp);
@@ -1146,7 +1152,7 @@ int cmd_run_model(int argc, char **argv) {
     }
     if (!rc) {
         char mid[512];
-        model_ident(o.model_path, mid, sizeof mid);
+        model_ident(o.model_path, model, mid, sizeof mid);
         kvdb_run run = {.run_key = key, .config_json = json, .workload = o.wl.name, .model = mid,
                         .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS, .host = prov.host,
                         .cpu = prov.cpu, .backend = backend, .seed = o.wl.seed};

@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "setting: answer NLL, zoom precision and recall on the needle's spans, rows attended.\n"
             "Meant for dev cases: use contexts and depths outside the reported grid.\n"
             "\n"
-            "  --model F          GGUF model (default %s)\n"
+            "  --model F          GGUF file or Hugging Face directory (default %s)\n"
             "  --haystack PATH    essays (default: the `make haystack` cache)\n"
             "  --ctx LIST         prompt lengths in tokens (default 768)\n"
             "  --depths LIST      needle depths in %% (default 35)\n"

@@ -3,6 +3,7 @@
 #include "sim.h"
 #include "../methods/sekv/sekv_params.h"
 #include "../model/gguf.h"
+#include "../model/hf_load.h"
 #include "../model/random_model.h"
 
 #include <stdio.h>
@@ -18,7 +19,7 @@ static int meta(const gguf_file *f, const char *arch, const char *key, int64_t d
 static int from_gguf(const char *path, sim_shape *s, char *err, size_t errlen) {
     gguf_file f;
     memset(&f, 0, sizeof f);
-    if (gguf_open(&f, path, err, errlen)) return -1;
+    if (model_file_open_shapes(&f, path, err, errlen)) return -1;
     kv_model_config *c = &s->cfg;
     gguf_str a;
     int rc = -1;

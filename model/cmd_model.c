@@ -3,6 +3,7 @@
 #include "../harness/commands.h"
 #include "../kernels/core.h"
 #include "model.h"
+#include "hf_load.h"
 #include "quant.h"
 #ifdef KB_CUDA
 #include "../kernels/cuda_mem.h"
@@ -64,9 +65,10 @@ int cmd_info(int argc, char **argv) {
     const char *path = model_default_path();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: kvbench info [--model FILE]\n\n"
-                   "Describe a GGUF model: architecture, shape, quantization, KV bytes per token.\n"
-                   "  --model FILE   GGUF file (default $KVBENCH_MODEL or the `make model` cache:\n"
+            printf("usage: kvbench info [--model PATH]\n\n"
+                   "Describe a model: architecture, shape, quantization, KV bytes per token.\n"
+                   "  --model PATH   GGUF file or Hugging Face directory (docs/hf-checkpoints.md)\n"
+                   "                 (default $KVBENCH_MODEL or the `make model` cache:\n"
                    "                 %s)\n", model_default_path());
             return 0;
         } else if (!strcmp(argv[i], "--model")) {
@@ -81,8 +83,10 @@ int cmd_info(int argc, char **argv) {
     const kv_model_config *c = model_config(m);
     const gguf_file *f = model_gguf(m);
     printf("%-14s %s\n", "file", path);
-    printf("%-14s %.1f MB, GGUF v%u, %lld tensors\n", "size", f->size / 1048576.0, f->version,
-           (long long)f->n_tensors);
+    char hf[160];
+    if (hf_describe(f, hf, sizeof hf)) printf("%-14s %s, %lld tensors\n", "size", hf, (long long)f->n_tensors);
+    else printf("%-14s %.1f MB, GGUF v%u, %lld tensors\n", "size", f->size / 1048576.0, f->version,
+                (long long)f->n_tensors);
     printf("%-14s %s\n", "architecture", c->arch);
     printf("%-14s %s\n", "name", c->name[0] ? c->name : "(none)");
     printf("%-14s %d\n", "layers", c->n_layer);
@@ -124,7 +128,7 @@ static void generate_usage(void) {
            "                        [--backend cpu|cuda] [--kv-type f32|f16|bf16]\n"
            "                        [--activations f32|q8]\n\n"
            "Greedy answer to a prompt; attention goes through a KV-cache method.\n"
-           "  --model FILE      GGUF file (default %s)\n"
+           "  --model FILE      GGUF file or Hugging Face directory (default %s)\n"
            "  --prompt TEXT     the prompt\n"
            "  --chat            wrap the prompt in the model's chat template\n"
            "  --max-tokens N    tokens to generate at most (default 128)\n"

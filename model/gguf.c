@@ -351,6 +351,41 @@ int gguf_open(gguf_file *f, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+int gguf_open_mem(gguf_file *f, const char *name, void *buf, size_t size, char *err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    cursor c = {.path = name, .err = err, .errlen = errlen, .base = buf, .size = size};
+    if (err && errlen) err[0] = 0;
+    snprintf(f->path, sizeof f->path, "%s", name);
+    f->base = buf;
+    f->size = size;
+    f->heap_base = 1;
+    if (parse(&c, f) != 0) {
+        gguf_close(f);
+        return -1;
+    }
+    return 0;
+}
+
+int gguf_set_tensors(gguf_file *f, gguf_tensor *t, int64_t n, char *err, size_t errlen) {
+    free(f->tensors);
+    free(f->tensors_sorted);
+    f->tensors = t;
+    f->n_tensors = n;
+    f->tensors_sorted = calloc(n ? (size_t)n : 1, sizeof *f->tensors_sorted);
+    if (!f->tensors_sorted) {
+        snprintf(err, errlen, "%s: out of memory", f->path);
+        return -1;
+    }
+    for (int64_t i = 0; i < n; i++) f->tensors_sorted[i] = &t[i];
+    qsort(f->tensors_sorted, (size_t)n, sizeof *f->tensors_sorted, cmp_tensor_name);
+    for (int64_t i = 0; i + 1 < n; i++)
+        if (!strcmp(f->tensors_sorted[i]->name, f->tensors_sorted[i + 1]->name)) {
+            snprintf(err, errlen, "%s: duplicate tensor name '%s'", f->path, f->tensors_sorted[i]->name);
+            return -1;
+        }
+    return 0;
+}
+
 void gguf_close(gguf_file *f) {
     if (f->kv)
         for (int64_t i = 0; i < f->n_kv; i++) free((void *)f->kv[i].str_off);
@@ -358,7 +393,9 @@ void gguf_close(gguf_file *f) {
     free(f->kv_sorted);
     free(f->tensors);
     free(f->tensors_sorted);
-    if (f->base) munmap((void *)f->base, f->size);
+    if (f->aux_free) f->aux_free(f->aux);
+    if (f->base && f->heap_base) free((void *)f->base);
+    else if (f->base) munmap((void *)f->base, f->size);
     memset(f, 0, sizeof *f);
 }
 

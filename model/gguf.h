@@ -43,12 +43,23 @@ typedef struct {
     size_t alignment, data_start;
     const gguf_kv **kv_sorted;            /* by key, for gguf_find */
     const gguf_tensor **tensors_sorted;   /* by name, for gguf_tensor_find */
+    /* A gguf_file built in memory (hf_load.c) rather than mapped: base was malloc'd, and
+     * aux (freed by aux_free) owns what the tensors point into. */
+    int heap_base;
+    void *aux;
+    void (*aux_free)(void *aux);
 } gguf_file;
 
 /* Open and validate; returns 0, or -1 with "PATH: what is wrong (field)" in err.
  * Accepts versions 2 and 3, little-endian only. On failure f is left zeroed. */
 int gguf_open(gguf_file *f, const char *path, char *err, size_t errlen);
 void gguf_close(gguf_file *f);           /* safe on a zeroed or failed gguf_file */
+/* The same checks on a GGUF image in memory (a malloc'd buf that f then owns, freed on
+ * failure too); name stands for the path in messages. */
+int gguf_open_mem(gguf_file *f, const char *name, void *buf, size_t size, char *err, size_t errlen);
+/* Hand f a tensor list built elsewhere (malloc'd, f owns it; data already set): sorted
+ * for gguf_tensor_find; -1 with "NAME: duplicate tensor name" on a repeat. */
+int gguf_set_tensors(gguf_file *f, gguf_tensor *t, int64_t n, char *err, size_t errlen);
 
 const gguf_kv *gguf_find(const gguf_file *f, const char *key);
 const gguf_tensor *gguf_tensor_find(const gguf_file *f, const char *name);

@@ -1,6 +1,7 @@
 /* Loading a model: configuration from GGUF metadata, every tensor found and its shape
  * checked against the hyperparameters, norms copied to f32, the tokenizer. */
 #include "engine.h"
+#include "hf_load.h"
 #include "quant.h"
 #include "random_model.h"
 #ifdef KB_CUDA
@@ -348,7 +349,7 @@ kv_model *model_load(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    if (gguf_open(&m->gf, path, err, errlen)) {
+    if (model_file_open(&m->gf, path, err, errlen)) {   /* a GGUF, or a Hugging Face directory */
         free(m);
         return NULL;
     }

@@ -14,7 +14,8 @@ typedef struct { uint64_t key; int32_t rank, result; } tok_merge;   /* key = lef
 
 struct kv_tokenizer {
     int kind, pre, n_vocab;
-    int bos, eos, unk, add_bos, add_space_prefix, ignore_merges;
+    int bos, eos, unk, add_bos, ignore_merges;
+    int add_space_prefix;   /* SPM: 1 before each text; 2 tokenizers' Metaspace "first" (tokenizer.c) */
     char *text;  uint32_t *text_off;    /* token i's vocab text: text[text_off[i] .. text_off[i+1]) */
     char *piece; uint32_t *piece_off;   /* the bytes token i decodes to (when it prints) */
     uint8_t *type;

@@ -305,7 +305,12 @@ kv_tokenizer *tok_load(const gguf_file *f, char *err, size_t errlen) {
         goto bad;
     opt_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos);
     if (t->kind == TOK_SPM) opt_bool(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
-    if (t->kind == TOK_BPE && load_merges(t, f, err, errlen)) goto bad;
+    int first = 0;   /* a tokenizer.json's Metaspace, prepend_scheme "first" (hf_tok.c) */
+    opt_bool(f, "kvbench.tokenizer.prefix_first_only", &first);
+    if (t->kind == TOK_SPM && t->add_space_prefix && first) t->add_space_prefix = 2;
+    /* SentencePiece-style vocabularies from a tokenizer.json carry merges (hf_tok.c):
+     * then the pair ranks decide, as in tokenizers; a GGUF's scores otherwise */
+    if ((t->kind == TOK_BPE || gguf_find(f, "tokenizer.ggml.merges")) && load_merges(t, f, err, errlen)) goto bad;
     build_pieces(t);
 
     uint32_t cp_of[256];

@@ -1,7 +1,8 @@
 /* SentencePiece-style BPE (Llama-2, Mistral), llama.cpp's algorithm: spaces become
  * U+2581, the text starts as one symbol per UTF-8 character, and the adjacent pair
  * whose concatenation is a token with the highest score merges first (ties: leftmost).
- * Symbols left without a token fall back to <0xXX> byte tokens. */
+ * Symbols left without a token fall back to <0xXX> byte tokens. With merges (a
+ * tokenizer.json's), the pair with the lowest merge rank merges first instead. */
 #include <stdlib.h>
 #include <string.h>
 #include "tok_internal.h"
@@ -12,6 +13,12 @@ typedef struct { int32_t start, n, prev, next; } symbol;   /* n == 0: merged awa
 static void try_pair(const kv_tokenizer *t, tok_heap *h, const char *s, const symbol *sym, int l, int r) {
     if (l < 0 || r < 0) return;
     int size = sym[l].n + sym[r].n;
+    if (t->merges) {   /* merges from a tokenizer.json: the lower rank first */
+        int a = tok_find(t, s + sym[l].start, (size_t)sym[l].n), b = tok_find(t, s + sym[r].start, (size_t)sym[r].n);
+        const tok_merge *m = a >= 0 && b >= 0 ? tok_merge_find(t, a, b) : NULL;
+        if (m) tok_heap_push(h, (tok_cand){-(double)m->rank, l, r, size, 0});
+        return;
+    }
     int id = tok_find(t, s + sym[l].start, (size_t)size);
     if (id >= 0) tok_heap_push(h, (tok_cand){t->score[id], l, r, size, 0});
 }

@@ -100,8 +100,11 @@ int tok_encode(const kv_tokenizer *t, const char *text, size_t len, int parse_sp
         }
         if (!fr[i].len) continue;
         const uint8_t *s = (const uint8_t *)text + fr[i].off;
-        rc = t->kind == TOK_BPE ? bpe_encode(t, s, fr[i].len, &out)
-                                : spm_encode(t, s, fr[i].len, t->add_space_prefix && prev_special, &out);
+        int prefix = t->add_space_prefix && prev_special;
+        /* tokenizers' Metaspace with prepend_scheme "first": only the text's start, and
+         * not when it already starts with a space */
+        if (t->add_space_prefix == 2) prefix = fr[i].off == 0 && s[0] != ' ';
+        rc = t->kind == TOK_BPE ? bpe_encode(t, s, fr[i].len, &out) : spm_encode(t, s, fr[i].len, prefix, &out);
         prev_special = 0;
     }
     free(fr);

@@ -149,5 +149,31 @@ u=$(sqlite3 "$both" "SELECT count(*) FROM (SELECT DISTINCT case_id, method, budg
 [ "$n" = "$u" ] && [ "$n" -gt 0 ] || fail "two identical runs: $n results, $u distinct"
 echo "ok   two identical runs at once: both exit 0, $n results"
 
+# issue 24: Hugging Face directories (written here by hand; test_hf_model.sh has more)
+hf=$dir/hf
+mkdir -p "$hf"
+cfg='"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4, "num_hidden_layers": 2,
+     "max_position_embeddings": 512, "vocab_size": 300, "rms_norm_eps": 1e-5'
+printf '{"architectures": ["GPT2LMHeadModel"], %s}' "$cfg" >"$hf/config.json"
+case_ "HF directory of another architecture" 2 "$hf/config.json: field 'architectures' = 'GPT2LMHeadModel' is not supported" \
+    "$KV" info --model "$hf"
+printf '{"architectures": ["LlamaForCausalLM"], %s, "rope_scaling": {"rope_type": "dynamic", "factor": 2}}' "$cfg" \
+    >"$hf/config.json"
+case_ "HF rope_type dynamic" 2 "$hf/config.json: field 'rope_scaling.rope_type' = 'dynamic' is not supported" \
+    "$KV" run --workload niah --model "$hf" --db "$ref"
+printf '{"architectures": ["LlamaForCausalLM"], %s}' "$cfg" >"$hf/config.json"
+printf '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}' >"$hf/tokenizer.json"
+case_ "HF WordPiece tokenizer.json" 2 "$hf/tokenizer.json: field 'model.type' = 'WordPiece' is not supported \(BPE\)" \
+    "$KV" info --model "$hf"
+printf '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}}' \
+    >"$hf/tokenizer.json"
+printf '{"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors"}}' >"$hf/model.safetensors.index.json"
+case_ "HF missing shard" 2 "$hf/model-00002-of-00002.safetensors: cannot open: No such file or directory \(a shard" \
+    "$KV" info --model "$hf"
+rm "$hf/model.safetensors.index.json"
+printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a": 1}        ' >"$hf/model.safetensors"
+case_ "HF safetensors header" 2 "$hf/model.safetensors: tensor a: header entry needs dtype, shape and data_offsets" \
+    "$KV" info --model "$hf"
+
 [ $fails -eq 0 ] && echo "all bad-input cases passed"
 exit $((fails > 0))

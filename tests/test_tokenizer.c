@@ -15,6 +15,7 @@
 #include "check.h"
 #include "gguf_write.h"
 #include "../model/gguf.h"
+#include "../model/hf_load.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"
 
@@ -679,7 +680,11 @@ static int encode_lines(const char *file, const char *model) {
     fclose(fp);
     gguf_file f;
     char err[512];
-    if (gguf_open(&f, model, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    /* a Hugging Face directory: its tokenizer.json (tests/test_hf_tokenizer.sh) */
+    if ((hf_is_dir(model) ? hf_open_tokenizer(&f, model, err, sizeof err) : gguf_open(&f, model, err, sizeof err))) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     kv_tokenizer *t = tok_load(&f, err, sizeof err);
     gguf_close(&f);
     if (!t) { fprintf(stderr, "%s\n", err); return 1; }
