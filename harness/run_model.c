@@ -910,6 +910,10 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_free(&mc);
             break;
         }
+#ifdef KB_CUDA
+        /* recorded now, not after the last method: a run cut during the methods keeps them */
+        if (gpu) record_gpu(db, case_ids[i], model, case_peak, pg.prefix, cs->key[i], o->quiet);
+#endif
         /* the case's peak: the most of the prefill's and each result's (each resets the peak) */
         int64_t case_rss = pf_rss;
         if (kvdb_case_rss(db, case_ids[i], case_rss))
@@ -985,9 +989,6 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
         if (!rc && kvdb_case_load(db, case_ids[i], load0[0], load1[0]))
             fprintf(stderr, "%skvbench run: load average not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
-#ifdef KB_CUDA
-        if (gpu && !rc) record_gpu(db, case_ids[i], model, case_peak, pg.prefix, cs->key[i], o->quiet);
-#endif
         mc_free(&mc);
     }
     free(missing);
