@@ -118,10 +118,10 @@ void run_model_usage(FILE *f) {
             "                     streamingllm and h2o still evict while decoding (their papers).\n"
             "                     hold: every method keeps its fast-tier rows within the budget at\n"
             "                     every step, by its own rule. Part of the run's identity\n"
-            "  --kv-type T        K/V rows stored as f32 (default), f16 or bf16 by every method, FullKV\n"
+            "  --kv-type T        K/V rows stored as f32, f16 or bf16 by every method, FullKV\n"
             "                     (the --fidelity reference) included; rounded to nearest even, attention\n"
             "                     computes in f32, the prefill stays f32; memory counts the type's bytes.\n"
-            "                     Part of the run's identity. 16-bit: CPU backend only\n"
+            "                     Part of the run's identity. Default f32, and bf16 with --backend cuda\n"
             "  --activations A    f32 (default: logits equal transformers' within 2e-6) or q8 (decode\n"
             "                     mat-vecs on 8-bit activation blocks with int8 dot products, as\n"
             "                     llama.cpp does: faster, logits off by about 1e-2 relative). Part of\n"
@@ -261,6 +261,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
     o->backend = "cpu";
+    o->kv_type = -1;   /* not given: by the backend (run_kv_type_backend) */
     o->jobs = 1;
     o->job_index = -1;
     o->wl.shots = -1;
@@ -1049,7 +1050,7 @@ int cmd_run_model(int argc, char **argv) {
     if (pr) return pr > 0 ? 0 : 2;
     /* cuda without a usable device (or a CPU build): one line, then the CPU; the run is
      * recorded with the backend it really used */
-    if (run_kv_type_backend(o.kv_type, o.backend)) return 2;
+    if (run_kv_type_backend(&o.kv_type, o.backend)) return 2;
     if (o.q8_act && !strcmp(o.backend, "cuda"))
         return run_fail("--activations q8 needs --backend cpu: the CUDA engine's mat-vecs read f32 activations"), 2;
     const char *backend = "cpu", *why = NULL;

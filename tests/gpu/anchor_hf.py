@@ -140,7 +140,7 @@ def main():
             import os
             os.replace(a.json + ".new", a.json)
 
-    print("anchor_hf: %s, %.2fB parameters (%.2f GB in bf16), %s, contexts %s, %d decode steps" %
+    print("anchor_hf: %s, %.4gB parameters (%.4g GB in bf16), %s, contexts %s, %d decode steps" %
           (name, params(c) / 1e9, 2 * params(c) / 1e9, a.device, ",".join(map(str, ctx)), a.decode))
     if a.dry_run:
         for n in ctx:
