@@ -11,7 +11,8 @@
 #      results file, one tarball of the logs), the tarball holding every step's log; a
 #      SIGTERM in the middle of a step ends the script within seconds, summary written;
 #   6. the fallback detector: every message the CUDA code prints when it gives up on the
-#      device is caught, announced refusals in the tests are not.
+#      device is caught, announced refusals in the tests are not;
+#   7. the results file's copy into $OUT while kvbench still holds it open in WAL mode.
 # Steps 1-3 run with KB_CHECK_DRY=1: every step's command is an echo (and a sleep), so
 # what is tested is the step machinery, the budget and the summary, not the device.
 set -u
@@ -144,6 +145,33 @@ printf '(two refusals expected next)\nkb cuda kv rows: a\nkb cuda kv rows: b\nba
 check "announced refusals are not a fallback" bash -c "[ -z \"\$(fallback_lines '$tmp/fb.log')\" ]"
 printf '(one refusal expected next)\nkb cuda kv rows: a\nkb cuda kv rows: b\n' >"$tmp/fb.log"
 check "one refusal too many is a fallback" bash -c "[ \"\$(fallback_lines '$tmp/fb.log')\" = 'kb cuda kv rows: b' ]"
+
+# 7. the results file's copy into $OUT: while another connection holds the live file in
+# WAL mode with committed rows not yet checkpointed, the copy has every row, is one file
+# in rollback-journal mode, and nothing else is left in $OUT
+eval "$(sed -n '/^snapshot_db() {/,/^}/p' tests/gpu/check.sh)"
+logs=$tmp/snap-work out=$tmp/snap-out
+mkdir -p "$logs" "$out"
+python3 - "$logs/gpu_model.db" <<'PY' &
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1])
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA wal_autocheckpoint=0")
+db.execute("CREATE TABLE results(id INTEGER PRIMARY KEY, v TEXT)")
+db.executemany("INSERT INTO results(v) VALUES (?)", [("r%d" % i,) for i in range(500)])
+db.commit()
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(3)   # held open: the rows live in the -wal file only
+PY
+writer=$!
+for _ in $(seq 50); do [ -f "$logs/gpu_model.db.ready" ] && break; sleep 0.1; done
+check "snapshot: the live file has its rows in the WAL" [ -s "$logs/gpu_model.db-wal" ]
+snapshot_db
+check "snapshot: the copy has all 500 committed rows" \
+    bash -c "[ \"\$(python3 -c \"import sqlite3; print(sqlite3.connect('$out/gpu_model.db').execute('select count(*) from results').fetchone()[0])\")\" = 500 ]"
+check "snapshot: the copy is not in WAL mode and stands alone ($(ls -A "$out" | tr '\n' ' '))" \
+    bash -c "[ \"\$(ls -A '$out')\" = gpu_model.db ] && [ \"\$(od -An -tu1 -j18 -N1 '$out/gpu_model.db' | tr -d ' ')\" = 1 ]"
+wait "$writer"
 
 if [ "$fails" -ne 0 ]; then
     for f in "$tmp"/*.log; do echo "--- $f"; tail -n 25 "$f"; done

@@ -46,7 +46,7 @@
 # that step fail (names: build model model_long sim anchor test_kernels test_cuda
 # test_cuda_model test_cuda_kv test_cuda_sekv bench memcheck).
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 cd "$(dirname "$0")/../.." || exit 1
 
 # The toolkit: CUDA_HOME, else the one whose nvcc is on PATH, else /usr/local/cuda
@@ -164,7 +164,8 @@ model_table() {
     echo
     echo "random:llama3-8b (seeded random weights: latency and memory, not accuracy), NIAH depth 50%, budget 0.1,"
     echo "8 new tokens, --backend cuda --fidelity 0 --kv-type bf16 (the paper's figure; tests/gpu/paper_table.py):"
-    timeout 60 python3 tests/gpu/paper_table.py --db "$db" --sim "$logs/gpu_sim.log" --anchor "$logs/gpu_anchor.json" \
+    timeout 60 python3 tests/gpu/paper_table.py --db "$db" --log "$logs/gpu_model.log" --log "$logs/gpu_model_long.log" --sim "$logs/gpu_sim.log" \
+        --anchor "$logs/gpu_anchor.json" \
         2>&1 || echo "  (the table could not be printed: python3 with sqlite3 missing? the data are in gpu_model.db)"
 }
 
@@ -173,7 +174,8 @@ model_table() {
 snapshot_db() {
     local db=$logs/gpu_model.db
     [ -f "$db" ] || return 0
-    timeout 30 python3 - "$db" "$out/.gpu_model.db.new" <<'PY' >/dev/null 2>&1 || return 0
+    local tmp=$out/.gpu_model.db.$BASHPID   # its own name: the 20 s loop may be copying too
+    timeout 30 python3 - "$db" "$tmp" <<'PY' >/dev/null 2>&1 || { rm -f "$tmp"; return 0; }
 import sqlite3, sys
 src = sqlite3.connect(sys.argv[1], timeout=10)
 dst = sqlite3.connect(sys.argv[2])
@@ -181,7 +183,7 @@ src.backup(dst)
 dst.execute("PRAGMA journal_mode=DELETE")
 dst.close()
 PY
-    mv -f "$out/.gpu_model.db.new" "$out/gpu_model.db"
+    mv -f "$tmp" "$out/gpu_model.db"
 }
 # The logs into one tarball in $OUT (the live results file stays out: its copy is there).
 pack_logs() {
@@ -205,7 +207,7 @@ on_exit() {
     mv -f "$out/.gpu_summary.txt.new" "$out/gpu_summary.txt"
     snapshot_db
     pack_logs
-    rm -f "$out/.gpu_model.db.new"
+    rm -f "$out"/.gpu_model.db.*
     [ ${#failures[@]} -gt 0 ] && [ "$rc" -eq 0 ] && rc=1
     exit "$rc"
 }
@@ -416,7 +418,8 @@ model_run() {   # NAME CTX METHODS
     want=$(($(left) - rest_s))
     [ "$want" -lt 60 ] && want=60
     # the results file reaches $OUT during the run too: a call cut in the middle keeps them
-    (while sleep 20; do snapshot_db; done) &
+    # (sleep in the background: a TERM ends the loop at once, not after the sleep)
+    (trap 'kill "$sp" 2>/dev/null; exit 0' TERM; while :; do sleep 20 & sp=$!; wait "$sp"; snapshot_db; done) &
     snap_pid=$!
     run_step "$name" "$want" "$log" ./kvbench run --model random:llama3-8b --backend cuda --workload niah \
         --haystack "$haystack" --ctx "$ctx" --depths 50 --methods "$methods" --budget 0.1 --max-new 8 \
