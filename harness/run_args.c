@@ -112,9 +112,7 @@ int run_parse_activations(const char *flag, const char *s, int *q8) {
     return run_fail("%s '%s': expected f32 or q8", flag, s);
 }
 
-int run_kv_type_backend(int kv_type, const char *backend) {
-    if (kv_type != KB_F32 && backend && !strcmp(backend, "cuda"))
-        return run_fail("--kv-type %s needs --backend cpu: the CUDA kernels and device copies hold f32 rows",
-                        kb_kvtype_name(kv_type));
+int run_kv_type_backend(int *kv_type, const char *backend) {
+    if (*kv_type < 0) *kv_type = backend && !strcmp(backend, "cuda") ? KB_BF16 : KB_F32;
     return 0;
 }

@@ -25,12 +25,13 @@ int run_add_budget(const char *flag, const char *s, double *list, int *n, int ca
 int run_parse_kv_type(const char *flag, const char *s, int *out);
 /* The help lines of --kv-type, shared by the drivers' usage texts. */
 #define RUN_KV_TYPE_HELP                                                                          \
-    "  --kv-type T       K/V rows stored as f32 (default), f16 or bf16 by every method (rounded\n" \
-    "                    to nearest even; attention computes in f32; memory counts the type's\n"  \
-    "                    bytes); part of the run's identity. 16-bit: CPU backend only\n"
-/* 16-bit rows need the CPU backend (the CUDA kernels and device copies hold f32): 0, or
- * -1 with the message printed. */
-int run_kv_type_backend(int kv_type, const char *backend);
+    "  --kv-type T       K/V rows stored as f32, f16 or bf16 by every method (rounded to\n"      \
+    "                    nearest even; attention computes in f32; memory counts the type's\n"  \
+    "                    bytes); part of the run's identity. Default f32, and bf16 with\n"     \
+    "                    --backend cuda (device copies hold the rows in the type)\n"
+/* The default --kv-type once the backend is known: *kv_type < 0 (not given) becomes bf16
+ * for --backend cuda (the paper's GPUs store K/V in bf16), else f32. Returns 0. */
+int run_kv_type_backend(int *kv_type, const char *backend);
 /* --activations f32|q8: the decode mat-vecs' activations (q8: 8-bit blocks, as llama.cpp).
  * Sets *q8 to 0 or 1; 0, or -1 with the error printed. */
 int run_parse_activations(const char *flag, const char *s, int *q8);

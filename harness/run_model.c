@@ -118,10 +118,10 @@ void run_model_usage(FILE *f) {
             "                     streamingllm and h2o still evict while decoding (their papers).\n"
             "                     hold: every method keeps its fast-tier rows within the budget at\n"
             "                     every step, by its own rule. Part of the run's identity\n"
-            "  --kv-type T        K/V rows stored as f32 (default), f16 or bf16 by every method, FullKV\n"
+            "  --kv-type T        K/V rows stored as f32, f16 or bf16 by every method, FullKV\n"
             "                     (the --fidelity reference) included; rounded to nearest even, attention\n"
             "                     computes in f32, the prefill stays f32; memory counts the type's bytes.\n"
-            "                     Part of the run's identity. 16-bit: CPU backend only\n"
+            "                     Part of the run's identity. Default f32, and bf16 with --backend cuda\n"
             "  --activations A    f32 (default: logits equal transformers' within 2e-6) or q8 (decode\n"
             "                     mat-vecs on 8-bit activation blocks with int8 dot products, as\n"
             "                     llama.cpp does: faster, logits off by about 1e-2 relative). Part of\n"
@@ -261,6 +261,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
     o->backend = "cpu";
+    o->kv_type = -1;   /* not given: by the backend (run_kv_type_backend) */
     o->jobs = 1;
     o->job_index = -1;
     o->wl.shots = -1;
@@ -791,8 +792,8 @@ static int scan_missing(kv_db *db, int64_t run_id, const rm_opts *o, const case_
 /* The device measurements of a finished case (CUDA backend): the allocator's peak over
  * the shared prefill (peak), cudaMemGetInfo's used bytes at the prefill's peak or now (the larger),
  * and the prefill's time by CUDA events. */
-static void record_gpu(kv_db *db, int64_t case_id, const kv_model *model, size_t peak, const char *prefix,
-                       const char *key, int quiet) {
+static void record_gpu(kv_db *db, int64_t case_id, const kv_model *model, size_t peak, size_t drv_peak,
+                       const char *prefix, const char *key, int quiet) {
     size_t fr = 0, tot = 0;
     cuda_model_info info;
     int have = cuda_model_info_get(model, &info) == 0, mem = kb_cuda_mem_stats(NULL, NULL, &fr, &tot) == 0;
@@ -805,8 +806,10 @@ static void record_gpu(kv_db *db, int64_t case_id, const kv_model *model, size_t
         char pk[32], us[32];
         fmt_bytes(pk, sizeof pk, (double)peak);
         fmt_bytes(us, sizeof us, (double)used);
-        fprintf(stderr, "%s[case] %s: device prefill %.1f ms (CUDA events), allocator peak %s, device in use %s\n",
-                prefix, key, have ? info.prefill_ms : -1.0, pk, us);
+        char dp[32];
+        fmt_bytes(dp, sizeof dp, (double)drv_peak);
+        fprintf(stderr, "%s[case] %s: device prefill %.1f ms (CUDA events), allocator peak %s, device in use %s, "
+                "driver peak %s (cudaMemGetInfo, sampled)\n", prefix, key, have ? info.prefill_ms : -1.0, pk, us, dp);
     }
 }
 #endif
@@ -902,8 +905,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         pg.pf_s += now_s() - t0;
         int64_t pf_rss = rss_peak_since(rss_rc);
 #ifdef KB_CUDA
-        size_t case_peak = 0;   /* the prefill's peak, before the methods reset it for their own */
-        if (gpu) kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL);
+        size_t case_peak = 0, case_drv = 0;   /* the prefill's peaks, before the methods reset them */
+        if (gpu) kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL), kb_cuda_mem_sample(&case_drv);
 #endif
         pg.pf_cost += cs->cost[i];
         pg.left_pf_cost -= cs->cost[i];
@@ -917,6 +920,13 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_free(&mc);
             break;
         }
+#ifdef KB_CUDA
+        /* recorded now, not after the last method: a run cut during the methods keeps them */
+        if (gpu) record_gpu(db, case_ids[i], model, case_peak, case_drv, pg.prefix, cs->key[i], o->quiet);
+        if (gpu && !o->quiet)
+            fprintf(stderr, "%s[device] ctx %d prefill: allocator peak %zu B, driver peak %zu B\n", pg.prefix,
+                    tc->length > 0 ? tc->length : mc.n, case_peak, case_drv);
+#endif
         /* the case's peak: the most of the prefill's and each result's (each resets the peak) */
         int64_t case_rss = pf_rss;
         if (kvdb_case_rss(db, case_ids[i], case_rss))
@@ -943,8 +953,13 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
                 break;
             }
 #ifdef KB_CUDA
-            size_t mpeak = 0;
+            size_t mpeak = 0, mdrv = 0;
             if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
+            /* the driver's view apart from the allocator's (the results file holds the
+             * allocator's; tests/gpu/paper_table.py reads this line) */
+            if (gpu && !o->quiet && kb_cuda_mem_sample(&mdrv) == 0)
+                fprintf(stderr, "%s[device] ctx %d %s @ %g: allocator peak %zu B, driver peak %zu B\n", pg.prefix,
+                        mc.tc->length > 0 ? mc.tc->length : mc.n, m->name, o->pair_b[p], mpeak, mdrv);
 #endif
             if (res.r.rss_peak > case_rss) case_rss = res.r.rss_peak;
             int put = kvdb_result_put(db, case_ids[i], &res.r);
@@ -992,9 +1007,6 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
         if (!rc && kvdb_case_load(db, case_ids[i], load0[0], load1[0]))
             fprintf(stderr, "%skvbench run: load average not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
-#ifdef KB_CUDA
-        if (gpu && !rc) record_gpu(db, case_ids[i], model, case_peak, pg.prefix, cs->key[i], o->quiet);
-#endif
         mc_free(&mc);
     }
     free(missing);
@@ -1055,7 +1067,7 @@ int cmd_run_model(int argc, char **argv) {
     if (pr) return pr > 0 ? 0 : 2;
     /* cuda without a usable device (or a CPU build): one line, then the CPU; the run is
      * recorded with the backend it really used */
-    if (run_kv_type_backend(o.kv_type, o.backend)) return 2;
+    if (run_kv_type_backend(&o.kv_type, o.backend)) return 2;
     if (o.q8_act && !strcmp(o.backend, "cuda"))
         return run_fail("--activations q8 needs --backend cpu: the CUDA engine's mat-vecs read f32 activations"), 2;
     const char *backend = "cpu", *why = NULL;

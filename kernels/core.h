@@ -39,7 +39,7 @@ typedef struct {
  * Entry i is row r = idx ? idx[i] : i of K and V (rows of d elements of kv_type, a
  * kb_kvtype of kvtype.h, contiguous; 0 = f32). 16-bit rows are read as they are and
  * converted to f32 row by row; q, bias, out and probs are always f32. The CUDA backend's
- * kernels read f32 rows only: it hands other types to the CPU kernel.
+ * kernels read every type the same way (16-bit rows widened as they are read).
  * bias[i] is added to entry i's logit: log(n) for a coarse entry standing for n
  * tokens (the size correction), 0 for a full-resolution token; NULL means all 0.
  * One softmax over all n entries. probs (optional) receives [g][n] probabilities.

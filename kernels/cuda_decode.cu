@@ -11,6 +11,8 @@
 //                summed in a fixed order; also each chunk's factor f / Z for probs.
 //   dec_probs    probs *= the chunk's factor.
 // Every reduction has a fixed order: the same inputs give the same bits.
+// K/V rows are f32, f16 or bf16 (kernels/kvtype.h: a->kv_type); 16-bit rows are widened
+// to f32 as they are read (exactly) and everything after that is f32, as on the CPU.
 extern "C" {
 #include "core.h"
 #include "cpu.h"
@@ -21,6 +23,7 @@ extern "C" {
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace {
 
@@ -47,7 +50,8 @@ size_t split_smem(int g, int d, int chunk) {
 }
 
 struct DecodeDev {
-    const float *q, *K, *V;
+    const float *q;
+    const void *K, *V;         // rows of the type KT of the kernel
     const int32_t *idx;
     const float *bias;
     int g, d, n, chunk;
@@ -55,6 +59,39 @@ struct DecodeDev {
     float *e;                   // probs [g][n] (exponentials, then probabilities) or null
     float *part, *bmax, *bsum;  // [chunk][g][d], [chunk][g], [chunk][g]
 };
+
+__device__ __forceinline__ float bits_f32(uint32_t x) {
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+// The 16-bit formats widened to f32, exactly (kvtype.h's kb_bf16_to_f32, kb_f16_to_f32).
+__device__ __forceinline__ float bf16_f32(uint32_t h) { return bits_f32(h << 16); }
+__device__ __forceinline__ float f16_f32(uint32_t h) {
+    uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e) return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+    float sub = (float)m * 0x1p-24f;   // subnormal: exact in f32
+    uint32_t sb;
+    memcpy(&sb, &sub, sizeof sb);
+    return bits_f32(sign | sb);
+}
+// Element i of rows of type KT, as f32.
+template <int KT>
+__device__ __forceinline__ float ld(const void *rows, size_t i) {
+    if (KT == KB_F32) return static_cast<const float *>(rows)[i];
+    uint32_t h = static_cast<const uint16_t *>(rows)[i];
+    return KT == KB_BF16 ? bf16_f32(h) : f16_f32(h);
+}
+// Elements 4c .. 4c+3 of rows of type KT (16-byte aligned for f32, 8 for 16-bit).
+template <int KT>
+__device__ __forceinline__ float4 ld4(const void *rows, size_t c) {
+    if (KT == KB_F32) return reinterpret_cast<const float4 *>(rows)[c];
+    uint2 u = reinterpret_cast<const uint2 *>(rows)[c];
+    if (KT == KB_BF16)
+        return make_float4(bf16_f32(u.x & 0xffffu), bf16_f32(u.x >> 16), bf16_f32(u.y & 0xffffu), bf16_f32(u.y >> 16));
+    return make_float4(f16_f32(u.x & 0xffffu), f16_f32(u.x >> 16), f16_f32(u.y & 0xffffu), f16_f32(u.y >> 16));
+}
 
 __device__ __forceinline__ float warp_sum(float x) {
     for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(kFull, x, off);
@@ -65,8 +102,11 @@ __device__ __forceinline__ float warp_max(float x) {
     return x;
 }
 
-template <bool Vec4>
+// Mode = 2 * KT + Vec4 (one template argument: no comma inside KB_LAUNCH's arguments)
+template <int Mode>
 __global__ void __launch_bounds__(kThreads) dec_split(DecodeDev p) {
+    constexpr bool Vec4 = Mode & 1;
+    constexpr int KT = Mode >> 1;
     extern __shared__ float4 smem[];
     const int g = p.g, d = p.d, CH = p.chunk;
     float *qs = reinterpret_cast<float *>(smem);   // [g][d]
@@ -82,13 +122,13 @@ __global__ void __launch_bounds__(kThreads) dec_split(DecodeDev p) {
 
     // logits: a warp per entry, the key row read once for all g heads
     for (int ii = warp; ii < nb; ii += kWarps) {
-        const float *k = p.K + (size_t)rows[ii] * d;
+        const size_t k0 = (size_t)rows[ii] * d;   // the key row's first element
         float acc[kMaxG];
 #pragma unroll
         for (int hh = 0; hh < kMaxG; hh++) acc[hh] = 0.0f;
         if (Vec4) {
             for (int c4 = lane; c4 < d / 4; c4 += 32) {
-                float4 kv = reinterpret_cast<const float4 *>(k)[c4];
+                float4 kv = ld4<KT>(p.K, k0 / 4 + c4);
 #pragma unroll
                 for (int hh = 0; hh < kMaxG; hh++)
                     if (hh < g) {
@@ -101,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) dec_split(DecodeDev p) {
             }
         } else {
             for (int c = lane; c < d; c += 32) {
-                float kv = k[c];
+                float kv = ld<KT>(p.K, k0 + c);
 #pragma unroll
                 for (int hh = 0; hh < kMaxG; hh++)
                     if (hh < g) acc[hh] = fmaf(qs[hh * d + c], kv, acc[hh]);
@@ -150,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) dec_split(DecodeDev p) {
         if (gr < ng && col < d) {
 #pragma unroll 4
             for (int ii = gr; ii < nb; ii += ng) {
-                float v = p.V[(size_t)rows[ii] * d + col];
+                float v = ld<KT>(p.V, (size_t)rows[ii] * d + col);
 #pragma unroll
                 for (int hh = 0; hh < kMaxG; hh++)
                     if (hh < g) acc[hh] = fmaf(s[hh * CH + ii], v, acc[hh]);
@@ -241,6 +281,8 @@ __global__ void dec_probs(float *probs, const float *fz, int n, int g, int chunk
 DevBuf d_part, d_stats;
 bool g_smem_set = false;
 
+bool kt_ok(int kt) { return kt == KB_F32 || kt == KB_F16 || kt == KB_BF16; }
+
 bool shape_ok(const kb_decode_args *a) {
     return a->g >= 1 && a->g <= kMaxG && a->d >= 1 && (long)a->g * a->d <= kMaxGD;
 }
@@ -253,16 +295,29 @@ int decode_launch(const kb_decode_args *a) {
         return -1;
     float *bmax = (float *)d_stats.p, *bsum = bmax + (size_t)nchunks * g, *fz = bsum + (size_t)nchunks * g;
     if (!g_smem_set) {   // above the default 48 KiB of dynamic shared memory
-        CK(cudaFuncSetAttribute(dec_split<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSplitSmemMax));
-        CK(cudaFuncSetAttribute(dec_split<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSplitSmemMax));
+        const int mx = (int)kSplitSmemMax;
+        CK(cudaFuncSetAttribute(dec_split<2 * KB_F32>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
+        CK(cudaFuncSetAttribute(dec_split<2 * KB_F32 + 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
+        CK(cudaFuncSetAttribute(dec_split<2 * KB_F16>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
+        CK(cudaFuncSetAttribute(dec_split<2 * KB_F16 + 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
+        CK(cudaFuncSetAttribute(dec_split<2 * KB_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
+        CK(cudaFuncSetAttribute(dec_split<2 * KB_BF16 + 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
         g_smem_set = true;
     }
-    DecodeDev p = {a->q, (const float *)a->K, (const float *)a->V, a->idx, a->bias, g, d, n, chunk, 1.0f / sqrtf((float)d),
+    DecodeDev p = {a->q, a->K, a->V, a->idx, a->bias, g, d, n, chunk, 1.0f / sqrtf((float)d),
                    a->probs, (float *)d_part.p, bmax, bsum};
     size_t smem_bytes = split_smem(g, d, chunk);
-    bool vec4 = d % 4 == 0 && (uintptr_t)a->K % 16 == 0 && (uintptr_t)a->q % 16 == 0;
-    if (vec4) KB_LAUNCH(dec_split<true>, nchunks, kThreads, smem_bytes)(p);
-    else KB_LAUNCH(dec_split<false>, nchunks, kThreads, smem_bytes)(p);
+    const int kt = a->kv_type;
+    // vector loads: 4 elements per lane, rows aligned to 4 elements' bytes
+    const bool vec4 = d % 4 == 0 && (uintptr_t)a->K % (4 * kb_kvtype_bytes(kt)) == 0 && (uintptr_t)a->q % 16 == 0;
+    switch (2 * kt + vec4) {
+        case 2 * KB_F32: KB_LAUNCH(dec_split<2 * KB_F32>, nchunks, kThreads, smem_bytes)(p); break;
+        case 2 * KB_F32 + 1: KB_LAUNCH(dec_split<2 * KB_F32 + 1>, nchunks, kThreads, smem_bytes)(p); break;
+        case 2 * KB_F16: KB_LAUNCH(dec_split<2 * KB_F16>, nchunks, kThreads, smem_bytes)(p); break;
+        case 2 * KB_F16 + 1: KB_LAUNCH(dec_split<2 * KB_F16 + 1>, nchunks, kThreads, smem_bytes)(p); break;
+        case 2 * KB_BF16: KB_LAUNCH(dec_split<2 * KB_BF16>, nchunks, kThreads, smem_bytes)(p); break;
+        default: KB_LAUNCH(dec_split<2 * KB_BF16 + 1>, nchunks, kThreads, smem_bytes)(p); break;
+    }
     CK_LAUNCH();
     KB_LAUNCH(dec_combine, dim3(g, (d + 31) / 32), 32 * kCombineWarps, 32 * kCombineWarps * sizeof(float))(
         p.part, bmax, bsum, nchunks, g, d, a->out, a->probs ? fz : nullptr);
@@ -277,32 +332,31 @@ int decode_launch(const kb_decode_args *a) {
 DevBuf d_q, d_k, d_v, d_bias, d_out, d_probs;
 kbcuda::HostBuf h_stage;
 
-// Host pointers: gather the listed rows on the host (only n rows cross the bus), copy
-// in, launch, copy out. Lock held. n >= 1.
+// Host pointers: gather the listed rows on the host (only n rows cross the bus, in their
+// stored type), copy in, launch, copy out. Lock held. n >= 1.
 int decode_host(const kb_decode_args *a) {
     const int g = a->g, d = a->d, n = a->n;
-    const size_t f = sizeof(float), rows_bytes = (size_t)n * d * f;
+    const size_t f = sizeof(float), rb = (size_t)d * kb_kvtype_bytes(a->kv_type), rows_bytes = (size_t)n * rb;
     if (kbcuda::reserve(d_q, (size_t)g * d * f, "decode queries") || kbcuda::reserve(d_k, rows_bytes, "decode keys") ||
         kbcuda::reserve(d_v, rows_bytes, "decode values") || kbcuda::reserve(d_out, (size_t)g * d * f, "decode output") ||
         (a->bias && kbcuda::reserve(d_bias, (size_t)n * f, "decode biases")) ||
         (a->probs && kbcuda::reserve(d_probs, (size_t)g * n * f, "decode probabilities")))
         return -1;
-    float *dk = (float *)d_k.p, *dv = (float *)d_v.p;
     CK(cudaMemcpy(d_q.p, a->q, (size_t)g * d * f, cudaMemcpyHostToDevice));
     if (a->idx) {
         if (kbcuda::reserve_pinned(h_stage, rows_bytes)) return -1;
-        float *st = (float *)h_stage.p;
-        kb_cpu_gather(st, (const float *)a->K, a->idx, n, d);
-        CK(cudaMemcpy(dk, st, rows_bytes, cudaMemcpyHostToDevice));
-        kb_cpu_gather(st, (const float *)a->V, a->idx, n, d);
-        CK(cudaMemcpy(dv, st, rows_bytes, cudaMemcpyHostToDevice));
+        char *st = (char *)h_stage.p;
+        for (const void *src : {a->K, a->V}) {
+            for (int i = 0; i < n; i++) memcpy(st + (size_t)i * rb, (const char *)src + (size_t)a->idx[i] * rb, rb);
+            CK(cudaMemcpy(src == a->K ? d_k.p : d_v.p, st, rows_bytes, cudaMemcpyHostToDevice));
+        }
     } else {
-        CK(cudaMemcpy(dk, a->K, rows_bytes, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(dv, a->V, rows_bytes, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d_k.p, a->K, rows_bytes, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d_v.p, a->V, rows_bytes, cudaMemcpyHostToDevice));
     }
     if (a->bias) CK(cudaMemcpy(d_bias.p, a->bias, (size_t)n * f, cudaMemcpyHostToDevice));
-    kb_decode_args da = {g, d, n, (const float *)d_q.p, dk, dv, nullptr, a->bias ? (const float *)d_bias.p : nullptr,
-                         (float *)d_out.p, a->probs ? (float *)d_probs.p : nullptr, KB_F32};
+    kb_decode_args da = {g, d, n, (const float *)d_q.p, d_k.p, d_v.p, nullptr, a->bias ? (const float *)d_bias.p : nullptr,
+                         (float *)d_out.p, a->probs ? (float *)d_probs.p : nullptr, a->kv_type};
     if (decode_launch(&da)) return -1;
     CK(cudaMemcpy(a->out, d_out.p, (size_t)g * d * f, cudaMemcpyDeviceToHost));   // waits for the kernels
     if (a->probs) CK(cudaMemcpy(a->probs, d_probs.p, (size_t)g * n * f, cudaMemcpyDeviceToHost));
@@ -314,9 +368,8 @@ int decode_host(const kb_decode_args *a) {
 namespace kbcuda {
 
 void decode_entry(const kb_decode_args *a) {
-    if (a->n <= 0 || !shape_ok(a) || a->kv_type != KB_F32) {
-        kb_cpu_decode(a);   // n = 0 writes zeros; shapes outside the kernels' limits and
-                            // 16-bit rows (the kernels read f32) run there
+    if (a->n <= 0 || !shape_ok(a) || !kt_ok(a->kv_type)) {
+        kb_cpu_decode(a);   // n = 0 writes zeros; shapes outside the kernels' limits run there
         return;
     }
     lock();
@@ -331,8 +384,8 @@ void decode_entry(const kb_decode_args *a) {
 }  // namespace kbcuda
 
 extern "C" int kb_cuda_decode_dev(const kb_decode_args *a) {
-    if (a->kv_type != KB_F32) {
-        fprintf(stderr, "kb cuda decode: the kernels read f32 rows, not %s\n", kb_kvtype_name(a->kv_type));
+    if (!kt_ok(a->kv_type)) {
+        fprintf(stderr, "kb cuda decode: unknown K/V element type %d\n", a->kv_type);
         return -1;
     }
     if (!shape_ok(a)) {

@@ -5,6 +5,7 @@
 // bytes to the tracked allocator).
 extern "C" {
 #include "core.h"
+#include "kvtype.h"
 }
 #include "cuda_backend.h"
 #include "cuda_kvmirror.h"
@@ -21,8 +22,10 @@ enum { kNone, kMirror, kWorkingSet };
 
 struct kb_kvdev {
     int d = 0;
+    int type = KB_F32;            // the rows' element type (kvtype.h), as the host stores them
+    size_t rb = 0;                // bytes per row: d * kb_kvtype_bytes(type)
     const char *what = "KV rows";
-    float *rows = nullptr;        // K [cap][d], then V [cap][d]
+    char *rows = nullptr;         // K [cap][d], then V [cap][d], elements of type
     int cap = 0;
     int mode = kNone;
     int synced = 0;               // mirror: device rows [0, synced) hold host rows [0, synced)
@@ -73,19 +76,24 @@ int grow(kb_kvdev *m, int need, int bound, bool to_bound = false) {
     m->cap = 0;
     m->synced = 0;
     forget_slots(m);
-    m->rows = (float *)kb_cuda_malloc((size_t)want * 2 * m->d * sizeof(float), m->what);
+    m->rows = (char *)kb_cuda_malloc((size_t)want * 2 * m->rb, m->what);
     if (!m->rows) return -1;
     m->cap = (int)want;
     forget_slots(m);
     return 0;
 }
 
+// Row r of K, of V on the device; row r of host rows.
+char *krow(const kb_kvdev *m, int r) { return m->rows + (size_t)r * m->rb; }
+char *vrow(const kb_kvdev *m, int r) { return m->rows + ((size_t)m->cap + r) * m->rb; }
+const void *hrow(const kb_kvdev *m, const void *rows, int r) { return (const char *)rows + (size_t)r * m->rb; }
+
 // Device rows [r0, r0 + n) = host K, V [n][d], on the default stream (in order with the kernels).
-int put(kb_kvdev *m, int r0, const float *K, const float *V, int n) {
+int put(kb_kvdev *m, int r0, const void *K, const void *V, int n) {
     if (n <= 0) return 0;
-    const size_t d = (size_t)m->d, bytes = (size_t)n * d * sizeof(float);
-    CK(cudaMemcpy(m->rows + (size_t)r0 * d, K, bytes, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(m->rows + ((size_t)m->cap + r0) * d, V, bytes, cudaMemcpyHostToDevice));
+    const size_t bytes = (size_t)n * m->rb;
+    CK(cudaMemcpy(krow(m, r0), K, bytes, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(vrow(m, r0), V, bytes, cudaMemcpyHostToDevice));
     m->uploaded += n;
     return 0;
 }
@@ -124,12 +132,12 @@ int decode_rows(kb_kvdev *m, const kb_decode_args *a, const int32_t *idx) {
                          n,
                          (const float *)m->q.p,
                          m->rows,
-                         m->rows ? m->rows + (size_t)m->cap * d : nullptr,
+                         m->rows ? vrow(m, 0) : nullptr,
                          idx && n ? (const int32_t *)m->idx.p : nullptr,
                          a->bias && n ? (const float *)m->bias.p : nullptr,
                          (float *)m->out.p,
                          a->probs && n ? (float *)m->probs.p : nullptr,
-                         KB_F32};
+                         m->type};
     if (kb_cuda_decode_dev(&da)) return -1;
     CK(cudaMemcpy(a->out, m->out.p, gd, cudaMemcpyDeviceToHost));   // waits for the kernels
     if (a->probs && n) CK(cudaMemcpy(a->probs, m->probs.p, (size_t)g * n * f, cudaMemcpyDeviceToHost));
@@ -138,7 +146,7 @@ int decode_rows(kb_kvdev *m, const kb_decode_args *a, const int32_t *idx) {
 
 // Working set: slots for the rows listed in rows[0..n) (host rows < host_n; rows from
 // valid on are treated as new), uploading those not resident; m->slots[i] = rows[i]'s slot.
-int place(kb_kvdev *m, const float *K, const float *V, int host_n, int valid, const int32_t *rows, int n) {
+int place(kb_kvdev *m, const void *K, const void *V, int host_n, int valid, const int32_t *rows, int n) {
     for (int i = 0; i < n; i++)
         if (rows[i] < 0 || rows[i] >= host_n) return bad(m, "working-set row outside the host rows");
     if (valid > host_n) valid = host_n;
@@ -173,14 +181,13 @@ int place(kb_kvdev *m, const float *K, const float *V, int host_n, int valid, co
             if (run_len && r == run_row + run_len && s == run_slot + run_len) {
                 run_len++;
             } else {
-                if (run_len && put(m, run_slot, K + (size_t)run_row * m->d, V + (size_t)run_row * m->d, run_len))
-                    return -1;
+                if (run_len && put(m, run_slot, hrow(m, K, run_row), hrow(m, V, run_row), run_len)) return -1;
                 run_row = r, run_slot = s, run_len = 1;
             }
         }
         m->slots[i] = m->slot_of[r];
     }
-    if (run_len && put(m, run_slot, K + (size_t)run_row * m->d, V + (size_t)run_row * m->d, run_len)) return -1;
+    if (run_len && put(m, run_slot, hrow(m, K, run_row), hrow(m, V, run_row), run_len)) return -1;
     return 0;
 }
 
@@ -191,9 +198,15 @@ extern "C" int kb_kvdev_active(void) {
     return b && b != kb_cpu() && b == kb_cuda_backend(nullptr);
 }
 
-extern "C" kb_kvdev *kb_kvdev_new(int d, const char *what) {
+extern "C" kb_kvdev *kb_kvdev_new(int d, const char *what) { return kb_kvdev_new_typed(d, KB_F32, what); }
+
+extern "C" kb_kvdev *kb_kvdev_new_typed(int d, int type, const char *what) {
     if (d < 1) {
         fprintf(stderr, "kb cuda kv rows: head dim %d\n", d);
+        return nullptr;
+    }
+    if (type != KB_F32 && type != KB_F16 && type != KB_BF16) {
+        fprintf(stderr, "kb cuda kv rows: unknown element type %d\n", type);
         return nullptr;
     }
     kb_kvdev *m = new (std::nothrow) kb_kvdev();
@@ -202,6 +215,8 @@ extern "C" kb_kvdev *kb_kvdev_new(int d, const char *what) {
         return nullptr;
     }
     m->d = d;
+    m->type = type;
+    m->rb = (size_t)d * kb_kvtype_bytes(type);
     if (what) m->what = what;
     return m;
 }
@@ -219,7 +234,7 @@ extern "C" void kb_kvdev_free(kb_kvdev *m) {
 
 extern "C" size_t kb_kvdev_bytes(const kb_kvdev *m) {
     if (!m) return 0;
-    size_t b = (size_t)m->cap * 2 * m->d * sizeof(float);
+    size_t b = (size_t)m->cap * 2 * m->rb;
     for (const DevBuf *x : {&m->q, &m->out, &m->idx, &m->bias, &m->probs}) b += x->p ? x->cap : 0;
     return b;
 }
@@ -227,7 +242,9 @@ extern "C" size_t kb_kvdev_bytes(const kb_kvdev *m) {
 extern "C" int kb_kvdev_rows(const kb_kvdev *m) { return m ? m->cap : 0; }
 extern "C" long kb_kvdev_uploaded(const kb_kvdev *m) { return m ? m->uploaded : 0; }
 
-extern "C" int kb_kvdev_sync(kb_kvdev *m, const float *K, const float *V, int n, int host_cap, int *valid) {
+extern "C" int kb_kvdev_type(const kb_kvdev *m) { return m ? m->type : KB_F32; }
+
+extern "C" int kb_kvdev_sync(kb_kvdev *m, const void *K, const void *V, int n, int host_cap, int *valid) {
     if (n < 0 || (n > 0 && (!K || !V))) return bad(m, "sync of bad host rows");
     set_mode(m, kMirror);
     if (grow(m, n, host_cap > n ? host_cap : n, true)) return -1;
@@ -235,7 +252,7 @@ extern "C" int kb_kvdev_sync(kb_kvdev *m, const float *K, const float *V, int n,
     if (from > n) from = n;
     if (from < 0) from = 0;
     m->synced = from;
-    if (put(m, from, K + (size_t)from * m->d, V + (size_t)from * m->d, n - from)) return -1;
+    if (put(m, from, hrow(m, K, from), hrow(m, V, from), n - from)) return -1;
     m->synced = n;
     *valid = n;
     return 0;
@@ -246,11 +263,11 @@ extern "C" int kb_kvdev_reserve(kb_kvdev *m, int rows) {
     return grow(m, rows, rows);
 }
 
-extern "C" int kb_kvdev_put_async(kb_kvdev *m, int r0, const float *K, const float *V, int n) {
+extern "C" int kb_kvdev_put_async(kb_kvdev *m, int r0, const void *K, const void *V, int n) {
     if (r0 < 0 || n < 0 || (long)r0 + n > m->cap || (n > 0 && (!K || !V)))
         return bad(m, "put outside the reserved rows");
     if (n == 0) return 0;
-    const size_t d = (size_t)m->d, bytes = (size_t)n * d * sizeof(float);
+    const size_t bytes = (size_t)n * m->rb;
     if (m->synced > r0) m->synced = r0;   // a mirror's rows from r0 on are no longer the host's
     for (int s = r0; s < r0 + n && s < (int)m->row_of.size(); s++)
         if (m->row_of[s] >= 0) {   // nor do these slots hold their rows any more
@@ -258,8 +275,7 @@ extern "C" int kb_kvdev_put_async(kb_kvdev *m, int r0, const float *K, const flo
             m->row_of[s] = -1;
         }
     m->async_pending = true;
-    if (kb_cuda_copy_h2d_async(m->rows + (size_t)r0 * d, K, bytes) ||
-        kb_cuda_copy_h2d_async(m->rows + ((size_t)m->cap + r0) * d, V, bytes))
+    if (kb_cuda_copy_h2d_async(krow(m, r0), K, bytes) || kb_cuda_copy_h2d_async(vrow(m, r0), V, bytes))
         return -1;
     m->uploaded += n;
     return 0;
@@ -267,14 +283,15 @@ extern "C" int kb_kvdev_put_async(kb_kvdev *m, int r0, const float *K, const flo
 
 extern "C" int kb_kvdev_rows_dev(kb_kvdev *m, int r0, int n, float **K, float **V) {
     if (r0 < 0 || n < 0 || (long)r0 + n > m->cap || !m->rows) return bad(m, "device rows outside the reserved rows");
+    if (m->type != KB_F32) return bad(m, "device rows to write as floats, but the rows are 16-bit");
     if (m->synced > r0) m->synced = r0;   // as kb_kvdev_put_async: no longer the host's rows
     for (int s = r0; s < r0 + n && s < (int)m->row_of.size(); s++)
         if (m->row_of[s] >= 0) {
             m->slot_of[m->row_of[s]] = -1;
             m->row_of[s] = -1;
         }
-    *K = m->rows + (size_t)r0 * m->d;
-    *V = m->rows + ((size_t)m->cap + r0) * m->d;
+    *K = (float *)krow(m, r0);
+    *V = (float *)vrow(m, r0);
     return 0;
 }
 
@@ -347,8 +364,8 @@ int decode_many(kb_kvdev_batch *b, kb_kvdev *const *ms, const kb_decode_args *as
     for (int i = 0; i < n; i++) {   // queued on the kernels' stream, no waiting
         const kb_decode_args *a = &as[i];
         kb_kvdev *m = ms[i];
-        kb_decode_args da = {a->g, a->d, a->n, dq + oq, m->rows, m->rows ? m->rows + (size_t)m->cap * m->d : nullptr,
-                             di + ob, db + ob, dout + oq, nullptr, KB_F32};
+        kb_decode_args da = {a->g, a->d, a->n, dq + oq, m->rows, m->rows ? vrow(m, 0) : nullptr,
+                             di + ob, db + ob, dout + oq, nullptr, m->type};
         if (kb_cuda_decode_dev(&da)) return -1;
         oq += round4((size_t)a->g * a->d);
         ob += (size_t)a->n;
@@ -397,7 +414,7 @@ extern "C" int kb_kvdev_decode_many(kb_kvdev_batch *b, kb_kvdev *const *ms, cons
     return decode_many(b, ms, as, n);
 }
 
-extern "C" int kb_kvdev_decode_subset(kb_kvdev *m, const float *K, const float *V, int host_n, int *valid,
+extern "C" int kb_kvdev_decode_subset(kb_kvdev *m, const void *K, const void *V, int host_n, int *valid,
                                       const kb_decode_args *a) {
     if (!a->idx || a->n < 0 || host_n < 0 || (host_n > 0 && (!K || !V)))
         return bad(m, "working-set decode without rows or indices");

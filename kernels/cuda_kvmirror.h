@@ -41,8 +41,14 @@ typedef struct kb_kvdev kb_kvdev;
 int kb_kvdev_active(void);
 
 /* An empty copy for rows of d floats (no device memory until rows are needed); what
- * names it in error messages (a string literal). kb_kvdev_free(NULL) does nothing. */
+ * names it in error messages (a string literal). kb_kvdev_free(NULL) does nothing.
+ * kb_kvdev_new_typed: rows of d elements of type (kvtype.h: KB_F32, KB_F16, KB_BF16),
+ * stored on the device as the host stores them (a 16-bit row takes half the bytes) and
+ * widened to f32 by the decode kernels as they read them. Host rows passed to the
+ * functions below are of that type; kb_kvdev_rows_dev needs f32 rows. */
 kb_kvdev *kb_kvdev_new(int d, const char *what);
+kb_kvdev *kb_kvdev_new_typed(int d, int type, const char *what);
+int kb_kvdev_type(const kb_kvdev *m);   /* NULL: KB_F32 */
 void kb_kvdev_free(kb_kvdev *m);
 
 /* Device bytes held (rows and this copy's decode buffers); rows there is room for; rows
@@ -54,7 +60,7 @@ long kb_kvdev_uploaded(const kb_kvdev *m);
 /* Mirror: device rows [0, n) = host K, V [n][d]. Uploads rows [*valid, n) (all of them
  * after a growth or a switch from the working-set use), then sets *valid = n. host_cap:
  * the host store's capacity, the most the device grows to ahead of need. 0 or -1. */
-int kb_kvdev_sync(kb_kvdev *m, const float *K, const float *V, int n, int host_cap, int *valid);
+int kb_kvdev_sync(kb_kvdev *m, const void *K, const void *V, int n, int host_cap, int *valid);
 
 /* Room for at least rows rows (exactly rows when it grows); growth drops the contents.
  * 0 or -1. */
@@ -64,7 +70,7 @@ int kb_kvdev_reserve(kb_kvdev *m, int rows);
  * asynchronous when the host rows are pinned, which must then stay unchanged until the
  * next kb_kvdev_decode of this copy returns. Needs r0 + n <= kb_kvdev_rows (reserve
  * first). 0 or -1. */
-int kb_kvdev_put_async(kb_kvdev *m, int r0, const float *K, const float *V, int n);
+int kb_kvdev_put_async(kb_kvdev *m, int r0, const void *K, const void *V, int n);
 
 /* Device addresses of rows [r0, r0 + n) (K's at *K, V's at *V, [n][d] each) for a kernel
  * to write on the default stream, in order with kb_kvdev_decode (reserve first). Like
@@ -93,7 +99,7 @@ int kb_kvdev_decode_many(kb_kvdev_batch *b, kb_kvdev *const *ms, const kb_decode
 /* Working set: a->idx (required) lists host rows of K, V [host_n][d]; makes them resident
  * (uploading those that are not, and treating rows [*valid, host_n) as changed), sets
  * *valid = host_n and attends as kb_kvdev_decode over them, in a->idx's order. 0 or -1. */
-int kb_kvdev_decode_subset(kb_kvdev *m, const float *K, const float *V, int host_n, int *valid,
+int kb_kvdev_decode_subset(kb_kvdev *m, const void *K, const void *V, int host_n, int *valid,
                            const kb_decode_args *a);
 
 #ifdef __cplusplus

@@ -15,6 +15,17 @@ pthread_mutex_t g_backend_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_alloc_lock = PTHREAD_MUTEX_INITIALIZER;   // guards the three below
 std::unordered_map<void *, size_t> *g_sizes = nullptr;
 size_t g_cur = 0, g_peak = 0;
+size_t g_drv_peak = 0;   // the most device memory in use the driver reported at a sample
+
+// The driver's view now (cudaMemGetInfo: every process, the context, the libraries'
+// own memory): total - free, folded into g_drv_peak. Lock held. 0 or -1.
+int sample_locked(size_t *used) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return -1;
+    *used = tot - fr;
+    g_drv_peak = std::max(g_drv_peak, *used);
+    return 0;
+}
 
 pthread_mutex_t g_stream_lock = PTHREAD_MUTEX_INITIALIZER;
 cudaStream_t g_copy_stream = nullptr;
@@ -87,6 +98,8 @@ extern "C" void *kb_cuda_malloc(size_t bytes, const char *what) {
     (*g_sizes)[p] = bytes;
     g_cur += bytes;
     g_peak = std::max(g_peak, g_cur);
+    size_t used;
+    sample_locked(&used);   // the driver's view at every allocation: where peaks are made
     pthread_mutex_unlock(&g_alloc_lock);
     return p;
 }
@@ -136,7 +149,19 @@ extern "C" int kb_cuda_mem_stats(size_t *cur, size_t *peak, size_t *free_b, size
 extern "C" void kb_cuda_mem_reset_peak(void) {
     pthread_mutex_lock(&g_alloc_lock);
     g_peak = g_cur;
+    g_drv_peak = 0;
+    size_t used;
+    sample_locked(&used);
     pthread_mutex_unlock(&g_alloc_lock);
+}
+
+extern "C" int kb_cuda_mem_sample(size_t *peak) {
+    pthread_mutex_lock(&g_alloc_lock);
+    size_t used = 0;
+    int rc = sample_locked(&used);
+    if (peak) *peak = g_drv_peak;
+    pthread_mutex_unlock(&g_alloc_lock);
+    return rc;
 }
 
 extern "C" void *kb_cuda_host_alloc(size_t bytes) {

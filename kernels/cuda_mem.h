@@ -21,7 +21,13 @@ void kb_cuda_free(void *p);
  * (includes the CUDA context, cuSOLVER and other processes). Any pointer may be NULL.
  * Returns 0, or -1 when cudaMemGetInfo fails. */
 int kb_cuda_mem_stats(size_t *cur, size_t *peak, size_t *free_b, size_t *total_b);
-void kb_cuda_mem_reset_peak(void);   /* peak = current */
+void kb_cuda_mem_reset_peak(void);   /* peak = current; the driver's peak = a sample now */
+/* The driver's view of the peak, apart from the allocator's: device memory in use
+ * (cudaMemGetInfo's total - free: the CUDA context, cuBLAS and cuSOLVER, every process)
+ * sampled at every kb_cuda_malloc, at each call of this, and at the reset; *peak (may be
+ * NULL) = the most sampled since the last kb_cuda_mem_reset_peak. 0, or -1 when
+ * cudaMemGetInfo fails. */
+int kb_cuda_mem_sample(size_t *peak);
 
 /* Pinned (page-locked) host memory: needed for truly asynchronous host<->device copies. */
 void *kb_cuda_host_alloc(size_t bytes);

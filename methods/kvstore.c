@@ -96,11 +96,11 @@ size_t kvs_bytes(const kv_store *s) {
 }
 
 #ifdef KB_CUDA
-/* The device copy when the CUDA backend is selected, the rows are f32 (the device
- * kernels read f32) and the copy has not failed. */
+/* The device copy (rows of the store's own type) when the CUDA backend is selected and
+ * the copy has not failed. */
 static struct kb_kvdev *device_copy(kv_store *s) {
-    if (s->dev_off || s->type != KB_F32 || !kb_kvdev_active()) return NULL;
-    if (!s->dev && !(s->dev = kb_kvdev_new(s->d, "KV store rows"))) s->dev_off = 1;
+    if (s->dev_off || !kb_kvdev_active()) return NULL;
+    if (!s->dev && !(s->dev = kb_kvdev_new_typed(s->d, s->type, "KV store rows"))) s->dev_off = 1;
     return s->dev;
 }
 
@@ -120,7 +120,7 @@ void kvs_decode(kv_store *s, kb_decode_args *a) {
 #ifdef KB_CUDA
     struct kb_kvdev *m = device_copy(s);
     if (m) {
-        if (kb_kvdev_sync(m, (const float *)s->K, (const float *)s->V, s->n, s->cap, &s->dev_valid) == 0 && kb_kvdev_decode(m, a) == 0) return;
+        if (kb_kvdev_sync(m, s->K, s->V, s->n, s->cap, &s->dev_valid) == 0 && kb_kvdev_decode(m, a) == 0) return;
         device_failed(s);
     }
 #endif
@@ -152,7 +152,7 @@ void kvs_decode_subset(kv_store *s, kb_decode_args *a) {
 #ifdef KB_CUDA
     struct kb_kvdev *m = device_copy(s);
     if (m) {
-        if (kb_kvdev_decode_subset(m, (const float *)s->K, (const float *)s->V, s->n, &s->dev_valid, a) == 0) return;
+        if (kb_kvdev_decode_subset(m, s->K, s->V, s->n, &s->dev_valid, a) == 0) return;
         device_failed(s);
     }
 #endif

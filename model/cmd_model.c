@@ -141,7 +141,7 @@ static void generate_usage(void) {
            "                    CUDA=1 and a device; without one a note, then the CPU). With --plain\n"
            "                    only the prefill moves to the device\n"
            "  --kv-type T       the method's K/V rows as f32 (default), f16 or bf16 (attention computes\n"
-           "                    in f32); 16-bit needs --backend cpu and a method (not --plain)\n"
+           "                    in f32); 16-bit needs a method (not --plain)\n"
            "  --activations A   f32 (default; logits as the references) or q8: decode mat-vecs on 8-bit\n"
            "                    activation blocks with int8 dot products, as llama.cpp (CPU only)\n"
            "  --plain           the engine's own full cache instead of a method (a cross-check)\n"
@@ -245,9 +245,9 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kvbench generate: --activations q8 needs --backend cpu (the CUDA engine reads f32)\n");
         return 2;
     }
-    if (kv_type != KB_F32 && (plain || !strcmp(backend, "cuda"))) {
-        fprintf(stderr, "kvbench generate: --kv-type %s needs a method on --backend cpu (--plain and the CUDA "
-                        "kernels hold f32 rows)\n", kb_kvtype_name(kv_type));
+    if (kv_type != KB_F32 && plain) {
+        fprintf(stderr, "kvbench generate: --kv-type %s needs a method (--plain keeps the engine's own f32 rows)\n",
+                kb_kvtype_name(kv_type));
         return 2;
     }
     const kv_method *meth = kv_method_find(method);

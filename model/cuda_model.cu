@@ -316,6 +316,7 @@ int prefill_device(const kv_model *m, DevModel *dm, const int32_t *ids, int n, i
 
     for (int l = 0; l < L; l++) {
         const DevLayer &w = dm->layers[l];
+        kb_cuda_mem_sample(nullptr);   // the driver's view during the prefill, once a layer
         if (mass) CK(cudaMemset(mass, 0, (size_t)H * n * sizeof(float)));
         for (int c0 = 0; c0 < n; c0 += C) {
             const int cn = n - c0 < C ? n - c0 : C;

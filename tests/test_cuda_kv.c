@@ -14,8 +14,12 @@
  *     the tracked allocator's current bytes equal to the stores' device bytes at every
  *     step and at least their rows (SentenceKV: only the working set, not the slow tier),
  *     and back to the value before init after the method's free. With the CPU backend
- *     selected no device memory is used. */
+ *     selected no device memory is used.
+ * Every part runs with f32 rows and with 16-bit rows (f16, bf16: the setup's kv_type, the
+ * device copy holding the rows in that type, half the bytes, widened to f32 by the decode
+ * kernels), against the float64 attention over the rows as stored (rounded to the type). */
 #include "../kernels/core.h"
+#include "../kernels/kvtype.h"
 #include "../methods/cacheset.h"
 #include "../methods/kvstore.h"
 #include "../methods/method.h"
@@ -207,7 +211,7 @@ static int rows_of(const meth *mc, const kv_state *st, int l, int j, int32_t *po
 }
 
 /* Device bytes against the stores after a step (on_dev: the CUDA backend is selected). */
-static void check_memory(const meth *mc, const kv_state *st, int budget, size_t cur0, int on_dev, int step) {
+static void check_memory(const meth *mc, const kv_state *st, int budget, size_t cur0, int on_dev, int step, int kt) {
     size_t devb = 0, rows_b = 0, cur = dev_current();
     for (int l = 0; l < L; l++)
         for (int j = 0; j < HKV; j++) {
@@ -216,10 +220,12 @@ static void check_memory(const meth *mc, const kv_state *st, int budget, size_t 
             int attended = mc->sentence ? sentencekv_selection(st, l, j, pos) : s->n;
             int dr = kvs_dev_rows(s);
             devb += kvs_dev_bytes(s);
-            rows_b += (size_t)attended * 2 * D * sizeof(float);
+            rows_b += (size_t)attended * 2 * D * kb_kvtype_bytes(kt);
             if (!on_dev) continue;
             if (mc->sentence) {
-                CHECK(dr >= attended && dr <= 2 * budget && dr < s->n,
+                /* a working set: the rows attended (at most the budget and the decoded
+                 * tokens appended after it) with geometric headroom, never the slow tier */
+                CHECK(dr >= attended && dr <= 2 * (budget + STEPS) && dr < s->n,
                       "%s step %d layer %d head %d: %d device rows for %d attended, budget %d, %d on the host",
                       mc->m->name, step, l, j, dr, attended, budget, s->n);
             } else {
@@ -238,11 +244,11 @@ static void check_memory(const meth *mc, const kv_state *st, int budget, size_t 
     }
 }
 
-static void run_method(const meth *mc, const scen *sc, int on_dev, record *rec) {
+static void run_method(const meth *mc, const scen *sc, int on_dev, int kt, record *rec) {
     const kv_method *m = mc->m;
     int n = sc->n;
     kv_setup su = {.n_layers = L, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .n_prompt = n,
-                   .max_decode = STEPS, .budget_frac = mc->frac, .params = mc->params};
+                   .max_decode = STEPS, .budget_frac = mc->frac, .params = mc->params, .kv_type = kt};
     int budget = kv_budget(&su);
     char err[256] = "";
     size_t cur0 = dev_current();
@@ -285,9 +291,11 @@ static void run_method(const meth *mc, const scen *sc, int on_dev, record *rec) 
                     att[j] = malloc((size_t)rec->maxrows * sizeof(int32_t));
                     natt[j] = rows_of(mc, st, l, j, att[j]);
                 }
-                for (int i = 0; i < natt[j]; i++) {   /* the attended rows by position */
-                    memcpy(Kc + (size_t)i * D, krow(sc, l, j, att[j][i]), D * sizeof(float));
-                    memcpy(Vc + (size_t)i * D, vrow(sc, l, j, att[j][i]), D * sizeof(float));
+                for (int i = 0; i < natt[j]; i++) {   /* the attended rows by position, as stored */
+                    for (int c = 0; c < D; c++) {
+                        Kc[(size_t)i * D + c] = kb_kv_round(kt, krow(sc, l, j, att[j][i])[c]);
+                        Vc[(size_t)i * D + c] = kb_kv_round(kt, vrow(sc, l, j, att[j][i])[c]);
+                    }
                 }
                 ref_attend(G, D, q + (size_t)j * G * D, Kc, Vc, NULL, natt[j], NULL, ref + (size_t)j * G * D, NULL);
                 free(att[j]);
@@ -296,13 +304,13 @@ static void run_method(const meth *mc, const scen *sc, int on_dev, record *rec) 
             }
             double e = rel_l2(out, ref, (size_t)H * D);
             if (e > worst) worst = e;
-            CHECK(e < TOL, "%s (%s) step %d layer %d vs float64 attention over the rows attended: rel err %.3g",
-                  m->name, on_dev ? "cuda" : "cpu", s, l, e);
+            CHECK(e < TOL, "%s (%s, %s rows) step %d layer %d vs float64 attention over the rows attended: rel err %.3g",
+                  m->name, on_dev ? "cuda" : "cpu", kb_kvtype_name(kt), s, l, e);
         }
-        check_memory(mc, st, budget, cur0, on_dev, s);
+        check_memory(mc, st, budget, cur0, on_dev, s, kt);
     }
-    printf("%-10s %-4s prompt %d budget %d: worst rel err vs float64 %.3g\n", m->name, on_dev ? "cuda" : "cpu", n,
-           budget, worst);
+    printf("%-10s %-4s %-4s prompt %d budget %d: worst rel err vs float64 %.3g\n", m->name, on_dev ? "cuda" : "cpu",
+           kb_kvtype_name(kt), n, budget, worst);
     m->free(st);
     size_t cur = dev_current();
     CHECK(cur == cur0, "%s: %zu device bytes before init, %zu after free", m->name, cur0, cur);
@@ -318,16 +326,16 @@ static const meth methods[] = {
 };
 
 /* Each method on the CPU backend and, when usable, on the CUDA backend: same rows, same outputs. */
-static void test_methods(int cuda) {
+static void test_methods(int cuda, int kt) {
     for (size_t k = 0; k < sizeof methods / sizeof *methods; k++) {
         const meth *mc = &methods[k];
         scen sc = make_scen(test_int(150, 230));
         record rc = new_record(sc.n), rg = new_record(sc.n);
         kb_select("cpu", NULL);
-        run_method(mc, &sc, 0, &rc);
+        run_method(mc, &sc, 0, kt, &rc);
         if (cuda) {
             kb_select("cuda", NULL);
-            run_method(mc, &sc, 1, &rg);
+            run_method(mc, &sc, 1, kt, &rg);
             kb_select("cpu", NULL);
             int bad_rows = 0;
             double worst = 0;
@@ -348,8 +356,8 @@ static void test_methods(int cuda) {
                     }
                 }
             CHECK(bad_rows == 0, "%s: %d (step, layer, head) with different rows", mc->m->name, bad_rows);
-            printf("%-10s cuda vs cpu: worst rel err %.3g over %d steps, kept rows identical: %s\n", mc->m->name,
-                   worst, STEPS, bad_rows ? "no" : "yes");
+            printf("%-10s cuda vs cpu (%s rows): worst rel err %.3g over %d steps, kept rows identical: %s\n",
+                   mc->m->name, kb_kvtype_name(kt), worst, STEPS, bad_rows ? "no" : "yes");
         }
         free_record(&rc);
         free_record(&rg);
@@ -376,6 +384,13 @@ static void check_against(const char *what, int g, int d, const float *q, const 
     free(rp);
 }
 
+/* A store's rows [0, n) as floats (16-bit rows widened exactly): what attention reads. */
+static float *rows_f32(const kv_store *s, const void *rows) {
+    float *f = fmalloc((size_t)(s->n ? s->n : 1) * D);
+    kb_kv_get(s->type, f, rows, s->n * D);
+    return f;
+}
+
 static void push_random(kv_store *s, int k) {
     float kk[D], vv[D];
     for (int i = 0; i < k; i++) {
@@ -387,9 +402,9 @@ static void push_random(kv_store *s, int k) {
 
 /* A mirror through random pushes, removals and compactions: each decode right, and only
  * the rows from the first that moved uploaded (all of them after the copy grew). */
-static void test_mirror(void) {
+static void test_mirror(int kt) {
     kv_store s;
-    kvs_init(&s, D, 1, KB_F32);
+    kvs_init(&s, D, 1, kt);
     push_random(&s, test_int(20, 80));
     float q[G * D], out[G * D], probs[G * 256], bias[256];
     long up = 0;
@@ -422,7 +437,11 @@ static void test_mirror(void) {
                             .probs = use_probs ? probs : NULL};
         kvs_decode(&s, &a);
         CHECK(s.dev != NULL && !s.dev_off, "round %d: no device copy", round);
-        check_against("mirror", G, D, q, s.K, s.V, NULL, s.n, a.bias, out, a.probs);
+        float *Kf = rows_f32(&s, s.K), *Vf = rows_f32(&s, s.V);
+        check_against(kb_kvtype_name(kt), G, D, q, Kf, Vf, NULL, s.n, a.bias, out, a.probs);
+        free(Kf);
+        free(Vf);
+        CHECK(kb_kvdev_type(s.dev) == kt, "mirror of %s rows holds type %d", kb_kvtype_name(kt), kb_kvdev_type(s.dev));
         long now = kb_kvdev_uploaded(s.dev), want = rows_before < s.n ? s.n : s.n - moved;
         CHECK(now - up == want, "mirror round %d (op %d): uploaded %ld rows, expected %ld (%d rows, first moved %d)",
               round, op, now - up, want, s.n, moved);
@@ -434,9 +453,9 @@ static void test_mirror(void) {
 
 /* A working set over changing selections of a growing store, with a removal on the way:
  * right each time, resident rows never uploaded again. */
-static void test_working_set(void) {
+static void test_working_set(int kt) {
     kv_store s;
-    kvs_init(&s, D, 1, KB_F32);
+    kvs_init(&s, D, 1, kt);
     push_random(&s, test_int(60, 120));
     float q[G * D], out[G * D], probs[G * 64];
     int32_t sel[64], prev[64], nprev = 0, max_ns = 0;
@@ -468,7 +487,10 @@ static void test_working_set(void) {
         kb_decode_args a = {.g = G, .d = D, .n = ns, .q = q, .idx = sel, .out = out, .probs = use_probs ? probs : NULL};
         kvs_decode_subset(&s, &a);
         CHECK(s.dev != NULL && !s.dev_off, "working set round %d: no device copy", round);
-        check_against("working set", G, D, q, s.K, s.V, sel, ns, NULL, out, a.probs);
+        float *Kf = rows_f32(&s, s.K), *Vf = rows_f32(&s, s.V);
+        check_against(kt == KB_F32 ? "working set" : kb_kvtype_name(kt), G, D, q, Kf, Vf, sel, ns, NULL, out, a.probs);
+        free(Kf);
+        free(Vf);
         long now = kb_kvdev_uploaded(s.dev);
         if (!removed && rows_before >= ns)
             CHECK(now - up <= fresh, "working set round %d: uploaded %ld rows, only %d were not listed last time",
@@ -608,6 +630,55 @@ static void test_put_async(void) {
 }
 
 
+/* A copy of 16-bit rows takes 2 bytes an element on the device, exactly (the tracked
+ * allocator's count and the copy's own). */
+static void test_typed_bytes(int kt) {
+    int rows = test_int(10, 300), eb = kb_kvtype_bytes(kt);
+    size_t cur0 = dev_current();
+    kb_kvdev *m = kb_kvdev_new_typed(D, kt, "test rows");
+    CHECK(m && kb_kvdev_reserve(m, rows) == 0, "reserve of %d %s rows", rows, kb_kvtype_name(kt));
+    if (!m) return;
+    size_t want = (size_t)rows * 2 * D * eb;
+    CHECK(kb_kvdev_bytes(m) == want && dev_current() - cur0 == want,
+          "%d %s rows of %d: the copy holds %zu bytes, the allocator %zu, want %zu", rows, kb_kvtype_name(kt), D,
+          kb_kvdev_bytes(m), dev_current() - cur0, want);
+    float *K = NULL, *V = NULL;
+    if (kt != KB_F32) {
+        fprintf(stderr, "(one refusal expected next)\n");
+        CHECK(kb_kvdev_rows_dev(m, 0, 1, &K, &V) == -1, "float device rows handed out for %s rows", kb_kvtype_name(kt));
+    }
+    kb_kvdev_free(m);
+    CHECK(dev_current() == cur0, "freeing the copy left %zu bytes", dev_current() - cur0);
+}
+
+/* The backend's decode over host rows of type kt (gathered and copied in the type; the
+ * backend keeps its buffers for the next call, so this runs before the byte counts), with
+ * a head dim of 4k (the kernels' 4-wide loads) and one of not (element by element). */
+static void test_host_rows(int kt, int d) {
+    int n = test_int(1, 400), eb = kb_kvtype_bytes(kt);
+    float *Kf = fmalloc((size_t)n * d), *Vf = fmalloc((size_t)n * d), *q = fmalloc((size_t)G * d);
+    float *out = fmalloc((size_t)G * d), *probs = fmalloc((size_t)G * n);
+    void *Ks = malloc((size_t)n * d * eb), *Vs = malloc((size_t)n * d * eb);
+    int32_t *idx = malloc(sizeof(int32_t) * n);
+    test_fill(Kf, (size_t)n * d, 1.0f);
+    test_fill(Vf, (size_t)n * d, 1.0f);
+    kb_kv_put(kt, Ks, Kf, n * d);
+    kb_kv_put(kt, Vs, Vf, n * d);
+    kb_kv_get(kt, Kf, Ks, n * d);   /* the reference reads the rows as stored */
+    kb_kv_get(kt, Vf, Vs, n * d);
+    for (int i = 0; i < n; i++) idx[i] = test_int(0, n - 1);
+    test_fill(q, (size_t)G * d, 1.5f);
+    test_poison(out, (size_t)G * d);
+    test_poison(probs, (size_t)G * n);
+    int use_idx = test_unif() < 0.5;
+    kb_decode_args a = {G, d, n, q, Ks, Vs, use_idx ? idx : NULL, NULL, out, probs, kt};
+    kb_get()->decode(&a);
+    char what[48];
+    snprintf(what, sizeof what, "host %s rows, d %d", kb_kvtype_name(kt), d);
+    check_against(what, G, d, q, Kf, Vf, use_idx ? idx : NULL, n, NULL, out, probs);
+    free(Kf); free(Vf); free(q); free(out); free(probs); free(Ks); free(Vs); free(idx);
+}
+
 #endif
 
 int main(void) {
@@ -619,10 +690,14 @@ int main(void) {
     if (cuda) {
         printf("backend cuda\n");
         warm_backend(G, D);
-        size_t cur0 = dev_current();
         kb_select("cuda", NULL);
-        test_mirror();
-        test_working_set();
+        for (int kt = KB_F32; kt <= KB_BF16; kt++) test_host_rows(kt, D), test_host_rows(kt, D - 2);
+        size_t cur0 = dev_current();
+        for (int kt = KB_F32; kt <= KB_BF16; kt++) {
+            test_mirror(kt);
+            test_working_set(kt);
+            test_typed_bytes(kt);
+        }
         test_mirror_headroom();
         test_decode_many();
         test_put_async();
@@ -631,6 +706,6 @@ int main(void) {
     }
 #endif
     if (!cuda) printf("cuda backend not tested: %s\n", why ? why : "?");
-    test_methods(cuda != NULL);
+    for (int kt = KB_F32; kt <= KB_BF16; kt++) test_methods(cuda != NULL, kt);
     return check_done("test_cuda_kv");
 }

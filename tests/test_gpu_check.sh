@@ -6,7 +6,13 @@
 #   3. the deadline: steps that outlast KB_CHECK_BUDGET_S are cut or skipped and the script
 #      ends within its budget;
 #   4. the real script on this machine: when it has no usable GPU, the versions come first,
-#      one line says why it stops, and the summary is written.
+#      one line says why it stops, and the summary is written;
+#   5. what comes back: at most 4 files in $OUT in every case above (the summary, the
+#      results file, one tarball of the logs), the tarball holding every step's log; a
+#      SIGTERM in the middle of a step ends the script within seconds, summary written;
+#   6. the fallback detector: every message the CUDA code prints when it gives up on the
+#      device is caught, announced refusals in the tests are not;
+#   7. the results file's copy into $OUT while kvbench still holds it open in WAL mode.
 # Steps 1-3 run with KB_CHECK_DRY=1: every step's command is an echo (and a sleep), so
 # what is tested is the step machinery, the budget and the summary, not the device.
 set -u
@@ -21,11 +27,13 @@ check() {   # check DESCRIPTION COND...
     if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fails=$((fails + 1)); failed+=("$what"); fi
 }
 has() { grep -qE -- "$2" "$1"; }
-steps="build test_kernels model test_cuda test_cuda_model test_cuda_kv test_cuda_sekv bench memcheck"
+steps="build model sim anchor test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv bench memcheck"
+# at most 4 plain files in $OUT, and no temporary ones left
+few_files() { [ "$(find "$1" -mindepth 1 | wc -l)" -le 4 ] && [ -z "$(find "$1" -mindepth 1 -name '.*')" ]; }
 
 # 1. one injected failure, every step after it still runs
 out=$tmp/inject
-OUT=$out KB_CHECK_DRY=1 KB_CHECK_INJECT_FAIL=test_cuda bash tests/gpu/check.sh >"$tmp/inject.log" 2>&1
+OUT=$out KB_CHECK_WORK=$tmp/inject-work KB_CHECK_DRY=1 KB_CHECK_INJECT_FAIL=test_cuda bash tests/gpu/check.sh >"$tmp/inject.log" 2>&1
 rc=$?
 s=$out/gpu_summary.txt
 check "injected failure: exit status non-zero ($rc)" [ "$rc" -ne 0 ]
@@ -35,7 +43,13 @@ for st in $steps; do
     [ "$st" = test_cuda ] && want=FAIL
     check "injected failure: step $st recorded as $want" has "$s" "^  $st +$want "
 done
-check "injected failure: the step's log says it was injected" has "$out/gpu_test_cuda.log" "failure injected into test_cuda"
+check "injected failure: the step's log says it was injected" has "$tmp/inject-work/gpu_test_cuda.log" "failure injected into test_cuda"
+check "injected failure: at most 4 files come back ($(ls -A "$out" | tr '\n' ' '))" few_files "$out"
+mkdir -p "$tmp/untar"
+tar -xzf "$out/gpu_logs.tar.gz" -C "$tmp/untar" 2>/dev/null
+check "injected failure: the tarball holds every step's log" \
+    bash -c "for st in build model sim anchor test_kernels test_cuda bench memcheck; do ls '$tmp/untar/'gpu_\$st*.log >/dev/null 2>&1 || exit 1; done"
+check "injected failure: the model run has --fidelity 0 and bf16 rows" has "$tmp/untar/gpu_model.log" "--fidelity 0 --kv-type bf16"
 check "injected failure: exactly one failure, naming test_cuda" \
     bash -c "grep -q '^gpu check: FAIL (1):' '$s' && grep -q '^  - test_cuda failed (rc 97' '$s'"
 check "injected failure: the test seed is in the summary" has "$s" "^test seed: [0-9]+ \(replay: KVBENCH_TEST_SEED="
@@ -57,7 +71,7 @@ check "failed build: summary has the build and no later step" \
     bash -c "grep -qE '^  build +FAIL ' '$out/gpu_summary.txt' && ! grep -q '^  test_kernels ' '$out/gpu_summary.txt' && grep -q '^gpu check: FAIL (1):' '$out/gpu_summary.txt'"
 
 # 3. the deadline: 20 s of the 30 s budget are usable (10 s are kept for the summary);
-# each step takes 12 s: the build passes, test_kernels is cut at the 8 s left (skipped
+# each step takes 12 s: the build passes, the model run is cut at the 8 s left (skipped
 # instead if starting the build took over 3 s on a loaded machine), the rest skipped
 out=$tmp/budget
 t0=$SECONDS
@@ -68,10 +82,11 @@ s=$out/gpu_summary.txt
 check "budget: ended within the 30 s budget (took $took s)" [ "$took" -le 30 ]
 check "budget: exit status non-zero ($rc)" [ "$rc" -ne 0 ]
 check "budget: build passed" has "$s" "^  build +pass "
-check "budget: test_kernels cut at its limit (or skipped)" \
-    has "$s" "^  test_kernels +(cut .*stopped at its [0-9]+ s limit|skipped .*no time left)"
-grep -E "^  test_kernels " "$s"
-for st in model test_cuda test_cuda_model test_cuda_kv test_cuda_sekv bench; do
+check "budget: the model run cut at its limit (or skipped)" \
+    has "$s" "^  model +(cut .*stopped at its [0-9]+ s limit|skipped .*no time left)"
+grep -E "^  model " "$s"
+check "budget: at most 4 files come back" few_files "$out"
+for st in sim anchor test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv bench; do
     check "budget: $st skipped for lack of time" has "$s" "^  $st +skipped "
 done
 check "budget: memcheck without time is not a failure" has "$s" "^memcheck: no time left"
@@ -90,7 +105,73 @@ else
     check "no GPU: summary with versions, seed and the reason" \
         bash -c "grep -q '^  nvcc: ' '$out/gpu_summary.txt' && grep -q '^test seed: ' '$out/gpu_summary.txt' && grep -q '^gpu check: FAIL (1):' '$out/gpu_summary.txt'"
     check "no GPU: nothing was built or run" bash -c "grep -q '^  (none ran)' '$out/gpu_summary.txt'"
+    check "no GPU: at most 4 files come back ($(ls -A "$out" | tr '\n' ' '))" few_files "$out"
+    check "no GPU: the logs' tarball holds the versions and the probe's log" \
+        bash -c "tar -tzf '$out/gpu_logs.tar.gz' | grep -q gpu_versions.txt && tar -tzf '$out/gpu_logs.tar.gz' | grep -q gpu_probe.log"
+    check "no GPU: CUDA_HOME derived from nvcc on PATH or the default" has "$out/gpu_summary.txt" "^  nvcc: .*CUDA_HOME="
 fi
+
+# 5. SIGTERM during a long step: the step is stopped at once, the summary written
+out=$tmp/term
+OUT=$out KB_CHECK_DRY=1 KB_CHECK_DRY_SLEEP=60 bash tests/gpu/check.sh >"$tmp/term.log" 2>&1 &
+pid=$!
+sleep 4
+t0=$SECONDS
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+took=$((SECONDS - t0))
+check "SIGTERM: the script ended within 5 s of it (took $took s)" [ "$took" -le 5 ]
+check "SIGTERM: exit status non-zero ($rc)" [ "$rc" -ne 0 ]
+check "SIGTERM: summary says it was interrupted" has "$out/gpu_summary.txt" "interrupted \(signal\)"
+check "SIGTERM: at most 4 files come back" few_files "$out"
+check "SIGTERM: no step's process left behind" bash -c "! pgrep -f '[d]ry run: make CUDA=1 WERROR=0' >/dev/null"
+
+# 6. the fallback detector (check.sh's own function, on sample logs)
+eval "$(sed -n '/^fallback_lines() {/,/^}/p' tests/gpu/check.sh)"
+export -f fallback_lines
+for msg in "kvbench: sekv: the device tiers failed; attending on the host rows from now on" \
+    "kb cuda kv rows (KV store rows): cudaMemcpy: out of memory" \
+    "kb cuda sekv: out of host memory" \
+    "kb cuda: waiting for the device before a copy: unspecified launch failure" \
+    "kvbench: KV store rows failed on the device; this store attends on the host rows from now on" \
+    "kb cuda: decode failed on the device; computing it on the CPU" \
+    "kvbench run: --backend cuda: no CUDA device; running on the CPU" \
+    "kernels/cuda_decode.cu:312: cudaMemcpy: invalid argument"; do
+    printf 'ok line\n%s\n' "$msg" >"$tmp/fb.log"
+    check "fallback detected: $msg" bash -c "[ -n \"\$(fallback_lines '$tmp/fb.log')\" ]"
+done
+printf '(two refusals expected next)\nkb cuda kv rows: a\nkb cuda kv rows: b\nbackend cuda\n' >"$tmp/fb.log"
+check "announced refusals are not a fallback" bash -c "[ -z \"\$(fallback_lines '$tmp/fb.log')\" ]"
+printf '(one refusal expected next)\nkb cuda kv rows: a\nkb cuda kv rows: b\n' >"$tmp/fb.log"
+check "one refusal too many is a fallback" bash -c "[ \"\$(fallback_lines '$tmp/fb.log')\" = 'kb cuda kv rows: b' ]"
+
+# 7. the results file's copy into $OUT: while another connection holds the live file in
+# WAL mode with committed rows not yet checkpointed, the copy has every row, is one file
+# in rollback-journal mode, and nothing else is left in $OUT
+eval "$(sed -n '/^snapshot_db() {/,/^}/p' tests/gpu/check.sh)"
+logs=$tmp/snap-work out=$tmp/snap-out
+mkdir -p "$logs" "$out"
+python3 - "$logs/gpu_model.db" <<'PY' &
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1])
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA wal_autocheckpoint=0")
+db.execute("CREATE TABLE results(id INTEGER PRIMARY KEY, v TEXT)")
+db.executemany("INSERT INTO results(v) VALUES (?)", [("r%d" % i,) for i in range(500)])
+db.commit()
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(3)   # held open: the rows live in the -wal file only
+PY
+writer=$!
+for _ in $(seq 50); do [ -f "$logs/gpu_model.db.ready" ] && break; sleep 0.1; done
+check "snapshot: the live file has its rows in the WAL" [ -s "$logs/gpu_model.db-wal" ]
+snapshot_db
+check "snapshot: the copy has all 500 committed rows" \
+    bash -c "[ \"\$(python3 -c \"import sqlite3; print(sqlite3.connect('$out/gpu_model.db').execute('select count(*) from results').fetchone()[0])\")\" = 500 ]"
+check "snapshot: the copy is not in WAL mode and stands alone ($(ls -A "$out" | tr '\n' ' '))" \
+    bash -c "[ \"\$(ls -A '$out')\" = gpu_model.db ] && [ \"\$(od -An -tu1 -j18 -N1 '$out/gpu_model.db' | tr -d ' ')\" = 1 ]"
+wait "$writer"
 
 if [ "$fails" -ne 0 ]; then
     for f in "$tmp"/*.log; do echo "--- $f"; tail -n 25 "$f"; done

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # --kv-type on the command line (the storage itself: test_kvtype, test_conformance,
 # test_kvtype_model):
-#  - a bad value, 16-bit rows with --backend cuda, and generate --plain with 16-bit rows
-#    exit 2 with one stderr line naming --kv-type; the results file is unchanged;
+#  - a bad value and generate --plain with 16-bit rows exit 2 with one stderr line naming
+#    --kv-type; the results file is unchanged;
+#  - without --kv-type, --backend cuda stores bf16 rows (the device default; here, without
+#    a device, the run falls back to the CPU and keeps the type) and the CPU f32;
 #  - runs that differ only in the K/V type are separate runs: neither resumes into the
 #    other, and rerunning one adds nothing;
 #  - the run records the type (run key, config, report header), and FullKV's K/V bytes
@@ -14,11 +16,15 @@ SYN=(run --workload synthetic-niah --ctx 256 --layers 2 --depths 0.5 --methods f
 
 bad() { config_error "$T/syn.db" "$@"; }   # bad EXPECT ARGS...
 bad "--kv-type 'fp8': expected f32, f16 or bf16" "${SYN[@]}" --kv-type fp8
-bad "--kv-type bf16 needs --backend cpu" "${SYN[@]}" --kv-type bf16 --backend cuda
 bad "--kv-type 'half': expected f32, f16 or bf16" run --workload niah --ctx 1024 --db "$T/syn.db" --kv-type half
-bad "--kv-type f16 needs --backend cpu" run --workload niah --ctx 1024 --db "$T/syn.db" --kv-type f16 --backend cuda
 bad "--kv-type 'x': expected f32, f16 or bf16" generate --prompt hi --kv-type x
-bad "--kv-type bf16 needs a method on --backend cpu" generate --prompt hi --plain --kv-type bf16
+bad "--kv-type bf16 needs a method (--plain" generate --prompt hi --plain --kv-type bf16
+
+# the default type follows the backend
+"$KVBENCH" run --model random:tiny-llama --workload niah --ctx 300 --depths 50 --methods fullkv --max-new 2 \
+    --fidelity 0 --quiet --backend cuda --db "$T/dflt.db" >/dev/null 2>&1 || fail "the --backend cuda run without --kv-type failed"
+[ "$(sqlite3 "$T/dflt.db" "select count(*) from runs where run_key like '%;kv_type=bf16;%'")" = 1 ] ||
+    fail "--backend cuda without --kv-type did not store bf16 rows: $(sqlite3 "$T/dflt.db" "select run_key from runs")"
 
 # one run per type; a rerun of each adds nothing
 for t in bf16 f16; do

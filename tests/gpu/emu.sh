@@ -42,7 +42,7 @@ done
 # The library files that differ with KB_CUDA (the backend table, the engine's dispatch to
 # the device, the K/V stores' device copies, the run driver's device measurements) are
 # compiled again here and linked ahead of the archive
-for f in $(grep -l KB_CUDA kernels/*.c model/*.c methods/*.c harness/*.c results/*.c workloads/*.c plots/*.c); do
+for f in $(grep -l KB_CUDA kernels/*.c model/*.c methods/*.c methods/sekv/*.c harness/*.c harness/train/*.c results/*.c workloads/*.c plots/*.c); do
     # shellcheck disable=SC2086
     gcc $cflags -DKB_CUDA=1 '-DKB_BUILD_FLAGS="CUDA=1 (emulated)"' -c "$f" -o "$out/$(basename "${f%.*}").o"
     objs+=("$out/$(basename "${f%.*}").o")
@@ -61,19 +61,23 @@ for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv; do
     echo "== $out/$t (CUDA backend emulated on the CPU)"
     "$out/$t" || rc=1
 done
-# End to end: a text workload through `kvbench run --backend cuda` on a tiny random model:
-# every method runs, the run is recorded as cuda, and the device's peaks are recorded per
-# case and per method (the numbers are the emulation's, only their presence is checked).
+# End to end: a text workload through `kvbench run --backend cuda` on a tiny random model,
+# as tests/gpu/check.sh runs it (--fidelity 0: the prefill streams): every method runs,
+# the run is recorded as cuda with bf16 K/V rows (the device default), the device's peaks
+# are recorded per case and per method, the driver's peak is logged for each ("[device]"
+# lines), and the log holds no device call given up for the CPU (check.sh's detector).
+# The numbers are the emulation's: only their presence is checked.
 echo "== $out/kvbench run --backend cuda (tiny random model, every method, emulated)"
 e2e="$out/e2e.db"
 rm -f "$e2e" "$e2e-wal" "$e2e-shm"
 if "$out/kvbench" run --model random:tiny-llama --backend cuda --workload niah --ctx 450 --depths 50 \
-    --methods all --budget 0.1 --max-new 4 --db "$e2e" --quiet; then
+    --methods all --budget 0.1 --max-new 4 --fidelity 0 --db "$e2e" 2>"$out/e2e.log"; then
     python3 - "$e2e" <<'PY' || rc=1
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 bad = []
 if db.execute("SELECT group_concat(DISTINCT backend) FROM runs").fetchone()[0] != "cuda": bad.append("run not recorded as cuda")
+if ";kv_type=bf16;" not in db.execute("SELECT run_key FROM runs").fetchone()[0]: bad.append("K/V rows not bf16 by default")
 n, peaks = db.execute("SELECT count(*), count(gpu_peak_bytes) FROM results WHERE status = 'ok'").fetchone()
 if n != 8 or peaks != 8: bad.append("%d ok results, %d with a device peak (want 8 and 8)" % (n, peaks))
 c = db.execute("SELECT gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms FROM cases").fetchall()
@@ -83,6 +87,12 @@ sys.exit(1 if bad else 0)
 PY
     "$out/kvbench" report --db "$e2e" --table memory | grep -q "device peak, measured" ||
         { echo "e2e: report --table memory lacks the measured device peak"; rc=1; }
+    nd=$(grep -cE '^\[device\] ctx 450 [a-z0-9-]+ @ 0.1: allocator peak [0-9]+ B, driver peak [1-9][0-9]* B' "$out/e2e.log")
+    grep -qE '^\[device\] ctx 450 prefill: allocator peak [1-9][0-9]* B, driver peak [1-9][0-9]* B' "$out/e2e.log" &&
+        [ "$nd" -ge 8 ] || { echo "e2e: the driver's peaks are not logged (prefill, and $nd of 8 methods)"; rc=1; }
+    eval "$(sed -n '/^fallback_lines() {/,/^}/p' tests/gpu/check.sh)"
+    fb=$(fallback_lines "$out/e2e.log")
+    [ -z "$fb" ] || { echo "e2e: a device call fell back to the CPU: $fb"; rc=1; }
 else
     echo "e2e: kvbench run --backend cuda failed"; rc=1
 fi

@@ -1,10 +1,15 @@
 // The GPU check's first look at the device (tests/gpu/check.sh builds it alone with nvcc,
-// before anything else, so it needs no other library): the CUDA runtime this toolkit
-// links, the CUDA version the driver supports, and each device. Exit status:
+// before anything else, linking only the toolkit's cuBLAS and cuSOLVER, so a missing one
+// shows here and not at the end of the build): the CUDA runtime this toolkit links, the
+// CUDA version the driver supports, each device, and the device memory the CUDA context
+// and the two libraries' handles take (reported once; the runs' peaks exclude it). Exit status:
 //   0  a device is usable        2  no driver, or the driver is older than the toolkit
 //   3  no usable device          4  no device of sm_90 or later (the build carries sm_90 only)
+//   5  cuBLAS or cuSOLVER cannot start on it
 // The last line of a failure is one sentence saying why.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cusolverDn.h>
 
 #include <cstdio>
 
@@ -53,6 +58,24 @@ int main() {
         printf("probe: creating a context on device 0 failed: %s\n", cudaGetErrorString(e));
         return 3;
     }
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess)
+        printf("probe: cuda context: %.1f MiB of device memory in use after creating it (context, other processes)\n",
+               (tot - fr) / 1048576.0);
+    cublasHandle_t bl = nullptr;
+    cusolverDnHandle_t so = nullptr;
+    cublasStatus_t bs = cublasCreate(&bl);
+    cusolverStatus_t ss = cusolverDnCreate(&so);
+    if (bs != CUBLAS_STATUS_SUCCESS || ss != CUSOLVER_STATUS_SUCCESS) {
+        printf("probe: %s cannot start on device 0 (status %d)\n", bs != CUBLAS_STATUS_SUCCESS ? "cuBLAS" : "cuSOLVER",
+               bs != CUBLAS_STATUS_SUCCESS ? (int)bs : (int)ss);
+        return 5;
+    }
+    size_t fr2 = 0;
+    if (cudaMemGetInfo(&fr2, &tot) == cudaSuccess)
+        printf("probe: cuda context with cuBLAS and cuSOLVER handles: %.1f MiB in use\n", (tot - fr2) / 1048576.0);
+    cusolverDnDestroy(so);
+    cublasDestroy(bl);
     printf("probe: device 0 usable\n");
     return 0;
 }

@@ -39,6 +39,9 @@ struct alignas(16) float4 {
     float x, y, z, w;
 };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
 struct uint3 {
     unsigned x, y, z;
 };
