@@ -251,7 +251,7 @@ static kv_needs union_needs(const sim_opts *o, const sim_shape *sh, int ctx) {
             kv_state *st = o->methods[i]->init(&s, err, sizeof err);
             if (!st) continue;
             kv_needs nd = {0, 0};
-            if (o->methods[i]->needs) o->methods[i]->needs(st, &nd);
+            o->methods[i]->needs(&s, &nd);
             o->methods[i]->free(st);
             all.col_mass |= nd.col_mass;
             if (nd.window > all.window) all.window = nd.window;
@@ -459,14 +459,14 @@ int cmd_sim(int argc, char **argv) {
                 }
                 sim_other ot;
                 kv_needs mine = {0, 0};
-                if (m->needs) {
+                {   /* the statistics it asks for, when feasible */
                     kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
                                   .head_dim = c->head_dim, .n_prompt = ctx, .max_decode = o.decode + 1,
                                   .kv_type = o.kvt, .params = sc.params, .model_hash = sh.model_hash};
                     if (budget <= 1) s.budget_frac = budget;
                     else s.budget_tokens = (int)budget;
                     kv_state *st = m->init(&s, err, sizeof err);
-                    if (st) m->needs(st, &mine), m->free(st);
+                    if (st) m->free(st), m->needs(&s, &mine);
                 }
                 sim_other_bytes(&sh, ctx, o.weight_bytes, o.elem_bytes, o.chunk > 0 ? o.chunk : ctx, &mine, &ot);   /* this method's stats */
                 sim_totals t;

@@ -124,7 +124,7 @@ static void run(const kv_method *m, const scen *s, int rule, int type, trace *tr
         return;
     }
     kv_needs nd = {0, 0};
-    m->needs(st, &nd);
+    m->needs(&su, &nd);
     CHECK(nd.window <= s->win, "%s: asks for %d window rows (test has %d)", tag, nd.window, s->win);
     for (int l = 0; l < L; l++) {
         kv_prefill p = {.layer = l, .n = s->n, .K = krow(s, l, 0, 0), .V = vrow(s, l, 0, 0),
