@@ -744,7 +744,7 @@ int cmd_run(int argc, char **argv) {
     int64_t run_ids[3] = {0, 0, 0};
     for (int k = 0; k < o.n_kinds && !rc; k++) {
         char key[8192], json[16384];
-        if (run_key(&o, o.kinds[k], prov.git_commit, key, sizeof key)) {
+        if (run_key(&o, o.kinds[k], prov.code, key, sizeof key)) {
             rc = run_fail("the run key is too long (too many --params)");
             break;
         }

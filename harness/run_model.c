@@ -1124,7 +1124,7 @@ int cmd_run_model(int argc, char **argv) {
     int n_new = 0;
     double start = now_s();
     int present = 0;
-    if (!rc && run_key(&o, model, ident, backend, prov.git_commit, key, sizeof key))
+    if (!rc && run_key(&o, model, ident, backend, prov.code, key, sizeof key))
         rc = run_fail("the run key is too long (too many --params)");
     if (!rc) {
         size_t jcap = 65536;

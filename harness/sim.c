@@ -384,13 +384,13 @@ int cmd_sim(int argc, char **argv) {
         }
         provenance prov;
         provenance_get(&prov);
-        char dflt[4096], mp[2048], key[8192], json[8192];
+        char dflt[4096], mp[2048], key[16384], json[8192];
         run_ident_methods(&o.params, dflt, sizeof dflt);
         mparams_canon(&o.params, mp, sizeof mp);
         snprintf(key, sizeof key, "sim/v1;model=%s;kv=%s;weights=%s;decode=%d;layers=%d;chunk=%d;decode_rule=%s;seed=%llu;code=%s;"
                  "methods=%s%s%s",
                  o.model, o.kv_type, o.weights, o.decode, o.layers, o.chunk, kv_decode_name(o.decode_rule), (unsigned long long)o.seed,
-                 prov.git_commit, dflt, *mp ? ";params=" : "", mp);
+                 prov.code, dflt, *mp ? ";params=" : "", mp);
         snprintf(json, sizeof json,
                  "{\"workload\":\"sim\",\"model\":\"%s\",\"kv_type\":\"%s\",\"elem_bytes\":%d,\"weights\":\"%s\","
                  "\"decode\":%d,\"layers\":%d,\"prefill_chunk\":%d,\"decode_rule\":\"%s\",\"inputs\":\"%s\",\"bw_host\":\"%s\",\"bw_device\":\"%s\","

@@ -175,6 +175,12 @@ typedef struct kv_method {
     /* Version 2 members go here, after this line: only ever append. */
 } kv_method;
 
+/* A plugin (a shared object loaded with --plugin FILE.so) exports this function: it sets *n
+ * and returns its n method tables, which the registry checks and adds after the built-in
+ * ones. Its tables and their functions must outlive the process (static storage). */
+#define KV_PLUGIN_SYMBOL "kvbench_methods"
+typedef const kv_method *const *(*kv_plugin_fn)(int *n);
+
 /* Size of a version-1 table: the members up to trained_params. */
 #define KV_METHOD_SIZE_V1 (offsetof(kv_method, trained_params) + sizeof(void *))
 
