@@ -6,7 +6,8 @@
 #    conformance checks);
 #  - kvbench --plugin randomkeep.so lists the method, passes `kvbench conformance`, and
 #    runs it; the run key carries the .so's sha256; a rerun resumes, a rebuilt .so with
-#    other bytes starts a new run; KVBENCH_PLUGINS does what --plugin does;
+#    other bytes starts a new run; KVBENCH_PLUGINS does what --plugin does, and a SLURM
+#    script (slurm-script) exports it for its shards;
 #  - refusals, one line and exit 2: a table of another ABI version, a taken name, a file
 #    that exports no table, a missing file; a method that breaks the rules fails
 #    `kvbench conformance` (exit 1).
@@ -47,6 +48,11 @@ cmp -s "$T/randomkeep.so" "$T/v2/randomkeep.so" && fail "-O1 built the same byte
 "$K" --plugin "$T/v2/randomkeep.so" "${R[@]}" >"$T/out" 2>"$T/err" || fail "run with the rebuilt plugin failed"
 grep -q "^2 results written, 0 already present" "$T/out" || fail "a rebuilt plugin resumed the old run: $(tail -1 "$T/out")"
 [ "$(q "$T/p.db" "SELECT count(*) FROM runs")" = 2 ] || fail "a rebuilt plugin did not start a new run"
+
+# A sharded run's script hands the plugins to its shards (--plugin itself is taken out).
+(cd "$T" && "$K" --plugin randomkeep.so slurm-script --shards 2 -- "$K" "${R[@]}" >"$T/s.sh" 2>"$T/err") \
+    || fail "slurm-script with a plugin failed: $(cat "$T/err")"
+grep -qx "export KVBENCH_PLUGINS='$T/randomkeep.so'" "$T/s.sh" || fail "the SLURM script does not load the plugin"
 
 # Refusals. A plugin source with one table, NAME and ABI given.
 plugin() {   # plugin OUT.so NAME ABI [EXTRA C]
