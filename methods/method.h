@@ -1,13 +1,21 @@
-/* The method interface: every KV-cache policy is one `const kv_method` in its own file,
- * registered in registry.c. The caller (synthetic driver or model engine) does the
- * prefill once, hands each layer's post-RoPE K/V and the statistics the method asked
- * for to ingest(), then for every decoded token and layer calls append() with the
- * token's k/v and attend() with its query.
+/* The method interface, the one door between a KV-cache method and the rest of kvbench:
+ * every policy is one `const kv_method` table, built in (its own file in methods/, one
+ * line in registry.c) or loaded from a plugin (--plugin FILE.so, KV_PLUGIN_SYMBOL). The
+ * table is versioned (KV_METHOD_ABI, checked on registration) and every member says below
+ * whether it is required or optional; the registry fills the optional ones' defaults once
+ * (kv_method_resolve), so code that takes a method from the registry (kv_method_at/find)
+ * calls any member without a NULL check. Nothing outside methods/ asks a method by name.
+ *
+ * The caller (synthetic driver, model engine, simulator) does the prefill once, hands
+ * each layer's post-RoPE K/V and the statistics the method asked for (needs) to ingest(),
+ * then for every decoded token and layer calls append() with the token's k/v and
+ * attend() with its query.
  *
  * Storage rule: KV is stored once per kv head (never expanded per query head), in the
  * setup's element type (kv_type: every method pays the same), and memory() reports bytes
  * actually resident, not masked entries.
- */
+ *
+ * A new method: docs/write-a-method.md. */
 #ifndef KV_METHOD_H
 #define KV_METHOD_H
 #include <stddef.h>
