@@ -32,9 +32,10 @@ int cmd_conformance(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
-        if (i + 1 >= argc || (strcmp(a, "--method") && strcmp(a, "--seed") && strcmp(a, "--trials"))) {
+        int known = !strcmp(a, "--method") || !strcmp(a, "--seed") || !strcmp(a, "--trials");
+        if (!known || i + 1 >= argc) {
             fprintf(stderr, "kvbench conformance: %s '%s' (see kvbench conformance --help)\n",
-                    i + 1 >= argc && a[0] == '-' ? "missing value for" : "unknown argument", a);
+                    known ? "missing value for" : "unknown argument", a);
             return 2;
         }
         const char *v = argv[++i];
