@@ -174,8 +174,8 @@ oom:
  * (files from before they were recorded) are left out. */
 static void run_ident(const char *commit, const char *key, char *buf, size_t n) {
     char c[32];
-    const char *dirty = strstr(commit, "+dirty.");
-    snprintf(c, sizeof c, "%.12s%s%.12s", commit, dirty ? "+" : "", dirty ? dirty + 7 : "");
+    const char *dirty = strstr(commit, "+dirty");   /* files of older runs: "+dirty.<diff hash>" */
+    snprintf(c, sizeof c, "%.12s%s%.12s", commit, dirty ? "+" : "", dirty && dirty[6] == '.' ? dirty + 7 : "");
     size_t k = (size_t)snprintf(buf, n, "git %s", c);
     static const char *const fields[] = {";split=", ";oracle_hints=", ";methods="};
     for (int i = 0; i < 3 && k < n; i++) {
