@@ -11,5 +11,6 @@ int cmd_train_sekv(int argc, char **argv); /* harness/train_sekv.c */
 int cmd_merge(int argc, char **argv);     /* harness/merge_cmd.c */
 int cmd_slurm_script(int argc, char **argv); /* harness/slurm_script.c */
 int cmd_sekv_probe(int argc, char **argv); /* harness/sekv_probe.c */
+int cmd_conformance(int argc, char **argv); /* harness/conformance_cmd.c */
 int cmd_sim(int argc, char **argv);       /* harness/sim.c */
 #endif

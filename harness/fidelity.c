@@ -88,7 +88,7 @@ int fid_ref_build(mc_case *c, int K, fid_ref *ref, char *err, size_t errlen) {
         free(logits);
         goto oom;
     }
-    const kv_method *full = kv_method_find("fullkv");
+    const kv_method *full = kv_method_reference();
     kv_state *st = full ? fresh_state(c, full, 1.0, logits) : NULL;
     if (!st) {
         free(logits);

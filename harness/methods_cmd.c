@@ -2,7 +2,6 @@
  * and SeKV's trainable-parameter count for the model's shape. */
 #include "commands.h"
 #include "../methods/method.h"
-#include "../methods/sekv/sekv.h"
 #include "../model/model.h"
 
 #include <math.h>
@@ -15,35 +14,38 @@ static void usage(FILE *f) {
             "\n"
             "Lists every registered method (or only the named ones) with its summary and its\n"
             "parameters: name, default and meaning. Parameters are given to a method as\n"
-            "key=value,key=value overrides of these defaults. For sekv it also counts the\n"
-            "trainable parameters for the model's shape and their share of the model.\n"
+            "key=value,key=value overrides of these defaults. For a method with trained\n"
+            "state (SeKV) it also counts the trainable parameters for the model's shape and\n"
+            "their share of the model.\n"
             "Each method also says what it does under kvbench run --decode append|hold.\n"
             "\n"
-            "  --model F   the model for sekv's count (default %s)\n"
+            "  --model F   the model for the trainable-parameter count (default %s)\n"
             "  --help      this text\n",
             model_default_path());
 }
 
-/* SeKV's trainable parameters (routing W, thresholds tau, rank gate at the default rank
- * cap 32) for the model's attention shape, and their share of the model's parameters. */
-static void print_sekv_count(const char *model_path) {
-    char err[600];
-    kv_model *model = model_load(model_path, err, sizeof err);
+/* A method's trainable parameters (kv_method.trained_params) for the model's attention
+ * shape, and their share of the model's parameters; the model is loaded once, for the
+ * first method that has any. */
+static kv_model *model;   /* loaded at most once per command */
+static char why[600];
+
+static void print_trained(const kv_method *m, const char *model_path) {
+    char detail[256];
+    kv_setup probe = {.n_layers = 1, .n_heads = 1, .n_kv_heads = 1, .head_dim = 64};
+    if (!m->trained_params(&probe, detail, sizeof detail)) return;   /* none for any shape */
+    if (!model && !*why && !(model = model_load(model_path, why, sizeof why)) && !*why)
+        snprintf(why, sizeof why, "cannot load %s", model_path);
     if (!model) {
-        printf("  trainable parameters: L*H*(%d*head_dim + 1) + the rank gate; no model to count for (%s)\n",
-               SEKV_DPRIME, err);
+        printf("  trainable parameters: depend on the model's shape; no model to count for (%s)\n", why);
         return;
     }
     const kv_model_config *cf = model_config(model);
-    sekv_params p = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .head_dim = cf->head_dim, .rank_cap = 32,
-                     .dp = SEKV_DPRIME, .hidden = SEKV_HIDDEN};
-    size_t n = sekv_params_count(&p), w = (size_t)cf->n_layer * cf->n_head * SEKV_DPRIME * cf->head_dim,
-           tau = (size_t)cf->n_layer * cf->n_head;
+    kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv, .head_dim = cf->head_dim};
+    size_t n = m->trained_params(&s, detail, sizeof detail);
     const char *base = strrchr(model_path, '/');
-    printf("  trainable parameters: %zu (%.2f%% of the %.1fM of %s): routing W %zu, tau %zu, rank gate %zu\n", n,
-           100.0 * (double)n / (double)cf->n_params, cf->n_params / 1e6, base ? base + 1 : model_path, w, tau,
-           n - w - tau);
-    model_free(model);
+    printf("  trainable parameters: %zu (%.2f%% of the %.1fM of %s)%s%s\n", n, 100.0 * (double)n / (double)cf->n_params,
+           cf->n_params / 1e6, base ? base + 1 : model_path, *detail ? ": " : "", detail);
 }
 
 /* The declared range of a parameter as " (lo to hi)" (or "" when none). */
@@ -59,7 +61,8 @@ static void range_text(const kv_method *m, const char *name, char *buf, size_t n
 }
 
 static void print_method(const kv_method *m) {
-    printf("%s\n  %s\n", m->name, m->summary ? m->summary : "");
+    printf("%s\n  %s\n", m->name, m->summary);
+    if (kv_method_origin(m)) printf("  plugin: %s\n", kv_method_origin(m));
     printf("  decode: %s\n",
            m->keeps_all ? "keeps every token (the reference; no budget) under both rules"
            : m->evicts_decoding
@@ -120,7 +123,9 @@ int cmd_methods(int argc, char **argv) {
         if (!first) printf("\n");
         first = 0;
         print_method(m);
-        if (kv_is_sekv(m)) print_sekv_count(model_path);
+        print_trained(m, model_path);
     }
+    if (model) model_free(model);
+    model = NULL;
     return 0;
 }

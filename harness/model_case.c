@@ -10,7 +10,6 @@
 #include "rss.h"
 #include "run_ident.h"
 #include "fidelity.h"
-#include "../methods/sekv/sekv.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,7 +31,7 @@ static uint64_t model_hash(const kv_model *m) {
     static uint64_t hash;
     const gguf_file *f = model_gguf(m);
     if (m != seen || strcmp(seen_path, f->path)) {
-        hash = sekv_model_hash(f->base, f->size);
+        hash = kv_model_hash(f->base, f->size);
         seen = m;
         snprintf(seen_path, sizeof seen_path, "%s", f->path);
     }
@@ -57,9 +56,9 @@ kv_needs mc_union_needs(const mc_case *c, const kv_method *const *methods, const
         char err[256];
         kv_state *st = methods[i]->init(&s, err, sizeof err);
         if (!st) continue;
+        methods[i]->free(st);   /* only feasible pairs count */
         kv_needs nd = {0, 0};
-        if (methods[i]->needs) methods[i]->needs(st, &nd);
-        methods[i]->free(st);
+        methods[i]->needs(&s, &nd);
         all.col_mass |= nd.col_mass;
         if (nd.window > all.window) all.window = nd.window;
     }
@@ -215,16 +214,20 @@ int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int new
     return best >= 0 ? best : model_argmax(logits, n);
 }
 
+/* The method's event log (SeKV: its zoom-ins), into the results' zoom table. */
 static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
-    if (!kv_is_sekv(m)) return;
-    const sekv_zoom_event *ev = NULL;
-    size_t n = sekv_zoom_log(st, &ev);
+    size_t n = m->events(st, NULL, 0);
     if (!n) return;
+    kv_event *ev = malloc(n * sizeof *ev);
     res->zoom = malloc(n * sizeof *res->zoom);
-    if (!res->zoom) return;   /* the events are a bonus; the result stands without them */
-    for (size_t i = 0; i < n; i++)
-        res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded};
+    if (!ev || !res->zoom) {   /* the events are a bonus; the result stands without them */
+        free(ev), free(res->zoom), res->zoom = NULL;
+        return;
+    }
+    n = m->events(st, ev, n);
+    for (size_t i = 0; i < n; i++) res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].value};
     res->n_zoom = n;
+    free(ev);
 }
 
 /* The steady (decode-time) fast-tier bytes: the most held after compression and after

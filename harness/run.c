@@ -658,9 +658,9 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
             char err[256];
             kv_state *st = o->methods[i]->init(&s, err, sizeof err);
             if (!st) continue;   /* recorded as infeasible when its turn comes */
+            o->methods[i]->free(st);   /* only feasible pairs count */
             kv_needs nd = {0, 0};
-            o->methods[i]->needs(st, &nd);
-            o->methods[i]->free(st);
+            o->methods[i]->needs(&s, &nd);
             all.col_mass |= nd.col_mass;
             if (nd.window > all.window) all.window = nd.window;
         }
@@ -668,19 +668,19 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
 }
 
 /* Refuses (message printed, -1) a context whose case cannot fit in this machine's
- * memory; the window statistics are sized by the largest window a chosen method uses. */
+ * memory; the window statistics are sized by the largest window a chosen method asks
+ * for (kv_method.needs) at any budget. */
 static int check_memory(const run_opts *o) {
     char err[512];
-    int win = 0;
-    for (int i = 0; i < o->n_methods; i++) {
-        const kv_method *m = o->methods[i];
-        int w = 0;
-        for (const kv_param *p = m->params; p && p->name; p++)
-            if (!strcmp(p->name, "window") && kv_param_int(m, mparams_get(&o->params, m), "window", &w, err, sizeof err) == 0 &&
-                w > win)
-                win = w;
-    }
     for (int c = 0; c < o->n_ctx; c++) {
+        int win = 0;
+        for (int i = 0; i < o->n_methods; i++)
+            for (int b = 0; b < o->n_budgets; b++) {
+                kv_setup s = setup_of(o, o->methods[i], o->ctxs[c], o->budgets[b]);
+                kv_needs nd = {0, 0};
+                o->methods[i]->needs(&s, &nd);
+                if (nd.window > win) win = nd.window;
+            }
         double need = run_mem_synthetic(o->layers, o->heads, o->kv_heads, o->head_dim, o->ctxs[c], o->steps, win);
         char what[128];
         snprintf(what, sizeof what, "K/V of %d layers, queries, prefill statistics, a method's cache", o->layers);
@@ -745,7 +745,7 @@ int cmd_run(int argc, char **argv) {
     int64_t run_ids[3] = {0, 0, 0};
     for (int k = 0; k < o.n_kinds && !rc; k++) {
         char key[8192], json[16384];
-        if (run_key(&o, o.kinds[k], prov.git_commit, key, sizeof key)) {
+        if (run_key(&o, o.kinds[k], prov.code, key, sizeof key)) {
             rc = run_fail("the run key is too long (too many --params)");
             break;
         }

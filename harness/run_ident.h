@@ -1,7 +1,8 @@
 /* A run's identity beyond its workload, and the configuration check before its first case.
  *
- * Identity: the run key holds the code (provenance's git commit, "+dirty" with a hash of
- * the uncommitted diff), every registered method's parameter defaults as the methods read
+ * Identity: the run key holds the code (provenance.code: the git commit, the build-time
+ * sha256 of every compiled source, tracked or not, and each loaded plugin's sha256),
+ * every registered method's parameter defaults as the methods read
  * them (methods=...) and the --params overrides (params=..., values equal to a default
  * dropped), which together are each method's effective parameters. So a changed commit or
  * default starts a new run instead of resuming into results of other code, while an

@@ -372,7 +372,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         if (mw_niah_check(&o->wl, err, sizeof err)) return run_fail("%s", err);
     }
     for (int i = 0; i < o->n_methods; i++) {
-        int once = !strcmp(o->methods[i]->name, "fullkv");
+        int once = o->methods[i]->keeps_all;   /* the reference: one budget tells all */
         for (int b = 0; b < (once ? 1 : o->n_budgets); b++) {
             o->pair_m[o->n_pairs] = o->methods[i];
             o->pair_b[o->n_pairs++] = once ? 1.0 : o->budgets[b];
@@ -1150,7 +1150,7 @@ int cmd_run_model(int argc, char **argv) {
     int n_new = 0;
     double start = now_s();
     int present = 0;
-    if (!rc && run_key(&o, model, ident, backend, prov.git_commit, key, sizeof key))
+    if (!rc && run_key(&o, model, ident, backend, prov.code, key, sizeof key))
         rc = run_fail("the run key is too long (too many --params)");
     if (!rc) {
         size_t jcap = 65536;

@@ -252,7 +252,7 @@ static kv_needs union_needs(const sim_opts *o, const sim_shape *sh, int ctx) {
             kv_state *st = o->methods[i]->init(&s, err, sizeof err);
             if (!st) continue;
             kv_needs nd = {0, 0};
-            if (o->methods[i]->needs) o->methods[i]->needs(st, &nd);
+            o->methods[i]->needs(&s, &nd);
             o->methods[i]->free(st);
             all.col_mass |= nd.col_mass;
             if (nd.window > all.window) all.window = nd.window;
@@ -385,13 +385,13 @@ int cmd_sim(int argc, char **argv) {
         }
         provenance prov;
         provenance_get(&prov);
-        char dflt[4096], mp[2048], key[8192], json[8192];
+        char dflt[4096], mp[2048], key[16384], json[8192];
         run_ident_methods(&o.params, dflt, sizeof dflt);
         mparams_canon(&o.params, mp, sizeof mp);
         snprintf(key, sizeof key, "sim/v1;model=%s;kv=%s;weights=%s;decode=%d;layers=%d;chunk=%d;decode_rule=%s;seed=%llu;code=%s;"
                  "methods=%s%s%s",
                  o.model, o.kv_type, o.weights, o.decode, o.layers, o.chunk, kv_decode_name(o.decode_rule), (unsigned long long)o.seed,
-                 prov.git_commit, dflt, *mp ? ";params=" : "", mp);
+                 prov.code, dflt, *mp ? ";params=" : "", mp);
         snprintf(json, sizeof json,
                  "{\"workload\":\"sim\",\"model\":\"%s\",\"kv_type\":\"%s\",\"elem_bytes\":%d,\"weights\":\"%s\","
                  "\"decode\":%d,\"layers\":%d,\"prefill_chunk\":%d,\"decode_rule\":\"%s\",\"inputs\":\"%s\",\"bw_host\":\"%s\",\"bw_device\":\"%s\","
@@ -460,14 +460,14 @@ int cmd_sim(int argc, char **argv) {
                 }
                 sim_other ot;
                 kv_needs mine = {0, 0};
-                if (m->needs) {
+                {   /* the statistics it asks for, when feasible */
                     kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
                                   .head_dim = c->head_dim, .n_prompt = ctx, .max_decode = o.decode + 1,
                                   .kv_type = o.kvt, .params = sc.params, .model_hash = sh.model_hash};
                     if (budget <= 1) s.budget_frac = budget;
                     else s.budget_tokens = (int)budget;
                     kv_state *st = m->init(&s, err, sizeof err);
-                    if (st) m->needs(st, &mine), m->free(st);
+                    if (st) m->free(st), m->needs(&s, &mine);
                 }
                 sim_other_bytes(&sh, ctx, o.weight_bytes, o.elem_bytes, o.chunk > 0 ? o.chunk : ctx, &mine, &ot);   /* this method's stats */
                 sim_totals t;

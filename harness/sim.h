@@ -24,7 +24,7 @@ typedef struct {
     double random_weight_bytes;/* random preset: what model_load_random holds (matrices in the
                                   spec's type, default Q4_0 above 1e9 parameters else F32;
                                   norms and biases f32); GGUF: 0 */
-    uint64_t model_hash;       /* GGUF: sekv_model_hash of the file (SeKV's trained params); preset: 0 */
+    uint64_t model_hash;       /* GGUF: kv_model_hash of the file (SeKV's trained params); preset: 0 */
     int is_random;
     char spec[512];
 } sim_shape;

@@ -30,7 +30,7 @@ static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c
     sqlite3_bind_int64(st, 1, case_id);
     while (sqlite3_step(st) == SQLITE_ROW) {
         const kv_method *m = kv_method_find((const char *)sqlite3_column_text(st, 0));
-        if (!m || !m->needs) continue;
+        if (!m) continue;
         double b = sqlite3_column_double(st, 1);
         kv_setup su = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
                        .head_dim = c->head_dim, .n_prompt = n, .max_decode = 1,
@@ -41,7 +41,7 @@ static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c
         kv_state *k = m->init(&su, err, sizeof err);
         if (!k) continue;
         kv_needs nd = {0, 0};
-        m->needs(k, &nd);
+        m->needs(&su, &nd);
         m->free(k);
         all.col_mass |= nd.col_mass;
         if (nd.window > all.window) all.window = nd.window;

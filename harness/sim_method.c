@@ -15,7 +15,6 @@
  * With m = L nothing is scaled: the figures are the method's memory() as a run records it. */
 #include "sim.h"
 #include "run_ident.h"
-#include "../methods/sekv/sekv.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,25 +38,12 @@ static kv_setup setup_of(const sim_case *c, double budget) {
     return s;
 }
 
-/* Bytes per decode step the method moves up from the slow tier: SeKV's reconstructed
- * rows (an upper bound on the span factors uploaded to rebuild them), SentenceKV's
- * working set (re-gathered each step, an upper bound). */
-static double slow_read_of(const kv_method *m, const kv_state *st, const sim_case *c, int l0, int l1,
-                           const kv_mem *mem) {
-    const kv_model_config *cf = &c->shape->cfg;
-    double row = 2.0 * cf->head_dim * c->elem_bytes;
-    if (kv_is_sekv(m)) {
-        double rows = 0;
-        for (int l = l0; l < l1; l++)
-            for (int j = 0; j < cf->n_head_kv; j++) {
-                int p, recon;
-                sekv_resident(st, l, j, &p, &recon);
-                rows += recon;
-            }
-        return rows * row;
-    }
-    if (!strcmp(m->name, "sentencekv")) return (double)mem->fast_tokens * row;
-    return 0;
+/* Bytes per decode step the method moves up from the slow tier (kv_method.slow_rows:
+ * SeKV's reconstructed rows, SentenceKV's re-gathered working set; 0 for the others). */
+static double slow_read_of(const kv_method *m, const kv_state *st, const sim_case *c, int l0, int l1) {
+    double row = 2.0 * c->shape->cfg.head_dim * c->elem_bytes, rows = 0;
+    for (int l = l0; l < l1; l++) rows += m->slow_rows(st, l);
+    return rows * row;
 }
 
 typedef struct {
@@ -79,7 +65,7 @@ static int run_batch(const sim_case *c, const kv_method *m, const kv_setup *s, i
         r->status = strncmp(err, "infeasible", 10) ? "error" : "infeasible";
         return 1;
     }
-    if (kv_is_sekv(m) && !*r->params) sekv_params_used(st, r->params, sizeof r->params);
+    if (!*r->params) m->params_used(st, r->params, sizeof r->params);
     int rc = 0;
     for (int l = l0; l < l1 && !rc; l++) {
         const sim_layer *ly = &c->layers[l - l0];
@@ -93,7 +79,9 @@ static int run_batch(const sim_case *c, const kv_method *m, const kv_setup *s, i
         }
     }
     if (!rc) {
-        if (kv_is_sekv(m)) sekv_params_used(st, r->params, sizeof r->params);
+        char used[sizeof r->params];   /* what an automatic fit chose, once ingested */
+        m->params_used(st, used, sizeof used);
+        if (*used) snprintf(r->params, sizeof r->params, "%s", used);
         m->memory(st, &b->after_ingest);
         b->dec[0] = (double)b->after_ingest.fast_bytes;
         size_t H = cf->n_head, Hkv = cf->n_head_kv, d = cf->head_dim;
@@ -119,7 +107,7 @@ static int run_batch(const sim_case *c, const kv_method *m, const kv_setup *s, i
         free(q), free(out), free(k), free(v);
         if (!rc) {
             m->memory(st, &b->end);
-            b->slow_read = slow_read_of(m, st, c, l0, l1, &b->end);
+            b->slow_read = slow_read_of(m, st, c, l0, l1);
         }
     }
     m->free(st);

@@ -1,7 +1,6 @@
 /* The model's shapes for kvbench sim: a GGUF file's metadata and tensor table (the weights
  * are never read, so an 8B file costs nothing), or a random: preset's published shapes. */
 #include "sim.h"
-#include "../methods/sekv/sekv_params.h"
 #include "../model/gguf.h"
 #include "../model/hf_load.h"
 #include "../model/random_model.h"
@@ -57,7 +56,7 @@ static int from_gguf(const char *path, sim_shape *s, char *err, size_t errlen) {
         s->file_weight_bytes += (double)t->nbytes;
     }
     c->n_params = (int64_t)s->n_params;
-    s->model_hash = sekv_model_hash(f.base, f.size);
+    s->model_hash = kv_model_hash(f.base, f.size);
     rc = 0;
 done:
     if (bad) snprintf(err, errlen, "%s: metadata %s is missing or invalid", path, bad);

@@ -5,6 +5,7 @@
  * FILE` submits the array alone. The tasks are requeueable: a preempted or requeued shard
  * starts again on its own file and skips what it committed. */
 #include "commands.h"
+#include "plugin.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -194,6 +195,15 @@ int cmd_slurm_script(int argc, char **argv) {
     for (int k = 0; k < n_extra; k++) fprintf(f, "#SBATCH %s\n", extra[k]);
     fprintf(f, "set -euo pipefail\nself=$(readlink -f \"$0\")\ncd ");
     sq(f, chdir_to);
+    if (kv_plugin_count()) {   /* the shards load the plugins this command loaded (--plugin was taken out) */
+        fprintf(f, "\nexport KVBENCH_PLUGINS=");
+        char list[8192] = "", abs[PATH_MAX];
+        for (int i = 0, k = 0; i < kv_plugin_count(); i++) {
+            const char *path = realpath(kv_plugin_path(i), abs) ? abs : kv_plugin_path(i);
+            k += snprintf(list + k, k < (int)sizeof list ? sizeof list - (size_t)k : 0, "%s%s", i ? ":" : "", path);
+        }
+        sq(f, list);
+    }
     /* N is written here, not read from $SLURM_ARRAY_TASK_COUNT, which is the size of the
      * submitted array: `sbatch --array=2,5` would otherwise change every shard's cases. */
     fprintf(f, "\nshards=%d\n", shards);

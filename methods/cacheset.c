@@ -216,3 +216,24 @@ int cs_rows(const kv_cacheset *c, int layer, int kv_head, int32_t *pos, int cap,
 const kv_store *kv_a_store(const kv_state *st, int layer, int kv_head) {
     return &cs_slot_c((const kv_cacheset *)st, layer, kv_head)->kv;
 }
+
+/* The door members: a state that begins with its cache set is one (see cacheset.h). */
+#define CS(st) ((kv_cacheset *)(st))
+#define CS_C(st) ((const kv_cacheset *)(st))
+
+void cs_door_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
+    cs_append_decoded(CS(st), layer, k, v, t->pos, CS(st)->budget);
+}
+void cs_door_attend(kv_state *st, int layer, const float *q, float *out) { cs_attend(CS(st), layer, q, out); }
+void cs_door_memory(const kv_state *st, kv_mem *out) { cs_memory(CS_C(st), out); }
+void cs_door_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
+    cs_head_stats(CS_C(st), layer, head, out);
+}
+int cs_door_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos) {
+    return cs_rows(CS_C(st), layer, kv_head, pos, cap, npos);
+}
+void cs_door_free(kv_state *st) {
+    if (!st) return;
+    cs_free(CS(st));
+    free(st);
+}

@@ -72,6 +72,20 @@ void cs_head_stats(const kv_cacheset *c, int layer, int head, kv_headstat *out);
 /* kv_method.rows for a cache set: every row is resident and at full resolution. */
 int  cs_rows(const kv_cacheset *c, int layer, int kv_head, int32_t *pos, int cap, int *npos);
 
+/* kv_method members for a method whose kv_state begins with its kv_cacheset (so a state
+ * pointer is its cache set's pointer) and holds nothing else to free: the forwarding
+ * every cache-based method would otherwise repeat. KV_CACHESET_DOOR fills attend, memory,
+ * head_stats and rows; cs_door_append is cs_append_decoded up to the budget (the
+ * prompt-compressing methods' append) and cs_door_free frees the cache set and the state. */
+void cs_door_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t);
+void cs_door_attend(kv_state *st, int layer, const float *q, float *out);
+void cs_door_memory(const kv_state *st, kv_mem *out);
+void cs_door_head_stats(const kv_state *st, int layer, int head, kv_headstat *out);
+int  cs_door_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos);
+void cs_door_free(kv_state *st);
+#define KV_CACHESET_DOOR \
+    .attend = cs_door_attend, .memory = cs_door_memory, .head_stats = cs_door_head_stats, .rows = cs_door_rows
+
 /* For tests: the store of (layer, kv head) of a method whose kv_state begins with a
  * kv_cacheset (FullKV, StreamingLLM, H2O, SnapKV, PyramidKV, ChunkKV). Undefined for
  * other methods' states. */

@@ -87,10 +87,7 @@ static kv_state *chunkkv_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void chunkkv_needs(const kv_state *st, kv_needs *out) {
-    out->col_mass = 0;
-    out->window = st->window;
-}
+static void chunkkv_needs(const kv_setup *s, kv_needs *out) { window_needs(&kv_chunkkv, s, out); }
 
 /* Scores this layer's chunks and chooses the kept positions (st->sel, st->row_score). */
 static int choose_chunks(kv_state *st, const kv_prefill *p, int w) {
@@ -153,30 +150,13 @@ static int chunkkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t e
     return 0;
 }
 
-static void chunkkv_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
-    cs_append_decoded(&st->cs, layer, k, v, t->pos, st->cs.budget);
-}
-
-static int chunkkv_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
-    return cs_rows(&st->cs, layer, j, pos, cap, npos);
-}
-
 static const kv_range ranges[] = {
     {"chunk", 1, 1e9, NAN}, {"window", 1, 1e9, NAN}, {"kernel", 1, 1e9, NAN}, {"pool", 0, 1, NAN},
     {"reuse", 1, 1e9, NAN}, {NULL, 0, 0, 0},
 };
 
-static void chunkkv_attend(kv_state *st, int layer, const float *q, float *out) {
-    cs_attend(&st->cs, layer, q, out);
-}
-
-static void chunkkv_memory(const kv_state *st, kv_mem *out) { cs_memory(&st->cs, out); }
-
-static void chunkkv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
-    cs_head_stats(&st->cs, layer, head, out);
-}
-
 const kv_method kv_chunkkv = {
+    KV_METHOD_HEAD,
     .name = "chunkkv",
     .summary = "SnapKV window scores summed over chunks of 10 tokens and the kv heads (one chunk set per "
                "layer), top floor((B-w)/c) chunks + window 32, max-pool 7; optional layer-wise index reuse; "
@@ -186,10 +166,7 @@ const kv_method kv_chunkkv = {
     .init = chunkkv_init,
     .needs = chunkkv_needs,
     .ingest = chunkkv_ingest,
-    .append = chunkkv_append,
-    .attend = chunkkv_attend,
-    .memory = chunkkv_memory,
-    .head_stats = chunkkv_head_stats,
-    .rows = chunkkv_rows,
+    .append = cs_door_append,
+    KV_CACHESET_DOOR,
     .free = chunkkv_free,
 };

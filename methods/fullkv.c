@@ -26,12 +26,6 @@ static kv_state *fullkv_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void fullkv_needs(const kv_state *st, kv_needs *out) {
-    (void)st;
-    out->col_mass = 0;
-    out->window = 0;
-}
-
 static int fullkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
     if (cs_begin_layer(&st->cs, p, "fullkv", err, errlen)) return -1;
     int32_t *all = malloc((size_t)p->n * sizeof *all);
@@ -54,38 +48,15 @@ static void fullkv_append(kv_state *st, int layer, const float *k, const float *
         cs_push(&st->cs, cs_slot(&st->cs, layer, j), k + (size_t)j * d, v + (size_t)j * d, t->pos, 0);
 }
 
-static void fullkv_attend(kv_state *st, int layer, const float *q, float *out) {
-    cs_attend(&st->cs, layer, q, out);
-}
-
-static void fullkv_memory(const kv_state *st, kv_mem *out) { cs_memory(&st->cs, out); }
-
-static void fullkv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
-    cs_head_stats(&st->cs, layer, head, out);
-}
-
-static int fullkv_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
-    return cs_rows(&st->cs, layer, j, pos, cap, npos);
-}
-
-static void fullkv_free(kv_state *st) {
-    if (!st) return;
-    cs_free(&st->cs);
-    free(st);
-}
-
 const kv_method kv_fullkv = {
+    KV_METHOD_HEAD,
     .name = "fullkv",
     .summary = "keep every token (exact attention; the reference)",
     .params = params,
     .keeps_all = 1,
     .init = fullkv_init,
-    .needs = fullkv_needs,
     .ingest = fullkv_ingest,
     .append = fullkv_append,
-    .attend = fullkv_attend,
-    .memory = fullkv_memory,
-    .head_stats = fullkv_head_stats,
-    .rows = fullkv_rows,
-    .free = fullkv_free,
+    KV_CACHESET_DOOR,
+    .free = cs_door_free,
 };

@@ -72,8 +72,8 @@ static kv_state *h2o_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void h2o_needs(const kv_state *st, kv_needs *out) {
-    (void)st;
+static void h2o_needs(const kv_setup *s, kv_needs *out) {
+    (void)s;
     out->col_mass = 1;
     out->window = 0;
 }
@@ -168,27 +168,12 @@ static void h2o_attend(kv_state *st, int layer, const float *q, float *out) {
     }
 }
 
-static void h2o_memory(const kv_state *st, kv_mem *out) { cs_memory(&st->cs, out); }
-
-static void h2o_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
-    cs_head_stats(&st->cs, layer, head, out);
-}
-
-static int h2o_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
-    return cs_rows(&st->cs, layer, j, pos, cap, npos);
-}
-
 static const kv_range ranges[] = {
     {"heavy_ratio", 0, 1, NAN}, {"one_shot", 0, 1, NAN}, {"window", 0, 1e9, NAN}, {NULL, 0, 0, 0},
 };
 
-static void h2o_free(kv_state *st) {
-    if (!st) return;
-    cs_free(&st->cs);
-    free(st);
-}
-
 const kv_method kv_h2o = {
+    KV_METHOD_HEAD,
     .name = "h2o",
     .summary = "heavy hitters (cumulative attention) + recent window, evicting every decode step under both "
                "--decode rules (the paper's policy); one_shot=1 evicts only under --decode hold",
@@ -200,8 +185,8 @@ const kv_method kv_h2o = {
     .ingest = h2o_ingest,
     .append = h2o_append,
     .attend = h2o_attend,
-    .memory = h2o_memory,
-    .head_stats = h2o_head_stats,
-    .rows = h2o_rows,
-    .free = h2o_free,
+    .memory = cs_door_memory,
+    .head_stats = cs_door_head_stats,
+    .rows = cs_door_rows,
+    .free = cs_door_free,
 };

@@ -1,13 +1,21 @@
-/* The method interface: every KV-cache policy is one `const kv_method` in its own file,
- * registered in registry.c. The caller (synthetic driver or model engine) does the
- * prefill once, hands each layer's post-RoPE K/V and the statistics the method asked
- * for to ingest(), then for every decoded token and layer calls append() with the
- * token's k/v and attend() with its query.
+/* The method interface, the one door between a KV-cache method and the rest of kvbench:
+ * every policy is one `const kv_method` table, built in (its own file in methods/, one
+ * line in registry.c) or loaded from a plugin (--plugin FILE.so, KV_PLUGIN_SYMBOL). The
+ * table is versioned (KV_METHOD_ABI, checked on registration) and every member says below
+ * whether it is required or optional; the registry fills the optional ones' defaults once
+ * (kv_method_resolve), so code that takes a method from the registry (kv_method_at/find)
+ * calls any member without a NULL check. Nothing outside methods/ asks a method by name.
+ *
+ * The caller (synthetic driver, model engine, simulator) does the prefill once, hands
+ * each layer's post-RoPE K/V and the statistics the method asked for (needs) to ingest(),
+ * then for every decoded token and layer calls append() with the token's k/v and
+ * attend() with its query.
  *
  * Storage rule: KV is stored once per kv head (never expanded per query head), in the
  * setup's element type (kv_type: every method pays the same), and memory() reports bytes
  * actually resident, not masked entries.
- */
+ *
+ * A new method: docs/write-a-method.md. */
 #ifndef KV_METHOD_H
 #define KV_METHOD_H
 #include <stddef.h>
@@ -39,7 +47,7 @@ typedef struct {
                               KB_F16, KB_BF16); memory() counts kb_kvtype_bytes(kv_type) per
                               element, auxiliary f32 state at 4 bytes */
     const char *params;    /* "key=value,key=value" overrides of the method's defaults, or NULL */
-    uint64_t model_hash;   /* the model file's identity (sekv_model_hash of its bytes), 0 = unknown;
+    uint64_t model_hash;   /* the model file's identity (kv_model_hash of its bytes), 0 = unknown;
                               lets a method use state trained for this model (SeKV's params) */
     int decode_rule;       /* kv_decode_rule (0 = append) */
 } kv_setup;
@@ -98,44 +106,109 @@ typedef struct {
 
 typedef struct kv_state kv_state;
 
+/* One entry of a method's event log (SeKV: a zoom-in, value = spans expanded for the
+ * head at that step). step counts attend() calls on the layer, from 0. */
+typedef struct {
+    int32_t step, layer, head, value;
+} kv_event;
+
+/* The door's version. A table records the version it was built against (abi) and its
+ * size; the registry accepts 1 <= abi <= KV_METHOD_ABI and size >= the size of version 1
+ * (the members up to `trained_params`), copies the table into a zeroed full one and fills
+ * the defaults of every optional member it lacks (kv_method_resolve). Members are only
+ * ever appended, each new one optional, and KV_METHOD_ABI grows by one with each batch.
+ * Every table starts with KV_METHOD_HEAD. */
+#define KV_METHOD_ABI 1
+#define KV_METHOD_HEAD .abi = KV_METHOD_ABI, .size = sizeof(kv_method)
+
+/* R = required (the registry refuses a table without it); O = optional, its default in
+ * brackets (filled in by kv_method_resolve, so a caller of a registered method never
+ * checks for NULL). */
 typedef struct kv_method {
-    const char *name;
-    const char *summary;
-    const kv_param *params;                /* terminated by {NULL} */
-    const kv_range *ranges;                /* terminated by {NULL}; NULL or partial: unchecked */
-    int evicts_decoding;                   /* 1: the paper's policy evicts while decoding, so it
+    int abi;                               /* R: KV_METHOD_ABI the table was built against */
+    unsigned size;                         /* R: sizeof(kv_method) it was built with */
+    const char *name;                      /* R: unique (case-insensitive), [a-z0-9_.-] */
+    const char *summary;                   /* O: one line for `kvbench methods` [""] */
+    const kv_param *params;                /* O: terminated by {NULL} [none] */
+    const kv_range *ranges;                /* O: terminated by {NULL}; partial: unchecked [none] */
+    int evicts_decoding;                   /* O: 1: the paper's policy evicts while decoding, so it
                                               does so under --decode append too (default params) */
-    int keeps_all;                         /* 1: ignores the budget and keeps every token (FullKV,
-                                              the reference) */
-    int layer_budgets;                     /* 1: per-layer budgets summing to L*B (PyramidKV): B
+    int keeps_all;                         /* O: 1: ignores the budget and keeps every token (FullKV,
+                                              the reference: run once per case, not per budget) */
+    int layer_budgets;                     /* O: 1: per-layer budgets summing to L*B (PyramidKV): B
                                               holds on the mean over layers, not in each layer */
-    int needs_surprisal;                   /* 1: ingest reads the prompt's surprisal, which exists
+    int needs_surprisal;                   /* O: 1: ingest reads the prompt's surprisal, which exists
                                               only after the whole forward pass (SeKV): the driver
                                               keeps every layer's K/V for it until then, while the
                                               other methods ingest each layer as it is computed */
-    /* Returns NULL and writes a one-line reason to err on bad params/budget. */
+    /* R: returns NULL and writes a one-line reason starting with the method's name to err
+     * on bad params/budget ("infeasible..." when the setup cannot be served). */
     kv_state *(*init)(const kv_setup *s, char *err, size_t errlen);
-    void (*needs)(const kv_state *st, kv_needs *out);
-    /* Called once per layer, in layer order. Returns 0, or -1 with err filled. */
+    /* O: the prefill statistics this setup will read [none]. From the setup alone, so a
+     * driver can size the prefill (and its memory check) before any state exists; with
+     * bad params it may report anything (init refuses them). */
+    void (*needs)(const kv_setup *s, kv_needs *out);
+    /* R: called once per layer, in layer order. Returns 0, or -1 with err filled. */
     int (*ingest)(kv_state *st, const kv_prefill *p, char *err, size_t errlen);
-    /* k, v: [Hkv][d] of the new token (post-RoPE). */
+    /* R: k, v: [Hkv][d] of the new token (post-RoPE). */
     void (*append)(kv_state *st, int layer, const float *k, const float *v, const kv_token *t);
-    /* q: [H][d] -> out: [H][d]. May evict afterwards (decode-time policies). */
+    /* R: q: [H][d] -> out: [H][d]. May evict afterwards (decode-time policies). */
     void (*attend)(kv_state *st, int layer, const float *q, float *out);
+    /* R: bytes resident now and at the peak (see kv_mem). */
     void (*memory)(const kv_state *st, kv_mem *out);
+    /* O: per (layer, query head) counters for the results [zeros]. */
     void (*head_stats)(const kv_state *st, int layer, int head, kv_headstat *out);
-    /* Rows of (layer, kv head): returns the K/V rows resident on the fast tier now (what
+    /* R: rows of (layer, kv head): returns the K/V rows resident on the fast tier now (what
      * memory() counts in fast_tokens); when pos is not NULL, also writes the positions of
      * the full-resolution token rows held on either tier, ascending, at most cap, and
-     * their count to *npos. For the conformance test and accounting checks. */
+     * their count to *npos. For the conformance checks and accounting. */
     int  (*rows)(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos);
+    /* R: frees the state (NULL is a no-op). */
     void (*free)(kv_state *st);
+    /* O: K/V rows the last decode step of `layer` read up from the slow tier, all kv heads
+     * together (an upper bound where exact is costly): the simulator's slow-tier traffic [0]. */
+    double (*slow_rows)(const kv_state *st, int layer);
+    /* O: the parameters the state runs with as "key=value,..." that reproduce it when given
+     * back (values an automatic fit chose after ingest included), for the results' params
+     * column; "" = the params given [""]. */
+    void (*params_used)(const kv_state *st, char *buf, size_t len);
+    /* O: the event log so far (valid until the next attend()): writes up to cap events to
+     * out (out may be NULL) and returns how many there are [0]. */
+    size_t (*events)(const kv_state *st, kv_event *out, size_t cap);
+    /* O: one line for logs about what the state chose (thresholds, spans, trained state) [""]. */
+    void (*describe)(const kv_state *st, char *buf, size_t len);
+    /* O: trainable parameters a setup of this shape carries (0 = none), and a short
+     * breakdown in detail ("" if none), for `kvbench methods` [0]. */
+    size_t (*trained_params)(const kv_setup *s, char *detail, size_t len);
+    /* Version 2 members go here, after this line: only ever append. */
 } kv_method;
 
-/* Registry (registry.c). */
+/* A plugin (a shared object loaded with --plugin FILE.so) exports this function: it sets *n
+ * and returns its n method tables, which the registry checks and adds after the built-in
+ * ones. Its tables and their functions must outlive the process (static storage). */
+#define KV_PLUGIN_SYMBOL "kvbench_methods"
+typedef const kv_method *const *(*kv_plugin_fn)(int *n);
+
+/* Size of a version-1 table: the members up to trained_params. */
+#define KV_METHOD_SIZE_V1 (offsetof(kv_method, trained_params) + sizeof(void *))
+
+/* Copies `in` (of in->size bytes) into the complete table *out with every optional member
+ * it lacks set to its default. 0, or -1 with a one-line reason (wrong abi or size, a
+ * required member missing, a bad name). The one place defaults are applied. */
+int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t errlen);
+
+/* Registry (registry.c): the built-in methods, then those registered at run time
+ * (plugins), each resolved. */
 int kv_method_count(void);
 const kv_method *kv_method_at(int i);
 const kv_method *kv_method_find(const char *name);   /* case-insensitive; NULL if unknown */
+/* The reference method (the first that keeps_all), NULL if none. */
+const kv_method *kv_method_reference(void);
+/* Adds a method at run time; `origin` (a plugin's path) names it in errors. 0, or -1
+ * with a one-line reason (resolve refused it, or its name is taken). */
+int kv_method_register(const kv_method *m, const char *origin, char *err, size_t errlen);
+/* Where a registered method came from: NULL for a built-in one, else the origin given. */
+const char *kv_method_origin(const kv_method *m);
 
 /* Helpers shared by methods (method_util.c). */
 /* Budget in tokens per layer per kv head: max(1, floor(frac*n)) or the absolute count. */
@@ -153,5 +226,9 @@ int kv_param_check(const kv_method *m, const char *params, char *err, size_t err
  * key is not one of the method's parameters. */
 int kv_param_text(const kv_method *m, const char *params, const char *key, char *buf, size_t buflen,
                   char *err, size_t errlen);
+
+/* FNV-1a 64 over a model file's bytes: kv_setup.model_hash, the identity trained state
+ * (SeKV's params files) is tied to. */
+uint64_t kv_model_hash(const void *bytes, size_t n);
 
 #endif

@@ -117,10 +117,7 @@ static kv_state *pyramidkv_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void pyramidkv_needs(const kv_state *st, kv_needs *out) {
-    out->col_mass = 0;
-    out->window = st->window;
-}
+static void pyramidkv_needs(const kv_setup *s, kv_needs *out) { window_needs(&kv_pyramidkv, s, out); }
 
 /* The layer's budget row count is C when not compressing (C >= n keeps every row), so
  * SnapKV's selection with that row count is the whole of PyramidKV's prefill. */
@@ -134,27 +131,14 @@ static void pyramidkv_append(kv_state *st, int layer, const float *k, const floa
     cs_append_decoded(&st->cs, layer, k, v, t->pos, st->budget[layer]);
 }
 
-static void pyramidkv_attend(kv_state *st, int layer, const float *q, float *out) {
-    cs_attend(&st->cs, layer, q, out);
-}
-
-static void pyramidkv_memory(const kv_state *st, kv_mem *out) { cs_memory(&st->cs, out); }
-
-static void pyramidkv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
-    cs_head_stats(&st->cs, layer, head, out);
-}
-
 int pyramidkv_layer_budget(const kv_state *st, int layer) { return st->budget[layer]; }
-
-static int pyramidkv_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
-    return cs_rows(&st->cs, layer, j, pos, cap, npos);
-}
 
 static const kv_range ranges[] = {
     {"beta", 1, 1e9, NAN}, {"window", 1, 1e9, NAN}, {"kernel", 1, 1e9, NAN}, {"pool", 0, 1, NAN}, {NULL, 0, 0, 0},
 };
 
 const kv_method kv_pyramidkv = {
+    KV_METHOD_HEAD,
     .name = "pyramidkv",
     .summary = "SnapKV voting with pyramidal per-layer budgets (KVCache-Factory: beta 20, window 8, "
                "max-pool 7), kv-head mean; --decode hold evicts the lowest-scoring prompt row over a layer's budget",
@@ -165,9 +149,6 @@ const kv_method kv_pyramidkv = {
     .needs = pyramidkv_needs,
     .ingest = pyramidkv_ingest,
     .append = pyramidkv_append,
-    .attend = pyramidkv_attend,
-    .memory = pyramidkv_memory,
-    .head_stats = pyramidkv_head_stats,
-    .rows = pyramidkv_rows,
+    KV_CACHESET_DOOR,
     .free = pyramidkv_free,
 };

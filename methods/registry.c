@@ -1,32 +1,146 @@
-/* The table of methods, in the order reports list them. */
+/* The table of methods, in the order reports list them, then the methods registered at
+ * run time (plugins). Every table is resolved (kv_method_resolve) on its way in: the
+ * registry hands out complete copies, so no caller checks an optional member for NULL. */
 #include "method.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
-    kv_sentencekv, kv_sekv, kv_sekv_spread;
+    kv_sentencekv, kv_sekv, kv_sekv_spread, kv_knormpress;
 
-static const kv_method *const all[] = {
+static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
-    &kv_sekv_spread,
+    &kv_sekv_spread, &kv_knormpress,
 };
-static const kv_method *table[sizeof all / sizeof all[0]];
+#define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])
+#define MAX_METHODS 256
+
+static kv_method table[MAX_METHODS];
+static const char *origin[MAX_METHODS];   /* NULL: built in */
 static int n_table = -1;
+
+/* ---------------------------------------------------------------- defaults */
+
+static void no_needs(const kv_setup *s, kv_needs *out) {
+    (void)s;
+    out->col_mass = 0;
+    out->window = 0;
+}
+static void no_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
+    (void)st, (void)layer, (void)head;
+    out->kept = 0;
+    out->events = 0;
+}
+static double no_slow_rows(const kv_state *st, int layer) { return (void)st, (void)layer, 0; }
+static void empty_text(const kv_state *st, char *buf, size_t len) {
+    (void)st;
+    if (len) buf[0] = 0;
+}
+static size_t no_events(const kv_state *st, kv_event *out, size_t cap) { return (void)st, (void)out, (void)cap, 0; }
+static size_t no_trained(const kv_setup *s, char *detail, size_t len) {
+    (void)s;
+    if (len) detail[0] = 0;
+    return 0;
+}
+static const kv_param no_params[] = {{NULL, NULL, NULL}};
+
+static int name_ok(const char *s) {
+    if (!s || !*s || strlen(s) > 48) return 0;
+    for (; *s; s++)
+        if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) && !strchr("_.-", *s)) return 0;
+    return 1;
+}
+
+int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t errlen) {
+    if (!in) return snprintf(err, errlen, "no method table"), -1;
+    if (in->abi < 1 || in->abi > KV_METHOD_ABI)
+        return snprintf(err, errlen, "method table of ABI version %d; this kvbench reads versions 1 to %d%s", in->abi,
+                        KV_METHOD_ABI, in->abi > KV_METHOD_ABI ? " (rebuild it against this kvbench's method.h)" : ""),
+               -1;
+    if (in->size < KV_METHOD_SIZE_V1 || (in->abi == KV_METHOD_ABI && in->size != sizeof(kv_method)))
+        return snprintf(err, errlen, "method table of %u bytes for ABI %d (expected %zu): built against another method.h",
+                        in->size, in->abi, in->abi == KV_METHOD_ABI ? sizeof(kv_method) : (size_t)KV_METHOD_SIZE_V1),
+               -1;
+    memset(out, 0, sizeof *out);
+    memcpy(out, in, in->size < sizeof *out ? in->size : sizeof *out);
+    const char *name = name_ok(out->name) ? out->name : "a method";
+    if (!name_ok(out->name))
+        return snprintf(err, errlen, "method name '%.60s': 1 to 48 characters of a-z 0-9 _ . -", out->name ? out->name : ""),
+               -1;
+    const char *missing = !out->init ? "init" : !out->ingest ? "ingest" : !out->append ? "append"
+                        : !out->attend ? "attend" : !out->memory ? "memory" : !out->rows ? "rows"
+                        : !out->free ? "free" : NULL;
+    if (missing) return snprintf(err, errlen, "%s: the required member %s is NULL", name, missing), -1;
+    if (!out->summary) out->summary = "";
+    if (!out->params) out->params = no_params;
+    if (!out->needs) out->needs = no_needs;
+    if (!out->head_stats) out->head_stats = no_head_stats;
+    if (!out->slow_rows) out->slow_rows = no_slow_rows;
+    if (!out->params_used) out->params_used = empty_text;
+    if (!out->events) out->events = no_events;
+    if (!out->describe) out->describe = empty_text;
+    if (!out->trained_params) out->trained_params = no_trained;
+    out->abi = KV_METHOD_ABI;
+    out->size = sizeof *out;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the table */
 
 static void build(void) {
     if (n_table >= 0) return;
     n_table = 0;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i]) table[n_table++] = all[i];
+    for (int i = 0; i < N_BUILTIN; i++) {
+        char err[256];
+        if (kv_method_resolve(builtin[i], &table[n_table], err, sizeof err)) {
+            fprintf(stderr, "kvbench: built-in method refused: %s\n", err);   /* a build mistake */
+            exit(1);
+        }
+        origin[n_table++] = NULL;
+    }
 }
 
 int kv_method_count(void) { build(); return n_table; }
 
 const kv_method *kv_method_at(int i) {
-    return i >= 0 && i < kv_method_count() ? table[i] : NULL;
+    return i >= 0 && i < kv_method_count() ? &table[i] : NULL;
 }
 
 const kv_method *kv_method_find(const char *name) {
+    for (int i = 0; name && i < kv_method_count(); i++)
+        if (strcasecmp(table[i].name, name) == 0) return &table[i];
+    return NULL;
+}
+
+const kv_method *kv_method_reference(void) {
     for (int i = 0; i < kv_method_count(); i++)
-        if (strcasecmp(table[i]->name, name) == 0) return table[i];
+        if (table[i].keeps_all) return &table[i];
+    return NULL;
+}
+
+int kv_method_register(const kv_method *m, const char *from, char *err, size_t errlen) {
+    build();
+    char why[300];
+    kv_method r;
+    if (kv_method_resolve(m, &r, why, sizeof why)) return snprintf(err, errlen, "%s: %s", from, why), -1;
+    const kv_method *old = kv_method_find(r.name);
+    if (old)
+        return snprintf(err, errlen, "%s: method '%s' is already registered (%s)", from, r.name,
+                        kv_method_origin(old) ? kv_method_origin(old) : "built in"),
+               -1;
+    if (n_table >= MAX_METHODS) return snprintf(err, errlen, "%s: more than %d methods", from, MAX_METHODS), -1;
+    char *o = strdup(from ? from : "?");
+    if (!o) return snprintf(err, errlen, "%s: out of memory", from), -1;
+    table[n_table] = r;
+    origin[n_table++] = o;
+    return 0;
+}
+
+const char *kv_method_origin(const kv_method *m) {
+    for (int i = 0; i < kv_method_count(); i++)
+        if (&table[i] == m) return origin[i];
     return NULL;
 }

@@ -161,9 +161,19 @@ fail:
     return NULL;
 }
 
-static void sk_needs(const kv_state *st, kv_needs *out) {
+/* The pre-filter's window (clamped to P = F*B as init does), when it has anything to
+ * filter (n > P). */
+static void sk_needs(const kv_setup *s, kv_needs *out) {
+    const kv_method *m = &kv_sentencekv;
+    int F = 0, w = 0;
+    char err[8];
     out->col_mass = 0;
-    out->window = st->s.n_prompt > st->P ? st->w : 0;
+    out->window = 0;
+    if (kv_param_int(m, s->params, "factor", &F, err, sizeof err) || kv_param_int(m, s->params, "window", &w, err, sizeof err) ||
+        F < 1 || w < 1)
+        return;
+    long P = (long)F * kv_budget(s);
+    if (s->n_prompt > P) out->window = w > P ? (int)P : w;
 }
 
 static size_t row_bytes(const kv_state *st) { return (size_t)st->s.head_dim * 2 * kb_kvtype_bytes(st->s.kv_type); }
@@ -394,6 +404,14 @@ static void sk_head_stats(const kv_state *st, int layer, int head, kv_headstat *
     out->events = (double)h->retrieved;
 }
 
+/* Slow-tier traffic of a step: the working set is re-gathered from the slow tier every
+ * step (an upper bound). */
+static double sk_slow_rows(const kv_state *st, int layer) {
+    double rows = 0;
+    for (int j = 0; j < st->s.n_kv_heads; j++) rows += working_set(st, &st->hd[layer * st->s.n_kv_heads + j]);
+    return rows;
+}
+
 /* Fast tier: the working set; full-resolution rows: the slow tier's (never dropped). */
 static int sk_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int cap, int *npos) {
     const skv_head *h = &st->hd[layer * st->s.n_kv_heads + kv_head];
@@ -441,6 +459,7 @@ void sentencekv_sentence(const kv_state *st, int layer, int kv_head, int s, floa
 }
 
 const kv_method kv_sentencekv = {
+    KV_METHOD_HEAD,
     .name = "sentencekv",
     .summary = "SnapKV pre-filter to F*B tokens (slow tier) + sentence vectors (fast tier); per step attends "
                "sinks 32 + recent 32 + tokens of the sentences best matching the current sentence's mean query, "
@@ -456,4 +475,5 @@ const kv_method kv_sentencekv = {
     .head_stats = sk_head_stats,
     .rows = sk_rows,
     .free = sk_free,
+    .slow_rows = sk_slow_rows,
 };

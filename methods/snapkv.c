@@ -60,46 +60,19 @@ static kv_state *snapkv_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void snapkv_needs(const kv_state *st, kv_needs *out) {
-    out->col_mass = 0;
-    out->window = st->window;
-}
+static void snapkv_needs(const kv_setup *s, kv_needs *out) { window_needs(&kv_snapkv, s, out); }
 
 static int snapkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
     return snap_select_layer(&st->cs, p, st->window, st->kernel, st->pool, st->agg_max, st->cs.budget, "snapkv",
                              err, errlen);
 }
 
-static void snapkv_append(kv_state *st, int layer, const float *k, const float *v,
-                          const kv_token *t) {
-    cs_append_decoded(&st->cs, layer, k, v, t->pos, st->cs.budget);
-}
-
-static void snapkv_attend(kv_state *st, int layer, const float *q, float *out) {
-    cs_attend(&st->cs, layer, q, out);
-}
-
-static void snapkv_memory(const kv_state *st, kv_mem *out) { cs_memory(&st->cs, out); }
-
-static void snapkv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
-    cs_head_stats(&st->cs, layer, head, out);
-}
-
-static int snapkv_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
-    return cs_rows(&st->cs, layer, j, pos, cap, npos);
-}
-
 static const kv_range ranges[] = {
     {"window", 1, 1e9, NAN}, {"kernel", 1, 1e9, NAN}, {"pool", 0, 1, NAN}, {"agg", 0, 1, NAN}, {NULL, 0, 0, 0},
 };
 
-static void snapkv_free(kv_state *st) {
-    if (!st) return;
-    cs_free(&st->cs);
-    free(st);
-}
-
 const kv_method kv_snapkv = {
+    KV_METHOD_HEAD,
     .name = "snapkv",
     .summary = "observation-window voting with pooling, prompt compressed once (kv-head mean)",
     .params = params,
@@ -107,10 +80,7 @@ const kv_method kv_snapkv = {
     .init = snapkv_init,
     .needs = snapkv_needs,
     .ingest = snapkv_ingest,
-    .append = snapkv_append,
-    .attend = snapkv_attend,
-    .memory = snapkv_memory,
-    .head_stats = snapkv_head_stats,
-    .rows = snapkv_rows,
-    .free = snapkv_free,
+    .append = cs_door_append,
+    KV_CACHESET_DOOR,
+    .free = cs_door_free,
 };

@@ -57,12 +57,6 @@ static kv_state *streaming_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void streaming_needs(const kv_state *st, kv_needs *out) {
-    (void)st;
-    out->col_mass = 0;
-    out->window = 0;
-}
-
 static int streaming_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
     if (cs_begin_layer(&st->cs, p, "streamingllm", err, errlen)) return -1;
     int n = p->n, nk = 0;
@@ -91,29 +85,10 @@ static void streaming_append(kv_state *st, int layer, const float *k, const floa
     }
 }
 
-static void streaming_attend(kv_state *st, int layer, const float *q, float *out) {
-    cs_attend(&st->cs, layer, q, out);
-}
-
-static void streaming_memory(const kv_state *st, kv_mem *out) { cs_memory(&st->cs, out); }
-
-static void streaming_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
-    cs_head_stats(&st->cs, layer, head, out);
-}
-
-static int streaming_rows(const kv_state *st, int layer, int j, int32_t *pos, int cap, int *npos) {
-    return cs_rows(&st->cs, layer, j, pos, cap, npos);
-}
-
 static const kv_range ranges[] = {{"sinks", 0, 1e9, NAN}, {"window", 0, 1e9, NAN}, {NULL, 0, 0, 0}};
 
-static void streaming_free(kv_state *st) {
-    if (!st) return;
-    cs_free(&st->cs);
-    free(st);
-}
-
 const kv_method kv_streamingllm = {
+    KV_METHOD_HEAD,
     .name = "streamingllm",
     .summary = "attention sinks + rolling recent window, evicting every decode step under both --decode "
                "rules (the paper's policy)",
@@ -121,12 +96,8 @@ const kv_method kv_streamingllm = {
     .ranges = ranges,
     .evicts_decoding = 1,
     .init = streaming_init,
-    .needs = streaming_needs,
     .ingest = streaming_ingest,
     .append = streaming_append,
-    .attend = streaming_attend,
-    .memory = streaming_memory,
-    .head_stats = streaming_head_stats,
-    .rows = streaming_rows,
-    .free = streaming_free,
+    KV_CACHESET_DOOR,
+    .free = cs_door_free,
 };

@@ -59,34 +59,11 @@ int window_scores(const kv_prefill *p, int H, int Hkv, int w, int kernel, int po
     return m;
 }
 
-typedef struct { float s; int32_t i; } scored;
-
-/* Descending score, then ascending index; NaN ranks lowest. */
-static int by_score_desc(const void *a, const void *b) {
-    const scored *x = a, *y = b;
-    float xs = isnan(x->s) ? -INFINITY : x->s, ys = isnan(y->s) ? -INFINITY : y->s;
-    if (xs != ys) return xs > ys ? -1 : 1;
-    return (x->i > y->i) - (x->i < y->i);
-}
-
-static int by_index(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-int topk_sorted(const float *score, int n, int k, int32_t *out) {
-    if (k > n) k = n;
-    if (k <= 0) return 0;
-    if (k == n) {
-        for (int i = 0; i < n; i++) out[i] = i;
-        return n;
-    }
-    scored *all = malloc((size_t)n * sizeof *all);
-    if (!all) return -1;
-    for (int i = 0; i < n; i++) all[i] = (scored){score[i], i};
-    qsort(all, (size_t)n, sizeof *all, by_score_desc);
-    for (int i = 0; i < k; i++) out[i] = all[i].i;
-    free(all);
-    qsort(out, (size_t)k, sizeof *out, by_index);
-    return k;
+void window_needs(const kv_method *m, const kv_setup *s, kv_needs *out) {
+    int window = 0, B = kv_budget(s);
+    char err[8];
+    out->col_mass = 0;
+    out->window = 0;
+    if (kv_param_int(m, s->params, "window", &window, err, sizeof err) == 0 && window > 0)
+        out->window = window < B ? window : B;
 }

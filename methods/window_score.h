@@ -3,6 +3,7 @@
 #ifndef KV_WINDOW_SCORE_H
 #define KV_WINDOW_SCORE_H
 #include "method.h"
+#include "scorer.h"   /* topk_sorted */
 
 enum { POOL_MAX = 0, POOL_AVG = 1 };
 
@@ -17,9 +18,9 @@ enum { POOL_MAX = 0, POOL_AVG = 1 };
 int window_scores(const kv_prefill *p, int H, int Hkv, int w, int kernel, int pool,
                   int agg_max, float *score);
 
-/* Indices of the k largest scores among n (ties: lower index first), written to out
- * in ascending index order. Returns min(k, n) (0 if k <= 0), or -1 when out of memory.
- * NaN scores rank lowest. */
-int topk_sorted(const float *score, int n, int k, int32_t *out);
+/* kv_method.needs of a method whose `window` parameter is clamped to the budget, as
+ * init does (SnapKV, PyramidKV, ChunkKV): that many window rows, no column mass; nothing
+ * when the parameter does not parse (init refuses it). */
+void window_needs(const kv_method *m, const kv_setup *s, kv_needs *out);
 
 #endif

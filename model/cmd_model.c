@@ -132,7 +132,7 @@ static void generate_usage(void) {
            "  --prompt TEXT     the prompt\n"
            "  --chat            wrap the prompt in the model's chat template\n"
            "  --max-tokens N    tokens to generate at most (default 128)\n"
-           "  --method M        KV-cache method (default fullkv; `kvbench methods` lists them)\n"
+           "  --method M        KV-cache method (default: the reference, FullKV; `kvbench methods` lists them)\n"
            "  --budget B        kept fraction of the prompt in (0,1], or a token count > 1 (default 0.1;\n"
            "                    fullkv ignores it)\n"
            "  --params k=v,..   the method's parameter overrides\n"
@@ -186,7 +186,7 @@ static void print_timings(const kv_gen_stats *st) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *path = model_default_path(), *prompt = NULL, *method = "fullkv", *params = NULL, *backend = "cpu";
+    const char *path = model_default_path(), *prompt = NULL, *method = NULL, *params = NULL, *backend = "cpu";
     int chat = 0, max_tokens = 128, threads = 0, plain = 0, kv_type = KB_F32, q8 = 0;
     double budget = 0.1;
     for (int i = 1; i < argc; i++) {
@@ -250,7 +250,8 @@ int cmd_generate(int argc, char **argv) {
                 kb_kvtype_name(kv_type));
         return 2;
     }
-    const kv_method *meth = kv_method_find(method);
+    const kv_method *meth = method ? kv_method_find(method) : kv_method_reference();
+    if (!method) method = meth ? meth->name : "(none)";
     if (!plain && !meth) {
         fprintf(stderr, "kvbench generate: unknown method '%s' (methods: ", method);
         list_methods(stderr);

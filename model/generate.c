@@ -2,7 +2,6 @@
  * step), and plainly, with the engine's own full cache and attention loop, which is
  * the yardstick FullKV-through-the-method-interface must match token for token. */
 #include "engine.h"
-#include "../methods/sekv/sekv_params.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,7 +153,7 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
     s.head_dim = c->head_dim;
     s.n_prompt = n;
     s.max_decode = max_new;
-    if (!s.model_hash) s.model_hash = sekv_model_hash(m->gf.base, m->gf.size);   /* the model file's identity */
+    if (!s.model_hash) s.model_hash = kv_model_hash(m->gf.base, m->gf.size);   /* the model file's identity */
     char merr[256];
     kv_state *st = meth->init(&s, merr, sizeof merr);
     if (!st) {
@@ -162,7 +161,7 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
         return -1;
     }
     kv_needs needs = {0, 0};
-    if (meth->needs) meth->needs(st, &needs);
+    if (meth->needs) meth->needs(&s, &needs);   /* meth may be a bare table (not registered) */
     kv_prefill_out pf;
     float *logits = malloc((size_t)c->n_vocab * sizeof(float));
     int count = -1;

@@ -45,7 +45,7 @@ static int base_row(const rt_data *d, const char *model, const char *base) {
 }
 
 int rt_compare(const rt_data *d, int metric, const char *base, FILE *md, FILE *csv, const char *run) {
-    if (!base || !*base) base = "fullkv";
+    if (!base || !*base) base = kv_method_reference() ? kv_method_reference()->name : "";
     int pct = metric == RT_M_SCORE || metric == RT_M_TOP1;
     double scale = pct ? 100 : 1;
     rt_samples *rows = calloc((size_t)d->nrow + 1, sizeof *rows);

@@ -168,13 +168,14 @@ oom:
 }
 
 /* The part of a run's identity that pooled runs of one model may differ in: the code,
- * the split, the synthetic oracle hints and the methods' parameter defaults (a hash; the
- * run key holds them in full; overrides are the rows' params). Fields a run key lacks
+ * the split, the synthetic oracle hints, the methods' parameter defaults and the compiled
+ * sources with the plugins (hashes; the run key holds them in full; overrides are the
+ * rows' params). Fields a run key lacks
  * (files from before they were recorded) are left out. */
 static void run_ident(const char *commit, const char *key, char *buf, size_t n) {
     char c[32];
-    const char *dirty = strstr(commit, "+dirty.");
-    snprintf(c, sizeof c, "%.12s%s%.12s", commit, dirty ? "+" : "", dirty ? dirty + 7 : "");
+    const char *dirty = strstr(commit, "+dirty");   /* files of older runs: "+dirty.<diff hash>" */
+    snprintf(c, sizeof c, "%.12s%s%.12s", commit, dirty ? "+" : "", dirty && dirty[6] == '.' ? dirty + 7 : "");
     size_t k = (size_t)snprintf(buf, n, "git %s", c);
     static const char *const fields[] = {";split=", ";oracle_hints=", ";methods="};
     for (int i = 0; i < 3 && k < n; i++) {
@@ -189,6 +190,14 @@ static void run_ident(const char *commit, const char *key, char *buf, size_t n) 
             for (size_t j = 0; j < len; j++) hsh = (hsh ^ (unsigned char)f[j]) * 1099511628211ULL;
             k += (size_t)snprintf(buf + k, n - k, ", defaults %06llx", (unsigned long long)(hsh & 0xffffff));
         }
+    }
+    /* the compiled sources and plugins (code=COMMIT+src.HASH+plugin...): a short hash */
+    const char *code = strstr(key, ";code="), *src = code ? strstr(code, "+src.") : NULL;
+    if (src && k < n) {
+        size_t len = strcspn(src, ";");
+        uint64_t hsh = 1469598103934665603ULL;
+        for (size_t j = 0; j < len; j++) hsh = (hsh ^ (unsigned char)src[j]) * 1099511628211ULL;
+        snprintf(buf + k, n - k, ", code %06llx", (unsigned long long)(hsh & 0xffffff));
     }
 }
 

@@ -438,6 +438,12 @@ static int is_method(const rt_data *d, int row, const char *name) {
     return !strcasecmp(d->fam[d->row[row].fam].method, name);
 }
 
+/* A row of the reference method (kv_method_reference: FullKV). */
+static int is_reference(const rt_data *d, int row) {
+    const kv_method *ref = kv_method_reference();
+    return ref && is_method(d, row, ref->name);
+}
+
 
 /* For SeKV row ref: every family of its model at the budget whose fast-tier peak at each
  * context is the largest not above SeKV's there. */
@@ -522,7 +528,7 @@ static int ratio_grid(rt_out *o, const rt_data *d, const per_ctx *p) {
         const char *model = d->fam[d->row[i].fam].model;
         int ref = -1;
         for (int k = 0; k < d->nrow && ref < 0; k++)
-            if (is_method(d, k, "fullkv") && !strcmp(d->fam[d->row[k].fam].model, model)) ref = k;
+            if (is_reference(d, k) && !strcmp(d->fam[d->row[k].fam].model, model)) ref = k;
         have_full |= ref >= 0;
         for (int x = 0; ref >= 0 && x < d->nctx; x++) {
             const rt_samples *mine = &p->fast[(size_t)i * d->nctx + x], *full = &p->fast[(size_t)ref * d->nctx + x];
@@ -549,7 +555,7 @@ static int iso_section(rt_out *o, const rt_data *d, const per_ctx *p) {
     int budgets = 0, refs = 0;
     if (!bud) return -1;
     for (int i = 0; i < d->nrow; i++) {   /* FullKV's budget 1 is not a choice */
-        int seen = is_method(d, i, "fullkv");
+        int seen = is_reference(d, i);
         for (int k = 0; k < budgets && !seen; k++) seen = bud[k] == d->row[i].budget;
         if (!seen) bud[budgets++] = d->row[i].budget;
     }

@@ -167,18 +167,16 @@ void kv_human_bytes(double b, char *buf, size_t n) {
 
 void kv_budget_str(double budget, char *buf, size_t n) { snprintf(buf, n, "%g", budget); }
 
-/* Fixed so that a method keeps its colour across figures and papers' conventions. */
-static const struct {
-    const char *name, *color;
-} method_colors[] = {
-    {"fullkv", "#000000"}, {"streamingllm", "#1f77b4"}, {"h2o", "#ff7f0e"},     {"snapkv", "#2ca02c"},
-    {"pyramidkv", "#d62728"}, {"chunkkv", "#9467bd"},  {"sentencekv", "#8c564b"}, {"sekv", "#e377c2"},
-};
+/* By the method's place in the registry (the reports' order), so a method keeps its
+ * colour across figures: the first eight built-in methods (FullKV black, then the
+ * baselines and SeKV) get these. */
+static const char *const method_colors[] = {"#000000", "#1f77b4", "#ff7f0e", "#2ca02c",
+                                            "#d62728", "#9467bd", "#8c564b", "#e377c2"};
 
 const char *kv_method_color(const char *name) {
     static const char *const spare[] = {"#17becf", "#bcbd22", "#7f7f7f", "#aec7e8", "#98df8a"};
-    for (size_t i = 0; i < sizeof method_colors / sizeof method_colors[0]; i++)
-        if (strcasecmp(method_colors[i].name, name) == 0) return method_colors[i].color;
+    for (int i = 0; i < kv_method_count() && i < (int)(sizeof method_colors / sizeof method_colors[0]); i++)
+        if (strcasecmp(kv_method_at(i)->name, name) == 0) return method_colors[i];
     unsigned h = 5381;   /* unknown names: a stable pick from spare colours */
     for (const char *p = name; *p; p++) h = h * 33 + (unsigned char)*p;
     return spare[h % (sizeof spare / sizeof spare[0])];

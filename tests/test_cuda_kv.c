@@ -256,7 +256,7 @@ static void run_method(const meth *mc, const scen *sc, int on_dev, int kt, recor
     CHECK(st != NULL, "%s init: %s", m->name, err);
     if (!st) return;
     kv_needs nd = {0};
-    m->needs(st, &nd);
+    kv_method_find(m->name)->needs(&su, &nd);   /* resolved: a bare table may leave needs out */
     CHECK(nd.window <= WIN, "%s asks for %d window rows", m->name, nd.window);
     for (int l = 0; l < L; l++) {
         kv_prefill p = {.layer = l, .n = n, .K = krow(sc, l, 0, 0), .V = vrow(sc, l, 0, 0), .kv_stride = sc->stride,

@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
         kv_state *st = m->init(&s, e, sizeof e);
         if (!st) continue;
         kv_needs nd = {0, 0};
-        m->needs(st, &nd);
+        m->needs(&s, &nd);
         needs.col_mass |= nd.col_mass;
         needs.window = nd.window > needs.window ? nd.window : needs.window;
         m->free(st);

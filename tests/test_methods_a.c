@@ -362,7 +362,7 @@ static void run_trial(const scen *sc, const trial *t) {
     int evicts = t->pol == P_STREAM || t->pol == P_H2O || g_rule == KV_DECODE_HOLD;
 
     kv_needs nd = {-1, -1};
-    m->needs(st, &nd);
+    kv_method_find(m->name)->needs(&su, &nd);   /* resolved: a bare table may leave needs out */
     CHECK(nd.col_mass == (t->pol == P_H2O || t->pol == P_H2O_ONESHOT), "%s: needs col_mass %d", tag, nd.col_mass);
     CHECK(t->pol == P_SNAP ? nd.window == (t->w < B ? t->w : B) : nd.window == 0, "%s: needs window %d", tag, nd.window);
     if (nd.window > sc->win) {      /* the scenario provides fewer rows than asked */

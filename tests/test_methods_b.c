@@ -184,9 +184,9 @@ static kv_setup setup_of(const scen *sc, int budget_tokens, double frac, const c
                       .budget_tokens = budget_tokens, .params = params};
 }
 
-static void ingest_all(const kv_method *m, kv_state *st, const scen *sc) {
+static void ingest_all(const kv_method *m, kv_state *st, const kv_setup *s, const scen *sc) {
     kv_needs nd = {0};
-    m->needs(st, &nd);
+    m->needs(s, &nd);
     CHECK(nd.window <= sc->win && nd.col_mass == 0, "%s needs window %d (have %d)", m->name, nd.window, sc->win);
     for (int l = 0; l < sc->L; l++) {
         kv_prefill p = prefill_of(sc, l);
@@ -373,7 +373,7 @@ static void test_pyramid(int L, int H, int Hkv, int d, int n, int budget, double
             x->evicted = n - x->n;
         }
     }
-    ingest_all(&kv_pyramidkv, st, &sc);
+    ingest_all(&kv_pyramidkv, st, &s, &sc);
     run_scored(&kv_pyramidkv, st, &sc, mc, budget_l, tag);
     kv_pyramidkv.free(st);
     free(mc); free(score); free(top);
@@ -420,7 +420,7 @@ static void test_chunkkv(int L, int H, int Hkv, int d, int n, int B, int c, int 
             for (int j = 0; j < Hkv; j++) mc[l * Hkv + j] = mc[(l - l % reuse) * Hkv + j];
         }
     }
-    ingest_all(&kv_chunkkv, st, &sc);
+    ingest_all(&kv_chunkkv, st, &s, &sc);
     /* whole chunks plus the window, the same rows for every kv head of a layer */
     for (int l = 0; l < L; l++) {
         const kv_store *k0 = kv_a_store(st, l, 0);
@@ -586,7 +586,7 @@ static void test_sentencekv(int L, int H, int Hkv, int d, int n, int B, const ch
             x->cur = x->np = x->nrows;
         }
     }
-    ingest_all(&kv_sentencekv, st, &sc);
+    ingest_all(&kv_sentencekv, st, &s, &sc);
     int hold = g_rule == KV_DECODE_HOLD;
 
     /* pre-filter: exactly the brute-force rows; sentence vectors are means of retained keys */

@@ -5,7 +5,9 @@
 #    the defaults);
 #  - a changed default (KVBENCH_TEST_DEFAULTS, the test hook that stands for an edit of a
 #    method's source) starts a new run, computed with the new default;
-#  - another commit (KVBENCH_GIT_COMMIT, the hook that stands for one) starts a new run;
+#  - another commit (KVBENCH_GIT_COMMIT, the hook that stands for one) starts a new run,
+#    and so do other compiled sources (KVBENCH_SOURCE_HASH; tests/test_source_ident.sh
+#    edits a real untracked file);
 #  - --split dev and --oracle-hints 1 are runs of their own, with other generator seeds
 #    and other text statistics;
 #  - report puts the runs side by side (never pooled into one row) and names split and
@@ -27,7 +29,7 @@ key=$(q 'SELECT run_key FROM runs WHERE id = 1')
 case "$key" in *";code="*";methods="*"snapkv:window=32,kernel=7,pool=0,agg=0"*) ;;
      *) fail "the run key lacks the code or the effective params: $key" ;; esac
 commit=$(q 'SELECT git_commit FROM runs WHERE id = 1')
-case "$key" in *";code=$commit;"*) ;; *) fail "the run key's code is not the recorded commit $commit" ;; esac
+case "$key" in *";code=$commit+src."[0-9a-f]*";"*) ;; *) fail "the run key's code is not the recorded commit $commit + the source hash" ;; esac
 
 "$KVBENCH" "${R[@]}" >"$T/out" 2>"$T/err" || fail "rerun failed"
 grep -q "resuming run 1" "$T/err" || fail "rerun did not resume run 1: $(cat "$T/err")"
@@ -114,6 +116,13 @@ for s in dev test; do
         grep -o 'sha256 [0-9a-f]*' >"$T/niah-$s" || fail "niah --split $s --print-prompts: $(cat "$T/err")"
 done
 [ -s "$T/niah-dev" ] && ! cmp -s "$T/niah-dev" "$T/niah-test" || fail "niah dev and test prompts are the same"
+
+# Other sources (the build-time hash of every compiled file): a new run.
+n=$(q 'SELECT count(*) FROM runs')
+KVBENCH_SOURCE_HASH=00000000000000000000000000000000000000000000000000000000000000aa "$KVBENCH" "${R[@]}" >"$T/out" \
+    2>"$T/err" || fail "other-sources run failed"
+grep -q "resuming" "$T/err" && fail "other sources resumed an old run: $(cat "$T/err")"
+[ "$(q 'SELECT count(*) FROM runs')" = $((n + 1)) ] || fail "other sources did not start a new run"
 
 if [ "$fails" -gt 0 ]; then echo "test_run_ident: $fails failures"; exit 1; fi
 echo "test_run_ident: all checks passed"

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 fail=0
 for t in test_kernels test_methods_a test_methods_b test_db test_db_migrate test_gguf test_tokenizer test_synthetic test_metrics test_sha256 \
-    test_cuda_kv test_cuda_sekv test_shard; do
+    test_cuda_kv test_cuda_sekv test_shard test_method_door test_knormpress; do
     bin=$BUILD/tests/$t
     [ -x "$bin" ] || continue
     if KVBENCH_FUZZ_ROUNDS=200 KVBENCH_THREADS=2 valgrind -q --error-exitcode=99 --leak-check=full \

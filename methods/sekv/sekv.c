@@ -251,12 +251,6 @@ kv_state *sekv_init_as(const kv_method *m, const kv_setup *s, char *err, size_t 
     return st;
 }
 
-void sekv_needs(const kv_state *st, kv_needs *out) {
-    (void)st;
-    out->col_mass = 0;
-    out->window = 0;
-}
-
 /* ---------------------------------------------------------------- growth */
 
 int sekv_grow_rows(kv_state *st, sekv_layer *ly, int need) {
@@ -762,6 +756,7 @@ int sekv_kv_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, int c
 static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) { return sekv_init_as(&kv_sekv, s, err, errlen); }
 
 const kv_method kv_sekv = {
+    KV_METHOD_HEAD,
     .name = "sekv",
     .summary = "the paper's SeKV: surprisal anchors (alpha=1) and spans = the maximal runs between them, "
                "coarse entries on the fast tier, rank-32 truncated-SVD factors (or the rows, if smaller) on "
@@ -782,4 +777,5 @@ const kv_method kv_sekv = {
     .head_stats = sekv_head_stats,
     .rows = sekv_kv_rows,
     .free = sekv_free,
+    SEKV_DOOR_HOOKS,
 };

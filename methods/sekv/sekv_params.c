@@ -10,6 +10,7 @@
  *   u64 FNV-1a 64 of every byte before it
  * Saving writes PATH.tmp and renames it over PATH, so a crash never leaves half a file. */
 #include "sekv_params.h"
+#include "../method.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,15 +25,7 @@ enum { SEKV_PARAMS_VERSION = 1, HEADER_BYTES = 8 + 4 + 8 + 8 * 4 + 8 };
 
 static const char MAGIC[8] = {'S', 'E', 'K', 'V', 'P', 'A', 'R', '1'};
 
-uint64_t sekv_model_hash(const void *bytes, size_t n) {
-    const unsigned char *b = bytes;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
+uint64_t sekv_model_hash(const void *bytes, size_t n) { return kv_model_hash(bytes, n); }
 
 /* Float counts of each array, in file order. */
 static void array_sizes(int L, int H, int d, int R, int dp, int hid, size_t sz[8]) {

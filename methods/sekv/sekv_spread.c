@@ -30,6 +30,7 @@ static kv_state *spread_init(const kv_setup *s, char *err, size_t errlen) {
 }
 
 const kv_method kv_sekv_spread = {
+    KV_METHOD_HEAD,
     .name = "sekv-spread",
     .summary = "NOT the paper's SeKV: its code with kvbench's untrained spread router (span mean logit + "
                "key spread along the query, route=1), P fitted into 0.7*B by searching alpha, a span cap and "
@@ -45,4 +46,5 @@ const kv_method kv_sekv_spread = {
     .head_stats = sekv_head_stats,
     .rows = sekv_kv_rows,
     .free = sekv_free,
+    SEKV_DOOR_HOOKS,
 };

@@ -114,7 +114,14 @@ static inline void sekv_rows_moved(const kv_state *st, sekv_layer *ly, int r) {
 /* init with m's parameter defaults (kv_sekv, kv_sekv_spread) */
 kv_state *sekv_init_as(const kv_method *m, const kv_setup *s, char *err, size_t errlen);
 /* the rest of kv_sekv's table, shared by kv_sekv_spread */
-void sekv_needs(const kv_state *st, kv_needs *out);
+void sekv_needs(const kv_setup *s, kv_needs *out);
+/* sekv_door.c: the door's optional members, for every SeKV table */
+double sekv_door_slow_rows(const kv_state *st, int layer);
+size_t sekv_door_events(const kv_state *st, kv_event *out, size_t cap);
+size_t sekv_door_trained(const kv_setup *s, char *detail, size_t len);
+#define SEKV_DOOR_HOOKS                                                                                \
+    .slow_rows = sekv_door_slow_rows, .params_used = sekv_params_used, .events = sekv_door_events,   \
+    .describe = sekv_describe, .trained_params = sekv_door_trained
 int  sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen);
 void sekv_memory(const kv_state *st, kv_mem *out);
 void sekv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out);

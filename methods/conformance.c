@@ -1,0 +1,355 @@
+/* The conformance checks of one method (conformance.h), run by tests/test_conformance.c
+ * on every registered method and by `kvbench conformance` on any (plugins included),
+ * under both decode rules and every K/V element type (f32, f16, bf16), on random prompts
+ * and budgets:
+ *   - fast-tier rows (kv_method.rows) within the rule after compression and after every
+ *     decode step: hold, <= B per layer and kv head; append, <= B + the tokens decoded so
+ *     far; methods that evict while decoding (evicts_decoding) <= B under both; FullKV
+ *     (keeps_all) everything; per-layer budgets (layer_budgets) hold on the sum over layers;
+ *   - append: the full-resolution prompt rows kept after compression are never dropped and
+ *     every decoded token stays (except evicts_decoding methods);
+ *   - memory(): fast_tokens is the sum of the resident rows, fast_bytes = rows x row bytes
+ *     (2 d x the type's bytes) + fast_aux_bytes, peaks >= current;
+ *   - the rows kept by compression (chosen from the prefill's f32 statistics) are the same
+ *     positions under every element type;
+ *   - attend() writes finite outputs over poisoned (NaN) buffers;
+ *   - determinism: the same inputs twice give bit-equal outputs and memory;
+ *   - init refuses, with one line naming the method, a non-numeric value for every declared
+ *     parameter and a value outside every declared range.
+ * The prompt statistics are real: column mass and window rows come from causal softmax
+ * attention of random queries over the random keys (float64). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "conformance.h"
+
+/* The run in progress: counts, the failure stream and the generator. */
+static struct {
+    long checks, failed;
+    FILE *log;
+    uint64_t rng;
+} C;
+
+#define CHECK(cond, ...)                                                                 \
+    do {                                                                                 \
+        C.checks++;                                                                      \
+        if (!(cond)) {                                                                   \
+            C.failed++;                                                                  \
+            if (C.log) fprintf(C.log, "conformance: " __VA_ARGS__), fputc('\n', C.log);    \
+        }                                                                                \
+    } while (0)
+
+/* xorshift64* (as tests/check.h): the same seed, the same scenarios */
+static uint64_t next_u64(void) {
+    C.rng ^= C.rng >> 12;
+    C.rng ^= C.rng << 25;
+    C.rng ^= C.rng >> 27;
+    return C.rng * 2685821657736338717ULL;
+}
+static double test_unif(void) { return (next_u64() >> 11) * (1.0 / 9007199254740992.0); }
+static int test_int(int lo, int hi) { return lo + (int)(test_unif() * (hi - lo + 1)); }
+static float test_normal(void) {
+    double u = test_unif() + 1e-12, v = test_unif();
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+static void test_fill(float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * test_normal();
+}
+static void test_poison(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+#include "conformance.h"
+
+typedef struct {
+    int L, H, Hkv, g, d, n, T, win;
+    double frac;
+    int tokens;
+    float *K, *V;          /* [L][Hkv][n + T][d] */
+    float *Qd;             /* [T][L][H][d] decode queries */
+    float *cm, *wp;        /* [L][H][n], [L][H][win][n] */
+    float *surp;           /* [n + T] */
+    uint8_t *sent;         /* [n + T] */
+} scen;
+
+static float *krow(const scen *s, int l, int j, int t) { return s->K + (((size_t)l * s->Hkv + j) * (s->n + s->T) + t) * s->d; }
+static float *vrow(const scen *s, int l, int j, int t) { return s->V + (((size_t)l * s->Hkv + j) * (s->n + s->T) + t) * s->d; }
+
+static void make_scen(scen *s) {
+    s->g = test_int(1, 3);
+    s->Hkv = test_int(1, 2);
+    s->H = s->g * s->Hkv;
+    s->L = test_int(1, 3);
+    s->d = 8 << test_int(0, 2);
+    s->n = test_int(80, 360);
+    s->T = test_int(4, 40);
+    s->win = 40;
+    if (test_int(0, 1)) s->frac = 0.15 + 0.35 * test_unif(), s->tokens = 0;
+    else s->frac = 0, s->tokens = test_int(s->n / 6, s->n / 2);
+    size_t N = (size_t)s->n + s->T;
+    s->K = malloc((size_t)s->L * s->Hkv * N * s->d * sizeof(float));
+    s->V = malloc((size_t)s->L * s->Hkv * N * s->d * sizeof(float));
+    s->Qd = malloc((size_t)s->T * s->L * s->H * s->d * sizeof(float));
+    s->cm = calloc((size_t)s->L * s->H * s->n, sizeof(float));
+    s->wp = calloc((size_t)s->L * s->H * s->win * s->n, sizeof(float));
+    s->surp = malloc(N * sizeof(float));
+    s->sent = malloc(N);
+    test_fill(s->K, (size_t)s->L * s->Hkv * N * s->d, 1.0f);
+    test_fill(s->V, (size_t)s->L * s->Hkv * N * s->d, 1.0f);
+    test_fill(s->Qd, (size_t)s->T * s->L * s->H * s->d, 1.0f);
+    for (size_t t = 0; t < N; t++) {
+        s->surp[t] = t ? (float)(fabs(test_normal()) * 2 + (test_unif() < 0.05 ? 6 : 0)) : 0;
+        s->sent[t] = test_unif() < 0.08;
+    }
+    /* prompt statistics from causal softmax attention of random queries, in double */
+    float *q = malloc((size_t)s->d * sizeof *q);
+    double *p = malloc((size_t)s->n * sizeof *p);
+    for (int l = 0; l < s->L; l++)
+        for (int h = 0; h < s->H; h++)
+            for (int i = 0; i < s->n; i++) {
+                test_fill(q, (size_t)s->d, 1.0f);
+                double mx = -INFINITY, sum = 0;
+                for (int t = 0; t <= i; t++) {
+                    const float *k = krow(s, l, h / s->g, t);
+                    double dot = 0;
+                    for (int c = 0; c < s->d; c++) dot += (double)q[c] * k[c];
+                    p[t] = dot / sqrt((double)s->d);
+                    if (p[t] > mx) mx = p[t];
+                }
+                for (int t = 0; t <= i; t++) sum += (p[t] = exp(p[t] - mx));
+                int w = i - (s->n - s->win);
+                for (int t = 0; t <= i; t++) {
+                    p[t] /= sum;
+                    s->cm[((size_t)l * s->H + h) * s->n + t] += (float)p[t];
+                    if (w >= 0) s->wp[(((size_t)l * s->H + h) * s->win + w) * s->n + t] = (float)p[t];
+                }
+            }
+    free(q), free(p);
+}
+
+static void free_scen(scen *s) {
+    free(s->K), free(s->V), free(s->Qd), free(s->cm), free(s->wp), free(s->surp), free(s->sent);
+}
+
+/* What one run produced, for the determinism check. */
+typedef struct {
+    float *out;            /* [T][L][H][d] */
+    kv_mem mem;
+    int ok;                /* 0: init or ingest refused (infeasible for this setup) */
+    int32_t *kept;         /* [L][Hkv][n + T] positions kept by compression, -1 after the last */
+} trace;
+
+static int contains(const int32_t *pos, int n, int32_t v) {
+    for (int i = 0; i < n; i++)
+        if (pos[i] == v) return 1;
+    return 0;
+}
+
+/* Runs the method over the scenario under the rule, checking as it goes. */
+static void run(const kv_method *m, const scen *s, int rule, int type, trace *tr, const char *tag) {
+    kv_setup su = {.n_layers = s->L, .n_heads = s->H, .n_kv_heads = s->Hkv, .head_dim = s->d, .n_prompt = s->n,
+                   .max_decode = s->T, .budget_frac = s->frac, .budget_tokens = s->tokens, .kv_type = type,
+                   .decode_rule = rule};
+    int B = kv_budget(&su), L = s->L, Hkv = s->Hkv, H = s->H, d = s->d, cap = s->n + s->T;
+    char err[512] = "";
+    memset(tr, 0, sizeof *tr);
+    kv_state *st = m->init(&su, err, sizeof err);
+    if (!st) {
+        CHECK(strncmp(err, "infeasible", 10) == 0 || strstr(err, "infeasible"), "%s: init refused a valid setup: %s",
+              tag, err);
+        return;
+    }
+    kv_needs nd = {0, 0};
+    m->needs(&su, &nd);
+    CHECK(nd.window <= s->win, "%s: asks for %d window rows (test has %d)", tag, nd.window, s->win);
+    for (int l = 0; l < L; l++) {
+        kv_prefill p = {.layer = l, .n = s->n, .K = krow(s, l, 0, 0), .V = vrow(s, l, 0, 0),
+                        .kv_stride = (size_t)(s->n + s->T) * d,
+                        .col_mass = nd.col_mass ? s->cm + (size_t)l * H * s->n : NULL,
+                        .win_probs = nd.window > 0 ? s->wp + (size_t)l * H * s->win * s->n : NULL,
+                        .win = nd.window > 0 ? s->win : 0, .surprisal = s->surp, .sent_end = s->sent};
+        if (m->ingest(st, &p, err, sizeof err)) {
+            CHECK(strstr(err, "infeasible") != NULL, "%s: ingest layer %d: %s", tag, l, err);
+            m->free(st);
+            return;
+        }
+    }
+    tr->ok = 1;
+    tr->out = malloc((size_t)s->T * L * H * d * sizeof(float));
+    tr->kept = malloc((size_t)L * Hkv * cap * sizeof *tr->kept);
+    int32_t *pos = malloc((size_t)cap * sizeof *pos), *prompt = malloc((size_t)L * Hkv * cap * sizeof *prompt);
+    int *nprompt = calloc((size_t)L * Hkv, sizeof *nprompt), npos = 0;
+    float *k = malloc((size_t)Hkv * d * sizeof *k), *v = malloc((size_t)Hkv * d * sizeof *v);
+    int evicts = m->evicts_decoding || rule == KV_DECODE_HOLD, bad = 0;
+    for (int step = -1; step < s->T && !bad; step++) {
+        for (int l = 0; l < L && step >= 0; l++) {
+            int t = s->n + step;
+            for (int j = 0; j < Hkv; j++) {
+                memcpy(k + (size_t)j * d, krow(s, l, j, t), (size_t)d * sizeof *k);
+                memcpy(v + (size_t)j * d, vrow(s, l, j, t), (size_t)d * sizeof *v);
+            }
+            kv_token tok = {.pos = t, .surprisal = s->surp[t], .sent_end = s->sent[t]};
+            m->append(st, l, k, v, &tok);
+            float *out = tr->out + ((size_t)step * L + l) * H * d;
+            test_poison(out, (size_t)H * d);
+            m->attend(st, l, s->Qd + ((size_t)step * L + l) * H * d, out);
+            int finite = 1;
+            for (int i = 0; i < H * d; i++) finite &= isfinite(out[i]) != 0;
+            if (!finite && !bad++) CHECK(0, "%s: step %d layer %d: attend left a non-finite output", tag, step, l);
+        }
+        /* rows within the rule */
+        int decoded = step + 1, limit = m->keeps_all ? s->n + decoded : evicts ? B : B + decoded;
+        long total = 0;
+        for (int j = 0; j < Hkv; j++) {
+            long sum = 0;
+            for (int l = 0; l < L; l++) {
+                int r = m->rows(st, l, j, pos, cap, &npos);
+                sum += r;
+                total += r;
+                if (!m->layer_budgets && r > limit && !bad++)
+                    CHECK(0, "%s: step %d layer %d kv head %d: %d fast-tier rows, limit %d (B %d)", tag, step, l, j, r,
+                          limit, B);
+                int32_t *p0 = prompt + ((size_t)l * Hkv + j) * cap;
+                if (step < 0) {   /* the prompt rows kept by compression */
+                    memcpy(p0, pos, (size_t)npos * sizeof *pos);
+                    nprompt[l * Hkv + j] = npos;
+                    int32_t *kt = tr->kept + ((size_t)l * Hkv + j) * cap;
+                    memcpy(kt, pos, (size_t)npos * sizeof *pos);
+                    for (int i = npos; i < cap; i++) kt[i] = -1;
+                    CHECK(npos <= s->n, "%s: %d full-resolution rows from a %d-token prompt", tag, npos, s->n);
+                } else if (!evicts) {   /* append: nothing kept is dropped, every decoded token stays */
+                    int miss = -1;
+                    for (int i = 0; i < nprompt[l * Hkv + j] && miss < 0; i++)
+                        if (!contains(pos, npos, p0[i])) miss = p0[i];
+                    for (int t = s->n; t < s->n + decoded && miss < 0; t++)
+                        if (!contains(pos, npos, t)) miss = t;
+                    if (miss >= 0 && !bad++)
+                        CHECK(0, "%s: step %d layer %d kv head %d: row of position %d dropped under append", tag, step,
+                              l, j, miss);
+                }
+            }
+            if (m->layer_budgets && sum > (long)L * limit && !bad++)
+                CHECK(0, "%s: step %d kv head %d: %ld fast-tier rows over %d layers, limit %ld", tag, step, j, sum, L,
+                      (long)L * limit);
+        }
+        /* memory() is the resident rows and the aux state */
+        kv_mem mem;
+        memset(&mem, 0xff, sizeof mem);
+        m->memory(st, &mem);
+        size_t row_bytes = (size_t)2 * d * kb_kvtype_bytes(type);
+        if ((mem.fast_tokens != total || mem.fast_aux_bytes > mem.fast_bytes ||
+             mem.fast_bytes != (size_t)total * row_bytes + mem.fast_aux_bytes || mem.fast_peak < mem.fast_bytes ||
+             mem.slow_peak < mem.slow_bytes) &&
+            !bad++)
+            CHECK(0, "%s: step %d: memory fast %zu (aux %zu, peak %zu) tokens %ld slow %zu/%zu; rows %ld x %zu bytes",
+                  tag, step, mem.fast_bytes, mem.fast_aux_bytes, mem.fast_peak, mem.fast_tokens, mem.slow_bytes,
+                  mem.slow_peak, total, row_bytes);
+        tr->mem = mem;
+    }
+    CHECK(!bad, "%s: %d violations", tag, bad);
+    free(pos), free(prompt), free(nprompt), free(k), free(v);
+    m->free(st);
+}
+
+/* init must refuse the value, with one line that names the method. */
+static void expect_refused(const kv_method *m, const kv_setup *base, const char *params) {
+    kv_setup su = *base;
+    su.params = params;
+    char err[512] = "";
+    kv_state *st = m->init(&su, err, sizeof err);
+    CHECK(!st, "%s accepted the parameters '%s'", m->name, params);
+    CHECK(!st && err[0] && !strchr(err, '\n') && !strncmp(err, m->name, strlen(m->name)),
+          "%s: '%s': error message '%s'", m->name, params, err);
+    if (st) m->free(st);
+}
+
+static void test_bad_params(const kv_method *m) {
+    kv_setup base = {.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .n_prompt = 200, .max_decode = 8,
+                     .budget_frac = 0.3, .kv_type = KB_BF16};
+    char err[512] = "", buf[160];
+    kv_state *st = m->init(&base, err, sizeof err);
+    CHECK(st, "%s: init with the defaults: %s", m->name, err);
+    if (st) m->free(st);
+    for (const kv_param *p = m->params; p && p->name; p++) {
+        snprintf(buf, sizeof buf, "%s=x1", p->name);
+        expect_refused(m, &base, buf);
+        char *end;
+        strtod(p->deflt ? p->deflt : "", &end);
+        if (p->deflt && *p->deflt && !*end) {   /* a numeric parameter: empty is not a number */
+            snprintf(buf, sizeof buf, "%s=", p->name);
+            expect_refused(m, &base, buf);
+        }
+    }
+    for (const kv_range *r = m->ranges; r && r->name; r++) {
+        int declared = 0;
+        for (const kv_param *p = m->params; p && p->name; p++) declared |= !strcmp(p->name, r->name);
+        CHECK(declared, "%s: range for '%s', which is not a parameter", m->name, r->name);
+        double below = r->lo - (r->lo == floor(r->lo) ? 1 : 0.5), above = r->hi + (r->hi == floor(r->hi) ? 1 : 0.5);
+        if (below != r->special) {
+            snprintf(buf, sizeof buf, "%s=%.17g", r->name, below);
+            expect_refused(m, &base, buf);
+        }
+        if (r->hi < 1e9 && above != r->special) {
+            snprintf(buf, sizeof buf, "%s=%.17g", r->name, above);
+            expect_refused(m, &base, buf);
+        }
+    }
+}
+
+long kv_conformance(const kv_method *m, uint64_t seed, int trials, FILE *out, long *checks) {
+    memset(&C, 0, sizeof C);
+    C.log = out;
+    C.rng = seed ? seed : 88172645463325252ULL;
+    CHECK(m->init && m->needs && m->ingest && m->append && m->attend && m->memory && m->head_stats && m->rows &&
+              m->free,
+          "%s: a missing entry point (not a registered method?)", m->name);
+    if (C.failed) goto done;
+    test_bad_params(m);
+    for (int rule = KV_DECODE_APPEND; rule <= KV_DECODE_HOLD; rule++) {
+        int feasible[3] = {0, 0, 0};
+        for (int trial = 0; trial < trials; trial++) {
+            scen s;
+            make_scen(&s);
+            trace f32 = {0};
+            for (int type = KB_F32; type <= KB_BF16; type++) {
+                char tag[160];
+                snprintf(tag, sizeof tag, "%s %s %s L%d H%d/%d d%d n%d T%d budget %g/%d", m->name,
+                         kv_decode_name(rule), kb_kvtype_name(type), s.L, s.H, s.Hkv, s.d, s.n, s.T, s.frac,
+                         s.tokens);
+                trace a, b;
+                run(m, &s, rule, type, &a, tag);
+                run(m, &s, rule, type, &b, tag);
+                CHECK(a.ok == b.ok, "%s: feasible once, not the second time", tag);
+                if (a.ok && b.ok) {
+                    feasible[type]++;
+                    size_t n = (size_t)s.T * s.L * s.H * s.d;
+                    CHECK(!memcmp(a.out, b.out, n * sizeof *a.out) && !memcmp(&a.mem, &b.mem, sizeof a.mem),
+                          "%s: two identical runs differ", tag);
+                }
+                if (type == KB_F32) {
+                    f32 = a;
+                } else {
+                    size_t nk = (size_t)s.L * s.Hkv * (s.n + s.T);
+                    CHECK(a.ok == f32.ok, "%s: feasible %d, under f32 %d", tag, a.ok, f32.ok);
+                    CHECK(!a.ok || !f32.ok || !memcmp(a.kept, f32.kept, nk * sizeof *a.kept),
+                          "%s: compression kept other rows than under f32", tag);
+                    free(a.out), free(a.kept);
+                }
+                free(b.out), free(b.kept);
+            }
+            free(f32.out), free(f32.kept);
+            free_scen(&s);
+        }
+        for (int type = KB_F32; type <= KB_BF16; type++) {
+            CHECK(feasible[type] > 0, "%s %s %s: no feasible trial", m->name, kv_decode_name(rule),
+                  kb_kvtype_name(type));
+            if (out)
+                fprintf(out, "%-13s %-6s %-4s %d of %d random setups feasible, all within the rule\n", m->name,
+                        kv_decode_name(rule), kb_kvtype_name(type), feasible[type], trials);
+        }
+    }
+done:
+    if (checks) *checks = C.checks;
+    return C.failed;
+}

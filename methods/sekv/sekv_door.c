@@ -1,0 +1,44 @@
+/* SeKV's answers to the door's optional questions (method.h), shared by every SeKV table
+ * through SEKV_DOOR_HOOKS (sekv_state.h): the slow-tier traffic, the event log (zoom-ins),
+ * the parameters the automatic fit chose, a description and the trainable-parameter count.
+ * The harness asks these through kv_method, never by SeKV's name. */
+#include "sekv_state.h"
+#include "sekv_params.h"
+
+#include <stdio.h>
+
+/* Rows rebuilt from slow-tier span factors at the last step (an upper bound on what the
+ * factors' upload moves). */
+double sekv_door_slow_rows(const kv_state *st, int layer) {
+    double rows = 0;
+    for (int j = 0; j < st->Hkv; j++) {
+        int recon;
+        sekv_resident(st, layer, j, NULL, &recon);
+        rows += recon;
+    }
+    return rows;
+}
+
+size_t sekv_door_events(const kv_state *st, kv_event *out, size_t cap) {
+    const sekv_zoom_event *ev = NULL;
+    size_t n = sekv_zoom_log(st, &ev);
+    for (size_t i = 0; out && i < n && i < cap; i++)
+        out[i] = (kv_event){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded};
+    return n;
+}
+
+/* Routing W, thresholds tau and the rank gate at the default rank cap 32. */
+size_t sekv_door_trained(const kv_setup *s, char *detail, size_t len) {
+    sekv_params p = {.n_layers = s->n_layers, .n_heads = s->n_heads, .head_dim = s->head_dim, .rank_cap = 32,
+                     .dp = SEKV_DPRIME, .hidden = SEKV_HIDDEN};
+    size_t n = sekv_params_count(&p), w = (size_t)s->n_layers * s->n_heads * SEKV_DPRIME * s->head_dim,
+           tau = (size_t)s->n_layers * s->n_heads;
+    snprintf(detail, len, "routing W %zu, tau %zu, rank gate %zu", w, tau, n - w - tau);
+    return n;
+}
+
+void sekv_needs(const kv_setup *s, kv_needs *out) {
+    (void)s;
+    out->col_mass = 0;
+    out->window = 0;
+}
