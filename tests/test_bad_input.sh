@@ -14,6 +14,7 @@ chmod 755 "$dir"
 trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+MODEL_FILE=${KVBENCH_MODEL:-${KVBENCH_CACHE:-$HOME/.cache/kvbench}/SmolLM2-135M-Instruct.Q4_1.gguf}
 
 SHAPE=(--layers 2 --heads 2 --kv-heads 1 --head-dim 16 --steps 2 --depths 0.5 --quiet)
 ref=$dir/ref.db
@@ -73,7 +74,7 @@ case_ "text workload mixed into a synthetic run" 2 "'niah' is a text workload; s
 case_ "long --db path keeps its reason" 1 "\.\.\..*/x\.db': its directory does not exist$" \
     "$KV" run --ctx 64 "${SHAPE[@]}" --db "$long"
 case_ "long --db path, report" 1 "\.\.\..*/x\.db': no such file$" "$KV" report --db "$long"
-if [ -f "${KVBENCH_MODEL:-${KVBENCH_CACHE:-$HOME/.cache/kvbench}/SmolLM2-135M-Instruct.Q4_1.gguf}" ]; then
+if [ -f "$MODEL_FILE" ]; then
     case_ "non-UTF-8 haystack" 1 "latin1.txt: not UTF-8 text \(byte 0xff at offset 4\)" \
         "$KV" run --workload niah --haystack "$dir/latin1.txt" --ctx 1024 --depths 50 --methods fullkv --db "$ref"
 else
@@ -110,6 +111,44 @@ if command -v gnuplot >/dev/null; then
     (cd "$dir" && "$KV" plot --db hostile.db --figure budget --out hostile >/dev/null 2>&1)
     [ -e "$dir/pwned2" ] && fail "a method name from the results file ran as gnuplot"
     grep -q '^system' "$dir/hostile.gp" "$dir/hostile.dat" 2>/dev/null && fail "a method name broke a line of the script"
+fi
+
+# issue 27 item 11: backquotes run a command inside a gnuplot double-quoted string. Every
+# text column of a results file (someone else's file is enough) in turn holds one, with a
+# ' " \ and @ beside it, and every figure is drawn from it with the real gnuplot: no
+# command runs, and the figures a hostile model name reaches are still drawn.
+if command -v gnuplot >/dev/null; then
+    mkdir -p "$dir/gq"
+    "$KV" run --workload synthetic-niah --methods fullkv,snapkv,sekv --ctx 64,96 --budget 0.25,0.5 "${SHAPE[@]}" \
+        --db "$dir/gq/base.db" >/dev/null 2>&1 || fail "item 11: cannot make the results file"
+    cols=$(for t in runs cases results; do
+        sqlite3 "$dir/gq/base.db" "SELECT '$t.' || name FROM pragma_table_info('$t') WHERE type = 'TEXT'"; done)
+    [ "$(wc -w <<<"$cols")" -ge 15 ] || fail "item 11: only $(wc -w <<<"$cols") text columns found"
+    drawn=0
+    for tc in $cols; do
+        t=${tc%.*} c=${tc#*.} db=$dir/gq/$tc.db
+        cp "$dir/gq/base.db" "$db"
+        sqlite3 "$db" "UPDATE $t SET $c = coalesce($c, '') || 'x\`touch $dir/gq/pw-$tc\`'' \" \\ @c y'" 2>/dev/null || continue
+        for fig in niah memory latency budget zoom; do
+            (cd "$dir/gq" && "$KV" plot --db "$db" --figure $fig --out "$tc-$fig" >/dev/null 2>&1) &&
+                [ "$tc" = runs.model ] && drawn=$((drawn + 1))
+        done
+    done
+    (cd "$dir/gq" && "$KV" plot --db base.db --figure budget --variant "x\`touch $dir/gq/pw-variant\`" --out v >/dev/null 2>&1)
+    pw=$(cd "$dir/gq" && ls -d pw-* 2>/dev/null | tr '\n' ' ')
+    [ -z "$pw" ] && echo "ok   no text column of a results file runs a gnuplot command ($(wc -w <<<"$cols") columns)" ||
+        fail "item 11: text from a results file ran as a command: $pw"
+    [ "$drawn" -ge 4 ] || fail "item 11: only $drawn figures drawn with a hostile runs.model"
+    # a model file whose name holds one, through sim --out, then plot --figure memory
+    if [ -f "$MODEL_FILE" ]; then
+        ln -s "$MODEL_FILE" "$dir/gq/m\`touch pw-model\`.gguf"
+        (cd "$dir/gq" && "$KV" sim --model "m\`touch pw-model\`.gguf" --ctx 1K --methods fullkv,snapkv --out sim.db --quiet \
+            >/dev/null 2>&1 && "$KV" plot --db sim.db --figure memory --out simmem >/dev/null 2>&1) ||
+            fail "item 11: sim and plot of a model with a backquote in its name failed"
+        [ -e "$dir/gq/pw-model" ] && fail "item 11: a model file's name ran as a gnuplot command"
+        [ -s "$dir/gq/simmem.png" ] && grep -qF 'model m`touch pw-model`.gguf' "$dir/gq/simmem.gp" ||
+            fail "item 11: the model's name is not in the figure's title"
+    fi
 fi
 
 # item 5: a WAL-mode results file in a directory the reader cannot write
