@@ -100,6 +100,15 @@ case_ "methods --bogus" 2 "unknown option '--bogus'" "$KV" methods --bogus
 case_ "info on a missing model" 1 "no model at $dir/none.gguf" "$KV" info --model "$dir/none.gguf"
 case_ "info on a text file" 1 "latin1.txt" "$KV" info --model "$dir/latin1.txt"
 case_ "unknown command" 2 "unknown command 'frobnicate'" "$KV" frobnicate
+# issue 27 item 12: SLURM values that would run in the script (tests/test_slurm_script.sh: all)
+case_ "slurm-script --partition with ;" 2 "--partition 'x;touch\\$\{IFS\}X;': not a SLURM partition name" \
+    "$KV" slurm-script --shards 2 --partition 'x;touch${IFS}X;' -- kvbench run --db r.db
+case_ "slurm-script --account with \$()" 2 "--account '\\$\(touch\\$\{IFS\}X\)': not a SLURM account name" \
+    "$KV" slurm-script --shards 2 --account '$(touch${IFS}X)' -- kvbench run --db r.db
+case_ "slurm-script --partition with a newline" 2 "--partition 'a\\\\nb': not a SLURM partition name" \
+    "$KV" slurm-script --shards 2 --partition $'a\nb' -- kvbench run --db r.db
+case_ "slurm-script --time not a time" 2 "--time '1h': expected a SLURM time limit" \
+    "$KV" slurm-script --shards 2 --time 1h -- kvbench run --db r.db
 
 # item 4: nothing ran, no script was written
 [ -e "$dir/pwned" ] && fail "plot --out with a newline ran gnuplot commands"
