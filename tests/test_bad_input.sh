@@ -78,6 +78,9 @@ case_ "long --db path keeps its reason" 1 "\.\.\..*/x\.db': its directory does n
     "$KV" run --ctx 64 "${SHAPE[@]}" --db "$long"
 case_ "long --db path, report" 1 "\.\.\..*/x\.db': no such file$" "$KV" report --db "$long"
 if [ -f "$MODEL_FILE" ]; then
+    # issue 27 item 19: a setting sekv refuses is a usage error
+    case_ "sekv-probe --params zoom=abc" 2 "--params \"zoom=abc\": sekv: parameter zoom='abc' is not an integer" \
+        "$KV" sekv-probe --params zoom=abc
     case_ "non-UTF-8 haystack" 1 "latin1.txt: not UTF-8 text \(byte 0xff at offset 4\)" \
         "$KV" run --workload niah --haystack "$dir/latin1.txt" --ctx 1024 --depths 50 --methods fullkv --db "$ref"
 else
@@ -90,7 +93,13 @@ case_ "report on a missing run" 1 "has no run 999" "$KV" report --db "$ref" --ru
 case_ "report --table unknown" 2 "unknown --table 'bogus'" "$KV" report --db "$ref" --table bogus
 case_ "plot --figure unknown" 2 "--figure 'bogus' is unknown" "$KV" plot --db "$ref" --figure bogus
 case_ "run --budget 0" 2 "--budget '0': expected a fraction" "$KV" run --budget 0 --db "$ref"
-case_ "run --ctx 8" 2 "--ctx '8': a context must be at least 16 tokens" "$KV" run --ctx 8 --db "$ref"
+case_ "run --ctx 8" 2 "--ctx '8': expected an integer in 16..4194304" "$KV" run --ctx 8 --db "$ref"
+# issue 27 item 20: the range a synthetic --ctx takes; an unknown workload before the options it lacks
+case_ "run --ctx abc" 2 "^kvbench run: --ctx 'abc': expected an integer in 16..4194304$" "$KV" run --ctx abc --db "$ref"
+case_ "run --ctx too large" 2 "--ctx '5000000': expected an integer in 16..4194304" "$KV" run --ctx 5000000 --db "$ref"
+case_ "unknown workload with --layers" 2 "--workload 'nosuch': unknown workload" \
+    "$KV" run --workload nosuch --layers 2 --db "$ref"
+case_ "--layers in a model run" 2 "--layers applies to the synthetic workloads" "$KV" run --workload niah --layers 2 --db "$ref"
 case_ "run --params unknown method" 2 "--params: unknown method 'nosuch'" "$KV" run --params nosuch:x=1 --db "$ref"
 case_ "run --params unknown key" 2 "snapkv: unknown parameter 'bogus'" "$KV" run --params snapkv:bogus=1 --db "$ref"
 case_ "run --heads not a multiple" 2 "--heads 3 is not a multiple of --kv-heads 2" "$KV" run --heads 3 --kv-heads 2 --db "$ref"
