@@ -108,6 +108,18 @@ case_ "run --db a directory" 1 "is a directory, not a results file" "$KV" run --
 case_ "train-sekv --steps abc" 2 "--steps 'abc': expected an integer" "$KV" train-sekv --steps abc --out "$dir/p.params"
 case_ "train-sekv --held-out too many" 2 "--held-out 30: needs at least twice as many documents \(--max-docs 40\)" \
     "$KV" train-sekv --held-out 30 --out "$dir/p.params"
+# issue 27 item 14: a corpus document that is not text is refused by name before training
+mkdir -p "$dir/corp_bin" "$dir/corp_l1"
+head -c 6000 tests/test_run.sh >"$dir/corp_bin/a.txt"; cp "$dir/corp_bin/a.txt" "$dir/corp_l1/a.txt"
+head -c 6000 /dev/urandom >"$dir/corp_bin/b.txt"
+printf '\x00' | dd of="$dir/corp_bin/b.txt" bs=1 seek=1 conv=notrunc 2>/dev/null
+cp "$dir/latin1.txt" "$dir/corp_l1/b.txt"
+TS=(--model random:smollm2-135m --steps 1 --max-docs 2 --ctx 256 --candidates 4 --keep 2 --cache none --threads 2)
+case_ "train-sekv on a binary corpus file" 1 "corp_bin/b.txt: contains a NUL byte: not a text document" \
+    "$KV" train-sekv --corpus "$dir/corp_bin" --out "$dir/bin.params" "${TS[@]}"
+case_ "train-sekv on a latin1 corpus file" 1 "corp_l1/b.txt: not UTF-8 text \(byte 0xff at offset 4\)" \
+    "$KV" train-sekv --corpus "$dir/corp_l1" --out "$dir/l1.params" "${TS[@]}"
+[ ! -e "$dir/bin.params" ] && [ ! -e "$dir/l1.params" ] || fail "train-sekv wrote params from a corpus that is not text"
 case_ "methods --bogus" 2 "unknown option '--bogus'" "$KV" methods --bogus
 case_ "info on a missing model" 1 "no model at $dir/none.gguf" "$KV" info --model "$dir/none.gguf"
 case_ "info on a text file" 1 "latin1.txt" "$KV" info --model "$dir/latin1.txt"
