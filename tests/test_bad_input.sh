@@ -184,6 +184,16 @@ if command -v gnuplot >/dev/null; then
     fi
 fi
 
+# issue 27 item 18: merging a file with a result that no plan lists is not "complete"
+"$KV" run --workload synthetic-niah --methods fullkv --ctx 64 "${SHAPE[@]}" --db "$dir/shard.db" >/dev/null 2>&1
+"$KV" run --workload synthetic-niah --methods fullkv,snapkv --ctx 64 "${SHAPE[@]}" --db "$dir/extra.db" >/dev/null 2>&1
+sqlite3 "$dir/extra.db" "DELETE FROM plan WHERE method = 'snapkv'"
+rc=0
+"$KV" merge "$dir/merged.db" "$dir/shard.db" "$dir/extra.db" >"$dir/merge.out" 2>&1 || rc=$?
+if [ $rc = 3 ] && grep -q "1 results no plan lists (e.g. .* snapkv @ 0.1), so not complete" "$dir/merge.out" &&
+   ! grep -q ", complete$" "$dir/merge.out"; then echo "ok   merge flags a result no plan lists (exit 3)"
+else fail "merge of an unplanned result: exit $rc: $(cat "$dir/merge.out")"; fi
+
 # item 5: a WAL-mode results file in a directory the reader cannot write
 mkdir -p "$dir/ro"
 "$KV" run --workload synthetic-niah --methods fullkv --ctx 64 "${SHAPE[@]}" --db "$dir/ro/r.db" >/dev/null 2>&1
