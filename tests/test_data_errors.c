@@ -8,7 +8,9 @@
  *    behaviour in the cast, a case id "passkey--9223372036854775808" in the release build);
  *  - two LongBench records with one _id (a case is stored by its id: the second would be
  *    dropped without a word);
- *  - SQuAD {"data": []} and HotpotQA [] are refused by name (qsort was called on NULL).
+ *  - SQuAD {"data": []} and HotpotQA [] are refused by name (qsort was called on NULL);
+ *  - a LongBench Chinese or an unsupported InfiniteBench task file is never skipped
+ *    silently (item 5): a folder scan names each, naming one is refused.
  * The prompts need the model's tokenizer (SKIP without the model). */
 #include <unistd.h>
 #include "check.h"
@@ -104,6 +106,50 @@ static void test_infinitebench(const kv_tokenizer *tok) {
     unlink(path);
 }
 
+/* Files of tasks the benchmark has and kvbench does not support: a scan of the folder
+ * says so for each (issue 27 item 5), naming one is refused with its file. */
+static void test_unsupported(const kv_tokenizer *tok) {
+    char path[512], want[1024], err[512];
+    put("qasper.jsonl", LB_REC("\"Rex\"", "6", "a1"));
+    put("dureader.jsonl", LB_REC("\"Rex\"", "6", "z1"));
+    put("math_calc.jsonl", IB_REC("\"1\"", "0"));
+    put("passkey.jsonl", IB_REC("\"71432\"", "0"));
+    lb_opts lo;
+    lb_defaults(&lo);
+    lo.tok = tok;
+    lo.log = tmpfile();
+    tc_list l = {0};
+    int rc = lb_load_dir(&lo, dir, NULL, &l, err, sizeof err);
+    char *log = slurp(lo.log);
+    snprintf(want, sizeof want, "%s/dureader.jsonl: LongBench task 'dureader' is not supported by kvbench (a Chinese "
+             "dataset: its official metrics tokenise with jieba): skipped\n", dir);
+    CHECK(rc == 0 && l.n == 1 && strstr(log, want), "rc %d, %d cases, log: %s", rc, l.n, log);
+    free(log);
+    tc_list_free(&l);
+    lo.log = NULL;
+    rc = lb_load_dir(&lo, dir, "qasper,dureader", &l, err, sizeof err);
+    snprintf(want, sizeof want, "%s/dureader.jsonl: LongBench task 'dureader' is not supported by kvbench", dir);
+    CHECK(rc == -1 && !strncmp(err, want, strlen(want)), "named: rc %d, %s", rc, err);
+    tc_list_free(&l);
+    ib_opts io;
+    ib_defaults(&io);
+    io.tok = tok;
+    io.log = tmpfile();
+    rc = ib_load_dir(&io, dir, NULL, &l, err, sizeof err);
+    log = slurp(io.log);
+    snprintf(want, sizeof want, "%s/math_calc.jsonl: InfiniteBench task 'math_calc' is not supported by kvbench (its "
+             "prompt and metric are not implemented): skipped\n", dir);
+    CHECK(rc == 0 && l.n == 1 && strstr(log, want), "rc %d, %d cases, log: %s", rc, l.n, log);
+    free(log);
+    tc_list_free(&l);
+    rc = ib_load_dir(&io, dir, "math_calc", &l, err, sizeof err);
+    snprintf(want, sizeof want, "%s/math_calc.jsonl: InfiniteBench task 'math_calc' is not supported by kvbench", dir);
+    CHECK(rc == -1 && !strncmp(err, want, strlen(want)), "named: rc %d, %s", rc, err);
+    tc_list_free(&l);
+    static const char *const files[] = {"qasper.jsonl", "dureader.jsonl", "math_calc.jsonl", "passkey.jsonl"};
+    for (int i = 0; i < 4; i++) snprintf(path, sizeof path, "%s/%s", dir, files[i]), unlink(path);
+}
+
 static void test_ruler_qa(void) {
     char err[512], want[1024];
     put("squad.json", "{\"data\": [{\"paragraphs\": [{\"context\": \"Rex is a dog.\", \"qas\": [{\"question\": \"Who is Rex?\", "
@@ -157,6 +203,7 @@ int main(int argc, char **argv) {
     } else {
         test_longbench(tok);
         test_infinitebench(tok);
+        test_unsupported(tok);
         tok_free(tok);
         gguf_close(&f);
     }

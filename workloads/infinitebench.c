@@ -158,9 +158,14 @@ static int load_one(void *ctx, int k, const char *path, char *err, size_t errlen
     return ib_load_task(d->o, k, path, d->out, &st, err, errlen);
 }
 
+/* InfiniteBench's other five tasks (OpenBMB/InfiniteBench data files): not supported here. */
+static const char *const UNSUPPORTED[] = {"longbook_qa_chn", "longdialogue_qa_eng", "math_find", "math_calc", "code_run",
+                                          NULL};
+
 int ib_load_dir(const ib_opts *o, const char *dir, const char *tasks, tc_list *out, char *err, size_t errlen) {
     static const task_dir td = {"infinitebench", "InfiniteBench", "passkey, number_string, kv_retrieval, "
-                                "longbook_qa_eng, longbook_choice_eng, longbook_sum_eng, code_debug", IB_N_TASKS, task_file, ib_task_index, load_one};
+                                "longbook_qa_eng, longbook_choice_eng, longbook_sum_eng, code_debug", IB_N_TASKS, task_file, ib_task_index, load_one,
+                                UNSUPPORTED, "its prompt and metric are not implemented"};
     dir_load d = {o, out};
-    return task_dir_load(&td, dir, tasks, &d, err, errlen);
+    return task_dir_load(&td, dir, tasks, &d, o->log ? o->log : stderr, err, errlen);
 }
