@@ -310,8 +310,9 @@ int metric_gsm8k_extract(const char *pred, char *out, size_t cap) {
     size_t n = end ? (size_t)(end - pred) : strlen(pred);
     const char *best = NULL;
     size_t best_n = 0;
-    for (size_t i = 0; i < n;) {                       /* numbers: -?\d[\d,]*(\.\d+)? */
-        if (!is_digit((unsigned char)pred[i])) { i++; continue; }
+    for (size_t i = 0; i < n;) {                       /* numbers: -?(\d[\d,]*)?(\.\d+)?, a digit at least */
+        int dot_first = pred[i] == '.' && i + 1 < n && is_digit((unsigned char)pred[i + 1]);   /* "-.5" is -0.5, not 5 */
+        if (!is_digit((unsigned char)pred[i]) && !dot_first) { i++; continue; }
         size_t s = i;
         if (s > 0 && pred[s - 1] == '-') s--;
         while (i < n && (is_digit((unsigned char)pred[i]) || (pred[i] == ',' && i + 1 < n && is_digit((unsigned char)pred[i + 1])))) i++;
