@@ -150,6 +150,30 @@ static void test_unsupported(const kv_tokenizer *tok) {
     for (int i = 0; i < 4; i++) snprintf(path, sizeof path, "%s/%s", dir, files[i]), unlink(path);
 }
 
+/* issue 27 item 7: narrativeqa's prompt is the official text byte for byte, typo and all
+ * (THUDM/LongBench config/dataset2prompt.json has "asconcisely" twice). */
+static void test_narrativeqa_prompt(const kv_tokenizer *tok) {
+    const char *path = put("narrativeqa.jsonl", LB_REC("\"Rex\"", "6", "n1"));
+    lb_opts o;
+    lb_defaults(&o);
+    o.tok = tok;
+    o.use_chat = 0;
+    o.log = tmpfile();
+    tc_list l = {0};
+    jsonl_stats st;
+    char err[512];
+    int rc = lb_load_task(&o, lb_task_index("narrativeqa"), path, &l, &st, err, sizeof err);
+    const char *want = "You are given a story, which can be either a novel or a movie script, and a question. Answer the "
+                       "question asconcisely as you can, using a single phrase if possible. Do not provide any explanation."
+                       "\n\nStory: The dog is called Rex.\n\nNow, answer the question based on the story asconcisely as "
+                       "you can, using a single phrase if possible. Do not provide any explanation.\n\nQuestion: What is "
+                       "the dog called?\n\nAnswer:";
+    CHECK(rc == 0 && l.n == 1 && !strcmp(l.v[0].prompt, want), "narrativeqa prompt: %s", l.n ? l.v[0].prompt : err);
+    fclose(o.log);
+    tc_list_free(&l);
+    unlink(path);
+}
+
 static void test_ruler_qa(void) {
     char err[512], want[1024];
     put("squad.json", "{\"data\": [{\"paragraphs\": [{\"context\": \"Rex is a dog.\", \"qas\": [{\"question\": \"Who is Rex?\", "
@@ -204,6 +228,7 @@ int main(int argc, char **argv) {
         test_longbench(tok);
         test_infinitebench(tok);
         test_unsupported(tok);
+        test_narrativeqa_prompt(tok);
         tok_free(tok);
         gguf_close(&f);
     }

@@ -20,9 +20,10 @@ typedef struct {
     "answer \"yes\", \"no\", or \"unanswerable\". Do not provide any explanation."
 
 static const lb_task TASKS[LB_N_TASKS] = {
+    /* "asconcisely" (twice) is the official text's, kept: the tokens are what the model sees */
     {"narrativeqa", "You are given a story, which can be either a novel or a movie script, and a question. Answer the "
-     "question as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n\nStory: "
-     "{context}\n\nNow, answer the question based on the story as concisely as you can, using a single phrase if "
+     "question asconcisely as you can, using a single phrase if possible. Do not provide any explanation.\n\nStory: "
+     "{context}\n\nNow, answer the question based on the story asconcisely as you can, using a single phrase if "
      "possible. Do not provide any explanation.\n\nQuestion: {input}\n\nAnswer:", 128, TC_SCORE_QA_F1, 1, 0},
     {"qasper", "You are given a scientific article and a question. Answer the question " QASPER_RULES "\n\nArticle: "
      "{context}\n\n Answer the question based on the above article " QASPER_RULES "\n\nQuestion: {input}\n\nAnswer:",
