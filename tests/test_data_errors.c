@@ -174,6 +174,33 @@ static void test_narrativeqa_prompt(const kv_tokenizer *tok) {
     unlink(path);
 }
 
+/* InfiniteBench Code.Debug: the gpt4 template of src/prompt.py byte for byte (the
+ * claude2 one says "inspect through the options"). */
+static void test_code_debug_prompt(const kv_tokenizer *tok) {
+    const char *path = put("code_debug.jsonl", "{\"context\": \"def f(): pass\", \"input\": \"\", \"answer\": [\"g\"], "
+                                               "\"options\": [\"f\", \"g\", \"h\", \"k\"], \"id\": 0}\n");
+    ib_opts o;
+    ib_defaults(&o);
+    o.tok = tok;
+    o.use_chat = 0;
+    o.log = tmpfile();
+    tc_list l = {0};
+    jsonl_stats st;
+    char err[512];
+    int rc = ib_load_task(&o, ib_task_index("code_debug"), path, &l, &st, err, sizeof err);
+    const char *want = "There is ONLY ONE function in the large project that is deliberately made to include an obvious "
+                       "error. Please find the function that contains the most obvious errors. I will give you four "
+                       "options to narrow your scope. You can inspect the options and think. Eventually, tell me the "
+                       "answer using one single letter (A, B, C, or D).\n\ndef f(): pass\n\nWhich funtion has "
+                       "deliberate error?\nA. f\nB. g\nC. h\nD. k\n\nYou should first find the functions in the "
+                       "options. Repeat their content, inspect through code, and at last give me your answer for the "
+                       "function that has the deliberate and obvious error in A, B, C, or D.";
+    CHECK(rc == 0 && l.n == 1 && !strcmp(l.v[0].prompt, want), "code_debug prompt: %s", l.n ? l.v[0].prompt : err);
+    fclose(o.log);
+    tc_list_free(&l);
+    unlink(path);
+}
+
 static void test_ruler_qa(void) {
     char err[512], want[1024];
     put("squad.json", "{\"data\": [{\"paragraphs\": [{\"context\": \"Rex is a dog.\", \"qas\": [{\"question\": \"Who is Rex?\", "
@@ -229,6 +256,7 @@ int main(int argc, char **argv) {
         test_infinitebench(tok);
         test_unsupported(tok);
         test_narrativeqa_prompt(tok);
+        test_code_debug_prompt(tok);
         tok_free(tok);
         gguf_close(&f);
     }

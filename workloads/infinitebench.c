@@ -31,9 +31,10 @@ static const ib_task TASKS[IB_N_TASKS] = {
      "one of the following options is correct, tell me the answer using one single letter (A, B, C, or D). Don't say "
      "anything else." OPTS, 40, TC_SCORE_CHOICE, 1},
     {"longbook_sum_eng", "En.Sum", "Summarize the following book.\n\n{context}", 1200, TC_SCORE_ROUGE_LSUM, 0},
+    /* gpt4_templates' wording (OpenBMB/InfiniteBench src/prompt.py), "funtion" included */
     {"code_debug", "Code.Debug", "There is ONLY ONE function in the large project that is deliberately made to include "
      "an obvious error. Please find the function that contains the most obvious errors. I will give you four options to "
-     "narrow your scope. You can inspect through the options and think. Eventually, tell me the answer using one single "
+     "narrow your scope. You can inspect the options and think. Eventually, tell me the answer using one single "
      "letter (A, B, C, or D).\n\n{context}\n\nWhich funtion has deliberate error?" OPTS "\n\nYou should first find the "
      "functions in the options. Repeat their content, inspect through code, and at last give me your answer for the "
      "function that has the deliberate and obvious error in A, B, C, or D.", 5, TC_SCORE_CODE_DEBUG, 1},
