@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 PARAMS=methods/sekv/params/sekv-smollm2-135m.params
 [ -f "$MODEL" ] || { echo "SKIP: $MODEL is absent (make model)"; exit 0; }
 want=$(sha256sum "$PARAMS" | cut -d' ' -f1)
-other=$PWD/.build-ident-$$   # removed on exit with $T
+other=$PWD/build-ident-$$   # a build folder as build-san/ (ignored by git), removed on exit
 trap 'rm -rf "$T" "$other"' EXIT
 mkdir -p "$other"
 cp "$KVBENCH" "$other/kvbench"
