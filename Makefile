@@ -52,6 +52,9 @@ NVFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=comp
 endif
 CFLAGS  += -DKB_BUILD_FLAGS='"$(strip $(OPT) $(if $(filter 1,$(CUDA)),CUDA=1) $(if $(filter 1,$(SAN)),SAN=1))"'
 
+# SeKV finds its shipped parameters from any build folder through the source tree's path.
+$(BUILD)/methods/sekv/sekv.o: CFLAGS += -DKB_SRC_DIR='"$(CURDIR)"'
+
 # The release binary is ./kvbench; sanitizer and fuzz builds keep theirs in their folder.
 KVBENCH := $(if $(filter build,$(patsubst %-cuda,%,$(BUILD))),kvbench,$(BUILD)/kvbench)
 

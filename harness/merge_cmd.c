@@ -35,13 +35,13 @@ static void usage(FILE *f) {
             "  - each input is merged in one transaction: rerunning the same merge (after an\n"
             "    interruption, or with more shard files) resumes it, merging a file twice is harmless\n"
             "  - at the end, the results the runs' commands planned but no input holds are listed\n"
-            "    by case\n"
+            "    by case, and results no plan lists are counted (such a run is not complete)\n"
             "\n"
             "  --quiet   only errors and the missing cases\n"
             "  --help    this text\n"
             "\n"
-            "Exit status: 0 merged and complete, 3 merged but results are missing, 1 on an error\n"
-            "(unreadable file, conflict, mixture), 2 on a usage error.\n");
+            "Exit status: 0 merged and complete, 3 merged but results are missing or unplanned,\n"
+            "1 on an error (unreadable file, conflict, mixture), 2 on a usage error.\n");
 }
 
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -179,6 +179,12 @@ int cmd_merge(int argc, char **argv) {
             }
             printf("run %lld (%s): %lld of %lld planned results present", (long long)m.run_id, m.workload,
                    (long long)m.present, (long long)m.planned);
+            if (m.unplanned) {   /* not the run its plan describes: never "complete" */
+                printf("; %lld results no plan lists (e.g. %s), so not complete%s\n", (long long)m.unplanned,
+                       m.unplanned_eg, m.missing ? "; and" : "");
+                any_missing = 1;
+                if (!m.missing) continue;
+            }
             if (!m.missing) {
                 printf(", complete\n");
                 continue;

@@ -1,6 +1,9 @@
 #include "run_ident.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include "../methods/sekv/sekv.h"
+#include "../workloads/sha256.h"
 
 int run_ident_methods(const method_params *mp, char *buf, size_t n) {
     size_t k = 0;
@@ -47,4 +50,24 @@ int run_check_methods(const kv_method *const *methods, int n, const method_param
         if (!done && check_one(mp->m[i], mp, shape, err, errlen)) return -1;
     }
     return 0;
+}
+
+void run_ident_sekv_params(const method_params *mp, const kv_setup *shape, char hex[65]) {
+    kv_setup s = *shape;
+    s.params = mparams_get(mp, &kv_sekv);
+    char why[512];
+    kv_state *st = kv_sekv.init(&s, why, sizeof why);
+    snprintf(hex, 65, "%s", st ? "none" : "?");
+    const char *path = st ? sekv_params_path(st) : "";
+    FILE *f = *path ? fopen(path, "rb") : NULL;
+    if (f) {   /* the bytes sekv just loaded (checked there: magic, checksum, model hash) */
+        char *buf = NULL;
+        long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+        if (n >= 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
+            sha256_hex(buf, (size_t)n, hex);
+        else snprintf(hex, 65, "?");
+        free(buf);
+        fclose(f);
+    }
+    if (st) kv_sekv.free(st);
 }

@@ -30,6 +30,13 @@ int run_ident_methods(const method_params *mp, char *buf, size_t n);
 int run_check_methods(const kv_method *const *methods, int n, const method_params *mp, const kv_setup *shape,
                       char *err, size_t errlen);
 
+/* "none" or the sha256 of the SeKV parameters file sekv loads on `shape` with mp's
+ * overrides (its default file for this model, or params_file), into hex[65]: the trained
+ * weights are part of what a SeKV result means, and a build that finds no file (a
+ * sanitizer build, a copied binary) runs untrained, so it must not resume a run of one
+ * that found it. "?" when sekv refuses the setup (the check reports that). */
+void run_ident_sekv_params(const method_params *mp, const kv_setup *shape, char hex[65]);
+
 /* 1 if init's reason err is about the configuration, not the case: anything but "infeasible:
  * ..." or running out of memory for this case. Such a refusal after run_check_methods
  * passed (a params file changed during the run) stops the run; nothing is stored. */

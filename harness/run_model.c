@@ -50,6 +50,7 @@ enum { MAX_LIST = 64, MAX_PAIRS = MAX_LIST * MAX_LIST, MAX_JOBS = 64 };
 
 typedef struct {
     const char *model_path, *workload, *db_path, *backend;
+    char sekv_params_sha[65];  /* run_ident_sekv_params: part of the run key */
     mw_spec wl;
     const kv_method *methods[MAX_LIST];
     int n_methods;
@@ -219,6 +220,17 @@ static int add_depth(const char *flag, const char *s, void *ctx) {
     return 0;
 }
 
+/* An option this driver lacks: the synthetic driver's shape options say where they
+ * belong, the rest are unknown. */
+static int unknown_flag(const char *flag) {
+    static const char *const syn[] = {"--layers", "--heads", "--kv-heads", "--head-dim", "--steps", "--needles"};
+    for (size_t k = 0; k < sizeof syn / sizeof syn[0]; k++)
+        if (!strcmp(flag, syn[k]))
+            return run_fail("%s applies to the synthetic workloads (synthetic-niah, synthetic-multikey, "
+                            "synthetic-multivalue), not to a model run", flag);
+    return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
+}
+
 /* --flag value or --flag=value; *val NULL for a flag without a value. */
 static int split_flag(int argc, char **argv, int *i, char *flag, size_t cap, const char **val) {
     const char *a = argv[*i], *eq = strchr(a, '=');
@@ -235,8 +247,7 @@ static int split_flag(int argc, char **argv, int *i, char *flag, size_t cap, con
         }
     if (eq) *val = eq + 1;
     else if (*i + 1 < argc) *val = argv[++*i];
-    else if (!run_flag_documented(run_model_usage, flag))
-        return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
+    else if (!run_flag_documented(run_model_usage, flag)) return unknown_flag(flag);
     else return run_fail("%s needs a value", flag);
     return 0;
 }
@@ -268,6 +279,16 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     o->wl.seed = 42;
     o->fidelity = 16;
     o->repeat = 1;
+    /* An unknown workload is the first thing to report, before options it lacks (a
+     * synthetic run's --layers is unknown here only because the workload is). */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *w = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) break;
+        if (!strncmp(a, "--workload=", 11) || !strncmp(a, "--workloads=", 12)) w = strchr(a, '=') + 1;
+        else if ((!strcmp(a, "--workload") || !strcmp(a, "--workloads")) && i + 1 < argc) w = argv[++i];
+        char err[512];
+        if (w && mw_parse(w, &o->wl, err, sizeof err)) return run_fail("%s", err);
+    }
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "-", 1)) return run_fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
         char flag[64];
@@ -324,7 +345,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
             if (errno || end == val || *end || *val == '-' || v > WL_SPLIT_SEED_MAX)
                 return run_fail("--seed '%s': expected an integer in 0..%llu", val, (unsigned long long)WL_SPLIT_SEED_MAX);
             o->wl.seed = v;
-        } else return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
+        } else return unknown_flag(flag);
     }
     if (!o->workload) return run_fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
     if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda"))
@@ -561,6 +582,8 @@ static int run_key(const rm_opts *o, const kv_model *model, const char *ident, c
              tc_template_name(model_tokenizer(model)), kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type), o->q8_act ? "q8" : "f32", backend, kv_decode_name(o->decode_rule), code, dflt,
              *mp ? ";params=" : "", mp);
     if (k < 0 || (size_t)k >= n) return -1;
+    k += snprintf(buf + k, n - (size_t)k, ";sekv_params_sha256=%s", o->sekv_params_sha);
+    if (k < 0 || (size_t)k >= n) return -1;
     if (o->wl.kind == MW_NIAH) {
         char ni[256];
         mw_niah_ident(&o->wl, ni, sizeof ni);
@@ -613,6 +636,7 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     PUT("],\"params\":"), STR(mp);
     run_ident_methods(&o->params, mp, sizeof mp);
     PUT(",\"method_params\":"), STR(mp);
+    PUT(",\"sekv_params_sha256\":"), STR(o->sekv_params_sha);
     PUT(",\"split\":"), STR(wl_split_name(o->wl.split));
     PUT(",\"budgets\":[");
     for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
@@ -1094,6 +1118,7 @@ int cmd_run_model(int argc, char **argv) {
             model_free(model);
             return 2;
         }
+        run_ident_sekv_params(&o.params, &shape, o.sekv_params_sha);
     }
     int rc = 0;
     case_set cs;

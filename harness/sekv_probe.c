@@ -13,6 +13,7 @@
  *              the head's tau, longer than the whole room B - P, outranked (the room went
  *              to higher-scored spans), no routing (sekv_why) */
 #include "commands.h"
+#include "run_ident.h"
 #include "../methods/sekv/sekv.h"
 #include "../model/model.h"
 #include "../workloads/haystack.h"
@@ -246,6 +247,22 @@ int cmd_sekv_probe(int argc, char **argv) {
     const kv_tokenizer *tok = model_tokenizer(m);
     const gguf_file *gf = model_gguf(m);
     uint64_t hash = sekv_model_hash(gf->base, gf->size);
+    /* a setting sekv refuses (a bad value, a params file of another model) is a usage
+     * error before the first case, as in kvbench run (run_ident.h) */
+    for (int k = 0; k < n_sets; k++) {
+        const kv_model_config *cf = model_config(m);
+        kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
+                      .head_dim = cf->head_dim, .n_prompt = 256, .max_decode = 64, .budget_frac = 0.5,
+                      .params = sets[k], .model_hash = hash};
+        kv_state *st = kv_sekv.init(&s, err, sizeof err);
+        if (!st && kv_init_refused(err)) {
+            fprintf(stderr, "kvbench sekv-probe: --params \"%s\": %s\n", sets[k], err);
+            free(hay);
+            model_free(m);
+            return 2;
+        }
+        if (st) kv_sekv.free(st);
+    }
     niah_opts no;
     niah_defaults(&no);
     no.tok = tok, no.haystack = hay, no.haystack_len = hay_len, no.question_after = qa;

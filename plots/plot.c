@@ -183,14 +183,23 @@ int gp_find_control(const char *s) {
     return -1;
 }
 
-/* A gnuplot single-quoted string: only ' needs escaping, as ''. */
+/* The one place data text enters a gnuplot script: the inside of a single-quoted string,
+ * where gnuplot expands nothing (no backquote command, no @macro, no \ escape), so only
+ * ' needs escaping, as ''. A double-quoted string would run `cmd` taken from a model
+ * name or a results file. Control characters are dropped. */
+static void gp_sq_char(FILE *f, char c) {
+    if (c == '\'') fputc('\'', f);
+    if (!is_ctl(c)) fputc(c, f);
+}
+
 void gp_str(FILE *f, const char *s) {
     fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputc('\'', f);
-        if (!is_ctl(*s)) fputc(*s, f);
-    }
+    for (; *s; s++) gp_sq_char(f, *s);
     fputc('\'', f);
+}
+
+void gp_text(FILE *f, const char *s) {
+    for (; *s; s++) gp_sq_char(f, *s);
 }
 
 void gp_comment(FILE *f, const char *s) {
@@ -230,11 +239,11 @@ static int write_gp(const char *path, const char *out, const char *dat, const kv
     snprintf(title, sizeof title, "%s%s%s", METRICS[metric_ix].title, variant ? ", variant " : "", variant ? variant : "");
 
     gp_open(f, "niah", path, out, w, h);
-    fprintf(f, "  set multiplot layout %d,%d title \"", rows, cols);   /* two lines: what, which run */
-    gp_dq(f, title);
-    fprintf(f, "\\n");
-    gp_dq_wrap(f, line, 110);
-    fprintf(f, "\" font ',9'\n");
+    fprintf(f, "  set multiplot layout %d,%d title '", rows, cols);   /* two lines: what, which run */
+    gp_text(f, title);
+    fputs(GP_NL, f);
+    gp_text_wrap(f, line, 110);
+    fprintf(f, "' font ',9'\n");
     if (METRICS[metric_ix].pct) {
         fprintf(f, "  set palette defined (0 '#d73027', 50 '#fee08b', 100 '#1a9850')\n");
         fprintf(f, "  set cbrange [0:100]\n  set cblabel '%s %%'\n  set colorbox\n", METRICS[metric_ix].name);
@@ -275,28 +284,21 @@ static int write_gp(const char *path, const char *out, const char *dat, const kv
     return fclose(f);
 }
 
-void gp_dq(FILE *f, const char *s) {
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        if (!is_ctl(*s)) fputc(*s, f);
-    }
-}
-
-void gp_dq_wrap(FILE *f, const char *s, int width) {
+void gp_text_wrap(FILE *f, const char *s, int width) {
     int col = 0;
     for (const char *p = s; *p; p++) {
         if (p[0] == ',' && p[1] == ' ') {   /* break here if the next item would pass width */
             const char *next = strstr(p + 2, ", ");
             int len = next ? (int)(next - p) : (int)strlen(p);
             if (col + len > width) {
-                fputs(",\\n", f);
+                fputs("," GP_NL, f);
                 p++;
                 col = 0;
                 continue;
             }
         }
-        if (*p == '"' || *p == '\\') fputc('\\', f);
-        if (!is_ctl(*p)) fputc(*p, f), col++;
+        gp_sq_char(f, *p);
+        col += !is_ctl(*p);
     }
 }
 

@@ -182,12 +182,12 @@ static void write_header(FILE *f, const char *figure, const char *gp, const char
     char line[1024];
     kv_runinfo_line(ri, line, sizeof line);
     gp_open(f, figure, gp, out, w, h);
-    fprintf(f, "  set title \"");
-    gp_dq(f, title);
-    if (variant) fprintf(f, ", variant "), gp_dq(f, variant);
-    fprintf(f, "\\n");
-    gp_dq_wrap(f, line, 110);
-    fprintf(f, "\" noenhanced font ',9'\n");
+    fprintf(f, "  set title '");
+    gp_text(f, title);
+    if (variant) fprintf(f, ", variant "), gp_text(f, variant);
+    fputs(GP_NL, f);
+    gp_text_wrap(f, line, 110);
+    fprintf(f, "' noenhanced font ',9'\n");
 }
 
 static int write_lines(int fig, const series_set *ss, const kv_runinfo *ri, const char *variant, const char *out,
@@ -366,11 +366,11 @@ static int write_zoom(sqlite3 *h, const kv_runinfo *ri, const char *variant, con
     char title[1400];
     snprintf(title, sizeof title, "SeKV zoom rate: spans expanded per decode step%s%s", variant ? ", variant " : "",
              variant ? variant : "");
-    fprintf(f, "  set multiplot layout 1,%d title \"", nb);
-    gp_dq(f, title);
-    fprintf(f, "\\n");
-    gp_dq_wrap(f, line, 110);
-    fprintf(f, "\" font ',9'\n  set palette defined (0 '#ffffff', 1 '#fde0ef', 2 '#e377c2', 3 '#7a0177')\n");
+    fprintf(f, "  set multiplot layout 1,%d title '", nb);
+    gp_text(f, title);
+    fputs(GP_NL, f);
+    gp_text_wrap(f, line, 110);
+    fprintf(f, "' font ',9'\n  set palette defined (0 '#ffffff', 1 '#fde0ef', 2 '#e377c2', 3 '#7a0177')\n");
     fprintf(f, "  set cbrange [0:%g]\n  set cblabel 'spans expanded per step'\n", vmax > 0 ? vmax : 1);
     fprintf(f, "  set xrange [-0.5:%g]\n  set yrange [-0.5:%g]\n", max_head + 0.5, max_layer + 0.5);
     fprintf(f, "  set xlabel 'query head'\n  set ylabel 'layer'\n  set tics nomirror\n");

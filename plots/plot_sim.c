@@ -59,7 +59,9 @@ int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const cha
     fprintf(d, "# kvbench plot --figure memory (sim run): per line ctx total_GB fast_kv_steady_GB\n");
     double xmin = INFINITY, xmax = 0;
     for (int i = 0; i < ns; i++) {
-        fprintf(d, "%s# %s @ %g\n", i ? "\n\n" : "", ss[i].method, ss[i].budget);
+        fprintf(d, "%s# ", i ? "\n\n" : "");
+        gp_comment(d, ss[i].method);
+        fprintf(d, " @ %g\n", ss[i].budget);
         for (int k = 0; k < ss[i].n; k++) {
             fprintf(d, "%.10g %.10g %.10g\n", ss[i].ctx[k], ss[i].total[k], ss[i].kv[k]);
             xmin = fmin(xmin, ss[i].ctx[k]), xmax = fmax(xmax, ss[i].ctx[k]);
@@ -90,12 +92,11 @@ int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const cha
                      (const char *)sqlite3_column_text(mq, 0));
         sqlite3_finalize(mq);
     }
-    fprintf(f, "  set title \"total = weights + fast-tier K/V peak + prefill activations (solid); fast-tier K/V"
-               " steady (dashed)%s\\n",
-            paper ? "; marks: the paper's GPU memory" : "");
-    if (*missing) gp_dq(f, missing + 2), fprintf(f, "\\n");
-    gp_dq_wrap(f, line, 120);
-    fprintf(f, "\" noenhanced font ',9'\n");
+    fprintf(f, "  set title 'total = weights + fast-tier K/V peak + prefill activations (solid); fast-tier K/V"
+               " steady (dashed)%s" GP_NL, paper ? "; marks: the paper''s GPU memory" : "");
+    if (*missing) gp_text(f, missing + 2), fputs(GP_NL, f);
+    gp_text_wrap(f, line, 120);
+    fprintf(f, "' noenhanced font ',9'\n");
     fprintf(f, "  set xlabel 'context length (tokens)'\n  set ylabel 'GB (10^9 bytes)'\n");
     fprintf(f, "  set key outside right top\n  set grid\n  set tics nomirror\n  set yrange [0:*]\n");
     if (xmin > 0 && xmax / xmin >= 4) fprintf(f, "  set logscale x 2\n  set xrange [%g:%g]\n", xmin / 1.15, xmax * 1.15);

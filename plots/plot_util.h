@@ -7,19 +7,24 @@
 #include "runinfo.h"
 
 /* Every text written into a script or data file goes through these: control characters
- * (a newline would end a comment and start a command) are dropped or replaced.
+ * (a newline would end a comment and start a command) are dropped or replaced, and text
+ * from data only ever sits inside single quotes, where gnuplot expands nothing (inside
+ * double quotes it runs `backquoted` commands).
  * gp_find_control: the offset of the first control character of s, or -1. */
 int gp_find_control(const char *s);
 /* Text inside a # comment line (control characters written as '?'). */
 void gp_comment(FILE *f, const char *s);
 /* A gnuplot single-quoted string ('' escapes '; control characters dropped). */
 void gp_str(FILE *f, const char *s);
-/* The inside of a gnuplot double-quoted string (the caller writes the quotes, and may
- * put \n between pieces for a line break): " and \ escaped, newlines dropped. */
-void gp_dq(FILE *f, const char *s);
-/* The same, breaking the line (\n) after a ", " where the next item would pass width
+/* The inside of a single-quoted string (the caller writes the quotes, and may write
+ * GP_NL between pieces for a line break). */
+void gp_text(FILE *f, const char *s);
+/* The same, breaking the line (GP_NL) after a ", " where the next item would pass width
  * characters: the long run line under a figure's title. */
-void gp_dq_wrap(FILE *f, const char *s, int width);
+void gp_text_wrap(FILE *f, const char *s, int width);
+/* A line break inside a single-quoted title: close the string, join a double-quoted
+ * newline (a fixed constant, never data), reopen. */
+#define GP_NL "'.\"\\n\".'"
 /* Opens the loop that draws everything twice: OUT.png (pngcairo, else png) and OUT.svg,
  * w x h pixels. The caller writes the plot commands, then gp_close(). */
 void gp_open(FILE *f, const char *figure, const char *script, const char *out, int w, int h);

@@ -565,5 +565,19 @@ int merge_missing_scan(kv_db *out, int64_t run_id, merge_missing *m,
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return say(err, errlen, "results db '%s': reading the plan: %s", kvdb_path(out), sqlite3_errmsg(h));
+    /* results no plan lists: an input whose plan lacks them (edited, or cut short) would
+     * otherwise pass for complete */
+    static const char *extra =
+        "SELECT c.case_key || ' ' || r.method || ' @ ' || r.budget FROM results r JOIN cases c ON c.id = r.case_id"
+        " WHERE c.run_id = ?1 AND NOT EXISTS (SELECT 1 FROM plan p WHERE p.run_id = ?1 AND p.case_key = c.case_key"
+        " AND p.method = r.method AND p.budget = r.budget) ORDER BY 1";
+    if (sqlite3_prepare_v2(h, extra, -1, &st, NULL) != SQLITE_OK)
+        return say(err, errlen, "results db '%s': reading the plan: %s", kvdb_path(out), sqlite3_errmsg(h));
+    sqlite3_bind_int64(st, 1, run_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (!m->unplanned++) snprintf(m->unplanned_eg, sizeof m->unplanned_eg, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return say(err, errlen, "results db '%s': reading the plan: %s", kvdb_path(out), sqlite3_errmsg(h));
     return 0;
 }

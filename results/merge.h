@@ -46,6 +46,8 @@ typedef struct {
     int64_t run_id;
     char workload[64];
     int64_t planned, present, missing, missing_cases;   /* present: planned results found */
+    int64_t unplanned;         /* results of the run that no plan row lists */
+    char unplanned_eg[256];    /* one of them: "case_key method @ budget" */
 } merge_missing;
 /* Calls each(case_key, n_missing, n_planned, ctx) for every case of run run_id with
  * planned results not recorded (in case_key order) and fills m. 0 or -1 with err. */

@@ -14,6 +14,7 @@ chmod 755 "$dir"
 trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+MODEL_FILE=${KVBENCH_MODEL:-${KVBENCH_CACHE:-$HOME/.cache/kvbench}/SmolLM2-135M-Instruct.Q4_1.gguf}
 
 SHAPE=(--layers 2 --heads 2 --kv-heads 1 --head-dim 16 --steps 2 --depths 0.5 --quiet)
 ref=$dir/ref.db
@@ -56,6 +57,9 @@ case_ "train-sekv --out a directory" 2 "--out $dir: is a directory" "$KV" train-
 # item 7: a context the machine cannot hold
 case_ "synthetic --ctx 4000000" 2 "--ctx 4000000: a synthetic case needs about [0-9.]+ GiB .*more than this machine's" \
     "$KV" run --ctx 4000000 --db "$ref"
+# issue 27 item 13: a context that fits the machine but not the limit the process runs under
+case_ "synthetic --ctx 4000000 under ulimit -v" 2 "--ctx 4000000: a synthetic case needs about [0-9.]+ GiB .*more than the [0-9.]+ GiB of address space left under ulimit -v" \
+    bash -c 'ulimit -v 1200000; exec "$0" "$@"' "$KV" run --ctx 4000000 --layers 2 --heads 2 --kv-heads 1 --head-dim 16 --db "$ref"
 # item 8: someone else's SQLite file
 case_ "run --db on a foreign SQLite file" 1 "not a kvbench results file \(an SQLite file with other tables\)" \
     "$KV" run --ctx 64 "${SHAPE[@]}" --db "$dir/foreign.db"
@@ -78,7 +82,10 @@ case_ "unsupported InfiniteBench task" 2 "infinitebench: task 'Math.Calc' is not
 case_ "long --db path keeps its reason" 1 "\.\.\..*/x\.db': its directory does not exist$" \
     "$KV" run --ctx 64 "${SHAPE[@]}" --db "$long"
 case_ "long --db path, report" 1 "\.\.\..*/x\.db': no such file$" "$KV" report --db "$long"
-if [ -f "${KVBENCH_MODEL:-${KVBENCH_CACHE:-$HOME/.cache/kvbench}/SmolLM2-135M-Instruct.Q4_1.gguf}" ]; then
+if [ -f "$MODEL_FILE" ]; then
+    # issue 27 item 19: a setting sekv refuses is a usage error
+    case_ "sekv-probe --params zoom=abc" 2 "--params \"zoom=abc\": sekv: parameter zoom='abc' is not an integer" \
+        "$KV" sekv-probe --params zoom=abc
     case_ "non-UTF-8 haystack" 1 "latin1.txt: not UTF-8 text \(byte 0xff at offset 4\)" \
         "$KV" run --workload niah --haystack "$dir/latin1.txt" --ctx 1024 --depths 50 --methods fullkv --db "$ref"
 else
@@ -91,7 +98,13 @@ case_ "report on a missing run" 1 "has no run 999" "$KV" report --db "$ref" --ru
 case_ "report --table unknown" 2 "unknown --table 'bogus'" "$KV" report --db "$ref" --table bogus
 case_ "plot --figure unknown" 2 "--figure 'bogus' is unknown" "$KV" plot --db "$ref" --figure bogus
 case_ "run --budget 0" 2 "--budget '0': expected a fraction" "$KV" run --budget 0 --db "$ref"
-case_ "run --ctx 8" 2 "--ctx '8': a context must be at least 16 tokens" "$KV" run --ctx 8 --db "$ref"
+case_ "run --ctx 8" 2 "--ctx '8': expected an integer in 16..4194304" "$KV" run --ctx 8 --db "$ref"
+# issue 27 item 20: the range a synthetic --ctx takes; an unknown workload before the options it lacks
+case_ "run --ctx abc" 2 "^kvbench run: --ctx 'abc': expected an integer in 16..4194304$" "$KV" run --ctx abc --db "$ref"
+case_ "run --ctx too large" 2 "--ctx '5000000': expected an integer in 16..4194304" "$KV" run --ctx 5000000 --db "$ref"
+case_ "unknown workload with --layers" 2 "--workload 'nosuch': unknown workload" \
+    "$KV" run --workload nosuch --layers 2 --db "$ref"
+case_ "--layers in a model run" 2 "--layers applies to the synthetic workloads" "$KV" run --workload niah --layers 2 --db "$ref"
 case_ "run --params unknown method" 2 "--params: unknown method 'nosuch'" "$KV" run --params nosuch:x=1 --db "$ref"
 case_ "run --params unknown key" 2 "snapkv: unknown parameter 'bogus'" "$KV" run --params snapkv:bogus=1 --db "$ref"
 case_ "run --heads not a multiple" 2 "--heads 3 is not a multiple of --kv-heads 2" "$KV" run --heads 3 --kv-heads 2 --db "$ref"
@@ -100,10 +113,31 @@ case_ "run --db a directory" 1 "is a directory, not a results file" "$KV" run --
 case_ "train-sekv --steps abc" 2 "--steps 'abc': expected an integer" "$KV" train-sekv --steps abc --out "$dir/p.params"
 case_ "train-sekv --held-out too many" 2 "--held-out 30: needs at least twice as many documents \(--max-docs 40\)" \
     "$KV" train-sekv --held-out 30 --out "$dir/p.params"
+# issue 27 item 14: a corpus document that is not text is refused by name before training
+mkdir -p "$dir/corp_bin" "$dir/corp_l1"
+head -c 6000 tests/test_run.sh >"$dir/corp_bin/a.txt"; cp "$dir/corp_bin/a.txt" "$dir/corp_l1/a.txt"
+head -c 6000 /dev/urandom >"$dir/corp_bin/b.txt"
+printf '\x00' | dd of="$dir/corp_bin/b.txt" bs=1 seek=1 conv=notrunc 2>/dev/null
+cp "$dir/latin1.txt" "$dir/corp_l1/b.txt"
+TS=(--model random:smollm2-135m --steps 1 --max-docs 2 --ctx 256 --candidates 4 --keep 2 --cache none --threads 2)
+case_ "train-sekv on a binary corpus file" 1 "corp_bin/b.txt: contains a NUL byte: not a text document" \
+    "$KV" train-sekv --corpus "$dir/corp_bin" --out "$dir/bin.params" "${TS[@]}"
+case_ "train-sekv on a latin1 corpus file" 1 "corp_l1/b.txt: not UTF-8 text \(byte 0xff at offset 4\)" \
+    "$KV" train-sekv --corpus "$dir/corp_l1" --out "$dir/l1.params" "${TS[@]}"
+[ ! -e "$dir/bin.params" ] && [ ! -e "$dir/l1.params" ] || fail "train-sekv wrote params from a corpus that is not text"
 case_ "methods --bogus" 2 "unknown option '--bogus'" "$KV" methods --bogus
 case_ "info on a missing model" 2 "no model at $dir/none.gguf" "$KV" info --model "$dir/none.gguf"
 case_ "info on a text file" 2 "latin1.txt" "$KV" info --model "$dir/latin1.txt"
 case_ "unknown command" 2 "unknown command 'frobnicate'" "$KV" frobnicate
+# issue 27 item 12: SLURM values that would run in the script (tests/test_slurm_script.sh: all)
+case_ "slurm-script --partition with ;" 2 "--partition 'x;touch\\$\{IFS\}X;': not a SLURM partition name" \
+    "$KV" slurm-script --shards 2 --partition 'x;touch${IFS}X;' -- kvbench run --db r.db
+case_ "slurm-script --account with \$()" 2 "--account '\\$\(touch\\$\{IFS\}X\)': not a SLURM account name" \
+    "$KV" slurm-script --shards 2 --account '$(touch${IFS}X)' -- kvbench run --db r.db
+case_ "slurm-script --partition with a newline" 2 "--partition 'a\\\\nb': not a SLURM partition name" \
+    "$KV" slurm-script --shards 2 --partition $'a\nb' -- kvbench run --db r.db
+case_ "slurm-script --time not a time" 2 "--time '1h': expected a SLURM time limit" \
+    "$KV" slurm-script --shards 2 --time 1h -- kvbench run --db r.db
 
 # item 4: nothing ran, no script was written
 [ -e "$dir/pwned" ] && fail "plot --out with a newline ran gnuplot commands"
@@ -116,6 +150,54 @@ if command -v gnuplot >/dev/null; then
     [ -e "$dir/pwned2" ] && fail "a method name from the results file ran as gnuplot"
     grep -q '^system' "$dir/hostile.gp" "$dir/hostile.dat" 2>/dev/null && fail "a method name broke a line of the script"
 fi
+
+# issue 27 item 11: backquotes run a command inside a gnuplot double-quoted string. Every
+# text column of a results file (someone else's file is enough) in turn holds one, with a
+# ' " \ and @ beside it, and every figure is drawn from it with the real gnuplot: no
+# command runs, and the figures a hostile model name reaches are still drawn.
+if command -v gnuplot >/dev/null; then
+    mkdir -p "$dir/gq"
+    "$KV" run --workload synthetic-niah --methods fullkv,snapkv,sekv --ctx 64,96 --budget 0.25,0.5 "${SHAPE[@]}" \
+        --db "$dir/gq/base.db" >/dev/null 2>&1 || fail "item 11: cannot make the results file"
+    cols=$(for t in runs cases results; do
+        sqlite3 "$dir/gq/base.db" "SELECT '$t.' || name FROM pragma_table_info('$t') WHERE type = 'TEXT'"; done)
+    [ "$(wc -w <<<"$cols")" -ge 15 ] || fail "item 11: only $(wc -w <<<"$cols") text columns found"
+    drawn=0
+    for tc in $cols; do
+        t=${tc%.*} c=${tc#*.} db=$dir/gq/$tc.db
+        cp "$dir/gq/base.db" "$db"
+        sqlite3 "$db" "UPDATE $t SET $c = coalesce($c, '') || 'x\`touch $dir/gq/pw-$tc\`'' \" \\ @c y'" 2>/dev/null || continue
+        for fig in niah memory latency budget zoom; do
+            (cd "$dir/gq" && "$KV" plot --db "$db" --figure $fig --out "$tc-$fig" >/dev/null 2>&1) &&
+                [ "$tc" = runs.model ] && drawn=$((drawn + 1))
+        done
+    done
+    (cd "$dir/gq" && "$KV" plot --db base.db --figure budget --variant "x\`touch $dir/gq/pw-variant\`" --out v >/dev/null 2>&1)
+    pw=$(cd "$dir/gq" && ls -d pw-* 2>/dev/null | tr '\n' ' ')
+    [ -z "$pw" ] && echo "ok   no text column of a results file runs a gnuplot command ($(wc -w <<<"$cols") columns)" ||
+        fail "item 11: text from a results file ran as a command: $pw"
+    [ "$drawn" -ge 4 ] || fail "item 11: only $drawn figures drawn with a hostile runs.model"
+    # a model file whose name holds one, through sim --out, then plot --figure memory
+    if [ -f "$MODEL_FILE" ]; then
+        ln -s "$MODEL_FILE" "$dir/gq/m\`touch pw-model\`.gguf"
+        (cd "$dir/gq" && "$KV" sim --model "m\`touch pw-model\`.gguf" --ctx 1K --methods fullkv,snapkv --out sim.db --quiet \
+            >/dev/null 2>&1 && "$KV" plot --db sim.db --figure memory --out simmem >/dev/null 2>&1) ||
+            fail "item 11: sim and plot of a model with a backquote in its name failed"
+        [ -e "$dir/gq/pw-model" ] && fail "item 11: a model file's name ran as a gnuplot command"
+        [ -s "$dir/gq/simmem.png" ] && grep -qF 'model m`touch pw-model`.gguf' "$dir/gq/simmem.gp" ||
+            fail "item 11: the model's name is not in the figure's title"
+    fi
+fi
+
+# issue 27 item 18: merging a file with a result that no plan lists is not "complete"
+"$KV" run --workload synthetic-niah --methods fullkv --ctx 64 "${SHAPE[@]}" --db "$dir/shard.db" >/dev/null 2>&1
+"$KV" run --workload synthetic-niah --methods fullkv,snapkv --ctx 64 "${SHAPE[@]}" --db "$dir/extra.db" >/dev/null 2>&1
+sqlite3 "$dir/extra.db" "DELETE FROM plan WHERE method = 'snapkv'"
+rc=0
+"$KV" merge "$dir/merged.db" "$dir/shard.db" "$dir/extra.db" >"$dir/merge.out" 2>&1 || rc=$?
+if [ $rc = 3 ] && grep -q "1 results no plan lists (e.g. .* snapkv @ 0.1), so not complete" "$dir/merge.out" &&
+   ! grep -q ", complete$" "$dir/merge.out"; then echo "ok   merge flags a result no plan lists (exit 3)"
+else fail "merge of an unplanned result: exit $rc: $(cat "$dir/merge.out")"; fi
 
 # item 5: a WAL-mode results file in a directory the reader cannot write
 mkdir -p "$dir/ro"

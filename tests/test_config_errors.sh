@@ -32,6 +32,20 @@ cp "$T/foreign.params" "$T/corrupt.params"
 printf '\x55' | dd of="$T/corrupt.params" bs=1 seek=5000 conv=notrunc 2>/dev/null
 head -c 3000 "$T/foreign.params" >"$T/short.params"
 echo "not a params file" >"$T/text.params"
+# issue 27 item 14: a well-formed file (checksum and all) whose floats are NaN, or one +Inf
+python3 - "$T/foreign.params" "$T/nan.params" "$T/inf.params" <<'PY'
+import struct, sys
+src = open(sys.argv[1], 'rb').read()
+head, n = 60, struct.unpack_from('<Q', src, 52)[0]
+def fnv(b):
+    h = 0xcbf29ce484222325
+    for x in b: h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+for out, floats in ((sys.argv[2], struct.pack('<f', float('nan')) * n),
+                    (sys.argv[3], src[head:head + 4 * (n - 1)] + struct.pack('<f', float('inf')))):
+    body = src[:head] + floats
+    open(out, 'wb').write(body + struct.pack('<Q', fnv(body)))
+PY
 
 # bad PARAMS EXPECT DB ARGS...: exit 2, one stderr line containing EXPECT, DB unchanged.
 bad() {
@@ -56,6 +70,8 @@ bad "sekv:params_file=$T/none.params" "$T/none.params: cannot open SeKV params" 
 bad "sekv:params_file=$T/text.params" "bad magic" "$T/syn.db" "${SYN[@]}" --methods sekv
 bad "sekv:params_file=$T/corrupt.params" "checksum mismatch" "$T/syn.db" "${SYN[@]}" --methods sekv
 bad "sekv:params_file=$T/short.params" "truncated" "$T/syn.db" "${SYN[@]}" --methods sekv
+bad "sekv:params_file=$T/nan.params" "$T/nan.params: parameter 1 of" "$T/syn.db" "${SYN[@]}" --layers 30 --heads 9 --kv-heads 3 --methods sekv
+bad "sekv:params_file=$T/inf.params" "is not finite (inf): refused" "$T/syn.db" "${SYN[@]}" --layers 30 --heads 9 --kv-heads 3 --methods sekv
 # A method named in --params is checked even when --methods does not run it.
 bad "sekv:rank=7" "sekv: rank must be 8, 32 or 64" "$T/syn.db" "${SYN[@]}" --methods snapkv
 # A bad value for a run into a new file creates nothing.

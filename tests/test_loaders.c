@@ -153,13 +153,15 @@ static char *slurp(FILE *f) {
 static void test_longbench(const kv_tokenizer *tok) {
     const char *valid1 = "{\"input\": \"What is X?\", \"context\": \"Doc one. X is a thing.\", \"answers\": [\"a thing\"], "
                          "\"length\": 6, \"dataset\": \"qasper\", \"language\": \"en\", \"all_classes\": null, \"_id\": \"id1\"}\n";
+    const char *valid3 = "{\"input\": \"What is X?\", \"context\": \"Doc one. X is a thing.\", \"answers\": [\"a thing\"], "
+                         "\"_id\": \"id3\"}\n";   /* an _id of its own: a repeated one is refused */
     const char *malformed = "{\"input\": \"q\", \"context\": \"c\" \"answers\": [\"a\"]}\n";
     const char *wrongtype = "{\"input\": \"q\", \"context\": \"c\", \"answers\": 5}\n";
     const char *badutf8 = "{\"input\": \"q\", \"context\": \"bad \xff byte\", \"answers\": [\"a\"]}\n";
     const char *unicode = "{\"input\": \"Who?\", \"context\": \"Caf\\u00e9 \\ud83d\\ude00 text.\", \"answers\": [\"x\", \"y\"], \"_id\": \"id7\"}\n";
     const char *truncated = "{\"input\": \"q\", \"cont";
     char file[2048];
-    snprintf(file, sizeof file, "%s%s%s%s\n%s%s%s", valid1, malformed, valid1, wrongtype, badutf8, unicode, truncated);
+    snprintf(file, sizeof file, "%s%s%s%s\n%s%s%s", valid1, malformed, valid3, wrongtype, badutf8, unicode, truncated);
     write_file("qasper.jsonl", file, strlen(file));
     lb_opts o;
     lb_defaults(&o);

@@ -181,6 +181,11 @@ static void test_gsm8k(void) {
     char out[64];
     CHECK(metric_gsm8k_extract("so 3 + 4 = 7. The answer is 1,234.", out, sizeof out) && !strcmp(out, "1234"), "last number '%s'", out);
     CHECK(metric_gsm8k_extract("-5 degrees", out, sizeof out) && !strcmp(out, "-5"), "negative '%s'", out);
+    /* issue 27 item 7: a fraction without its leading 0 keeps its point and sign */
+    CHECK(metric_gsm8k_extract("it changes by -.5 each day", out, sizeof out) && !strcmp(out, "-.5"), "-.5 read as '%s'", out);
+    CHECK(metric_gsm8k_extract("about .25 of them", out, sizeof out) && !strcmp(out, ".25"), ".25 read as '%s'", out);
+    CHECK(metric_gsm8k_match("The answer is -.5", "-0.5") && !metric_gsm8k_match("The answer is -.5", "5"), "-.5 == -0.5");
+    CHECK(metric_gsm8k_extract("It is 3. Then 7.", out, sizeof out) && !strcmp(out, "7"), "sentence end '%s'", out);
     CHECK(metric_gsm8k_extract("12 apples and 3 pears\n\nQuestion: next has 99", out, sizeof out) && !strcmp(out, "3"),
           "cut at Question: '%s'", out);
     CHECK(metric_gsm8k_extract("no digits", out, sizeof out) == 0 && !out[0], "none");

@@ -1,4 +1,5 @@
 /* InfiniteBench loader: official prompts, generation lengths and scoring (see infinitebench.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -32,6 +33,7 @@ static const ib_task TASKS[IB_N_TASKS] = {
      "one of the following options is correct, tell me the answer using one single letter (A, B, C, or D). Don't say "
      "anything else." OPTS, 40, TC_SCORE_CHOICE, 1},
     {"longbook_sum_eng", "En.Sum", "Summarize the following book.\n\n{context}", 1200, TC_SCORE_ROUGE_LSUM, 0},
+    /* gpt4_templates' wording (OpenBMB/InfiniteBench src/prompt.py), "funtion" included */
     {"code_debug", "Code.Debug", "There is ONLY ONE function in the large project that is deliberately made to include "
      "an obvious error. Please find the function that contains the most obvious errors. I will give you four options to "
      "narrow your scope. You can inspect the options and think. Eventually, tell me the answer using one single "
@@ -76,6 +78,13 @@ static int on_record(void *ctx, const json_value *v, int line, char *err, size_t
     tc_case c;
     tc_case_init(&c);
     if (!na) { snprintf(err, errlen, "field 'answer' is empty"); goto out; }
+    for (int i = 0; i < na; i++)   /* "" is in every output: a data error, not a score of 1 */
+        if (!*answers[i]) { snprintf(err, errlen, "field 'answer' holds an empty answer (answer %d)", i + 1); goto out; }
+    const json_value *idv = json_get(v, "id");
+    if (idv && idv->type == JSON_NUMBER && !(fabs(idv->num) <= 9007199254740992.0 && idv->num == floor(idv->num))) {
+        snprintf(err, errlen, "field 'id' must be an integer up to 2^53 or a string (got %g)", idv->num);
+        goto out;
+    }
     const char *names[6] = {"input", "OPTION_A", "OPTION_B", "OPTION_C", "OPTION_D", NULL};
     const char *values[6] = {input, "", "", "", "", NULL};
     if (T->options) {                              /* answers become {option text, letter} */
@@ -97,7 +106,6 @@ static int on_record(void *ctx, const json_value *v, int line, char *err, size_t
     if (tc_build_from_template(&c, L->o->tok, L->o->use_chat, T->prompt, context, names, values, 5, L->budget,
                                "", err, errlen))
         goto out;
-    const json_value *idv = json_get(v, "id");
     strbuf idb = {0}, tk = {0};
     if (idv && idv->type == JSON_NUMBER) sb_printf(&idb, "%s-%lld", T->file, (long long)idv->num);
     else if (idv && idv->type == JSON_STRING) sb_printf(&idb, "%s-%s", T->file, idv->str);

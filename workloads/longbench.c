@@ -1,4 +1,5 @@
 /* LongBench loader: official prompts, generation lengths and metrics (see longbench.h). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -99,12 +100,25 @@ static int on_record(void *ctx, const json_value *v, int line, char *err, size_t
     if (idv && json_field_string(v, "_id", &id, err, errlen)) return -1;
     const json_value *len = json_get(v, "length");
     if (len && len->type != JSON_NUMBER) { snprintf(err, errlen, "field 'length' must be a number (got %s)", json_type_name(len->type)); return -1; }
+    if (len && !(len->num >= 0 && len->num <= INT_MAX && len->num == (int)len->num)) {
+        snprintf(err, errlen, "field 'length' must be a word count in 0..%d (got %g)", INT_MAX, len->num);
+        return -1;
+    }
+    if (id)   /* a repeated _id would be stored as one case (the case key), the other dropped */
+        for (int i = 0; i < L->out->n; i++)
+            if (!strcmp(L->out->v[i].id, id)) {
+                snprintf(err, errlen, "_id '%.200s' is taken by an earlier record (a case is stored by its id)", id);
+                return -1;
+            }
     const json_value *cls = json_get(v, "all_classes");
     if (T->scorer == TC_SCORE_CLASSIFICATION || (cls && cls->type != JSON_NULL))
         if (json_field_strings(v, "all_classes", 0, 0, &classes, &nc, err, errlen)) return -1;
     if (json_field_strings(v, "answers", 0, 1, &answers, &na, err, errlen)) { json_strings_free(classes, nc); return -1; }
-    if (!na) {
-        snprintf(err, errlen, "field 'answers' is empty");
+    int empty = 0;   /* "" scores 0 against everything: a data error */
+    while (empty < na && *answers[empty]) empty++;
+    if (!na || empty < na) {
+        if (!na) snprintf(err, errlen, "field 'answers' is empty");
+        else snprintf(err, errlen, "field 'answers' holds an empty answer (answer %d)", empty + 1);
         json_strings_free(classes, nc);
         json_strings_free(answers, na);
         return -1;

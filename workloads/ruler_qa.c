@@ -41,7 +41,7 @@ static int sv_push(strvec *s, char *x) {
 
 /* Sorted distinct documents from s (consumed). */
 static int finish_docs(ruler_qa_data *d, strvec *s) {
-    qsort(s->v, (size_t)s->n, sizeof *s->v, cmp_str);
+    if (s->n > 1) qsort(s->v, (size_t)s->n, sizeof *s->v, cmp_str);   /* v is NULL when empty */
     int k = 0;
     for (int i = 0; i < s->n; i++) {
         if (k && !strcmp(s->v[k - 1], s->v[i])) { free(s->v[i]); continue; }
@@ -131,6 +131,7 @@ static int load_squad(ruler_qa_data *d, const json_value *root, char *err, size_
                 for (int i = 0; !bad && i < ans->n; i++) {
                     const json_value *t = json_get(&ans->items[i], "text");
                     if (!t || t->type != JSON_STRING) { bad = 2; break; }
+                    if (!*t->str) { bad = 3; break; }   /* "" is in every output: a data error, not a score of 1 */
                     if (!(q.answers[q.n_answers++] = strdup(t->str))) bad = 1;
                 }
                 if (!bad) {
@@ -143,6 +144,7 @@ static int load_squad(ruler_qa_data *d, const json_value *root, char *err, size_
                     for (int i = 0; i < q.n_answers; i++) free(q.answers[i]);
                     free(q.answers); free(art);
                     if (bad == 2) snprintf(err, errlen, "%s: article %d, paragraph %d, question %d: an answer without 'text'", d->path, a + 1, p + 1, k + 1);
+                    else if (bad == 3) snprintf(err, errlen, "%s: article %d, paragraph %d, question %d: an empty answer 'text'", d->path, a + 1, p + 1, k + 1);
                     else snprintf(err, errlen, "out of memory");
                     return -1;
                 }
@@ -176,6 +178,7 @@ static int load_hotpot(ruler_qa_data *d, const json_value *root, char *err, size
             snprintf(err, errlen, "%s: question %d: %s", d->path, i + 1, why);
             return -1;
         }
+        if (!*answer) { snprintf(err, errlen, "%s: question %d: an empty 'answer'", d->path, i + 1); return -1; }
         ruler_qa_item q = {0};
         q.query = strdup(question);
         q.answers = malloc(sizeof *q.answers);

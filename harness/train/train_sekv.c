@@ -3,6 +3,7 @@
 #include "train_sekv.h"
 #include "sekv_teacher.h"
 #include "../../kernels/core.h"
+#include "../../workloads/utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -319,6 +320,20 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
     } else if (use_cache && mkdirs(o->cache)) {
         fail("--cache %s: cannot create directory (%s)", o->cache, strerror(errno));
         nd = -1;
+    }
+    /* Every document is text before any is prepared: a binary or non-UTF-8 file (a stray
+     * archive, a latin1 export) would train on byte tokens without a word. */
+    for (int i = 0; nd > 0 && i < nd; i++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s", o->corpus, names[(size_t)i * nall / nd]);
+        size_t len = 0, at;
+        char *text = read_file(path, &len);
+        if (!text) fail("%s: cannot read", path), nd = -1;
+        else if (memchr(text, 0, len)) fail("%s: contains a NUL byte: not a text document", path), nd = -1;
+        else if ((at = utf8_invalid_at(text, len)) < len)
+            fail("%s: not UTF-8 text (byte 0x%02x at offset %zu); convert it or remove it from the corpus", path,
+                 (unsigned char)text[at], at), nd = -1;
+        free(text);
     }
     double t_start = now_s(), resident_mb = 0;
     for (int i = 0; i < nd; i++) {

@@ -138,10 +138,13 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
 #define SEKV_PARAMS_NAME "sekv-smollm2-135m.params"
 
 /* The default parameters files, in the order tried: $KVBENCH_SEKV_PARAMS; the file
- * shipped in the repository (methods/sekv/params/, found next to the kvbench binary or,
- * for the tests' binaries in build/tests, two levels up); the one `make sekv-params`
- * writes to ~/.cache/kvbench. Returns the count written to paths. */
-static int default_params_paths(char paths[4][512]) {
+ * shipped in the repository (methods/sekv/params/), looked for beside the kvbench binary
+ * and in the folders above it (./kvbench, build/tests/, build-san/, build-vg/...), then in
+ * the source tree the binary was compiled from (KB_SRC_DIR, set by the Makefile), so that
+ * every build of one tree finds the same file; the one `make sekv-params` writes to
+ * ~/.cache/kvbench. Returns the count written to paths. */
+enum { N_DEFAULT_PATHS = 7 };
+static int default_params_paths(char paths[N_DEFAULT_PATHS][512]) {
     const char *env = getenv("KVBENCH_SEKV_PARAMS"), *home = getenv("HOME");
     if (env && *env) return snprintf(paths[0], 512, "%s", env), 1;
     int n = 0;
@@ -149,14 +152,21 @@ static int default_params_paths(char paths[4][512]) {
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k > 0) {
         exe[k] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(paths[n++], 512, "%s/methods/sekv/params/" SEKV_PARAMS_NAME, exe);
-        snprintf(paths[n++], 512, "%s/../../methods/sekv/params/" SEKV_PARAMS_NAME, exe);
+        for (int up = 0; up < 4; up++) {
+            char *slash = strrchr(exe, '/');
+            if (!slash) break;
+            *slash = 0;
+            snprintf(paths[n++], 512, "%s/methods/sekv/params/" SEKV_PARAMS_NAME, exe);
+        }
     }
+#ifdef KB_SRC_DIR
+    snprintf(paths[n++], 512, "%s/methods/sekv/params/" SEKV_PARAMS_NAME, KB_SRC_DIR);
+#endif
     snprintf(paths[n++], 512, "%s/.cache/kvbench/" SEKV_PARAMS_NAME, home ? home : ".");
     return n;
 }
+
+const char *sekv_params_path(const kv_state *st) { return st->params_file; }
 
 /* Says once per process that SeKV's default parameters were not found for this model. */
 static void note_untrained(const kv_state *st) {
@@ -181,7 +191,7 @@ static int load_prm(kv_state *st, const kv_setup *s, char *err, size_t errlen) {
         st->params_file[0] = 0;
     } else if (!strcmp(st->params_file, "default")) {
         st->params_file[0] = 0;
-        char paths[4][512];
+        char paths[N_DEFAULT_PATHS][512];
         int np = s->model_hash ? default_params_paths(paths) : 0;
         for (int i = 0; i < np; i++) {
             sekv_params p;

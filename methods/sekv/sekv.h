@@ -25,6 +25,8 @@ void sekv_describe(const kv_state *st, char *buf, size_t len);
  * used (the default one too) or "none". For the results' params column; 256 bytes plus
  * the file's path hold it. */
 void sekv_params_used(const kv_state *st, char *buf, size_t len);
+/* The parameters file this state loaded (its default or params_file), "" for none. */
+const char *sekv_params_path(const kv_state *st);
 
 /* Zoom-ins: one record per (decode step, layer, query head) with at least one span
  * expanded for that head (zero counts are not logged). step counts attend() calls on

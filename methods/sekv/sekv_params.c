@@ -160,6 +160,12 @@ static uint64_t get_u64(const unsigned char *b) {
 
 int sekv_params_save(const sekv_params *p, const char *path, char *err, size_t errlen) {
     size_t nf = sekv_params_count(p);
+    for (size_t i = 0; i < nf; i++)
+        if (!isfinite(p->W[i])) {   /* the loader refuses such a file: never write one */
+            snprintf(err, errlen, "%s: parameter %zu of %zu is not finite (%g): training diverged, nothing saved", path,
+                     i + 1, nf, (double)p->W[i]);
+            return -1;
+        }
     size_t bytes = HEADER_BYTES + nf * 4 + 8;
     unsigned char *buf = malloc(bytes);
     if (!buf) {
@@ -331,6 +337,11 @@ int sekv_params_load(sekv_params *p, const char *path, uint64_t expect_hash, cha
     for (size_t i = 0; i < want; i++) {
         uint32_t u = get_u32(b + 4 * i);
         memcpy(p->W + i, &u, 4);
+        if (!isfinite(p->W[i])) {   /* a diverged or hand-made file: every score it gives would be NaN */
+            snprintf(err, errlen, "%s: parameter %zu of %zu is not finite (%g): refused", path, i + 1, want, (double)p->W[i]);
+            sekv_params_free(p);
+            goto out;
+        }
     }
     rc = 0;
 out:
