@@ -658,7 +658,7 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
             kv_state *st = o->methods[i]->init(&s, err, sizeof err);
             if (!st) continue;   /* recorded as infeasible when its turn comes */
             kv_needs nd = {0, 0};
-            o->methods[i]->needs(st, &nd);
+            if (o->methods[i]->needs) o->methods[i]->needs(st, &nd);   /* optional: none asked */
             o->methods[i]->free(st);
             all.col_mass |= nd.col_mass;
             if (nd.window > all.window) all.window = nd.window;
