@@ -66,7 +66,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: print-cflags sekv-params haystack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
+.PHONY: test-seeds print-cflags sekv-params haystack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -114,6 +114,11 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libkvbench.
 
 check: $(KVBENCH) $(TEST_BIN) $(REPLAY_BIN)
 	@KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tests/run.sh
+
+# Every seeded test over N fresh seeds (tools/test_seeds.sh): the failing seeds, exit 1 if any.
+N ?= 200
+test-seeds: $(KVBENCH) $(TEST_BIN)
+	@N=$(N) TESTS="$(TESTS)" MAX_S="$(MAX_S)" KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tools/test_seeds.sh
 
 san-test:
 	$(MAKE) SAN=1 check
