@@ -262,9 +262,10 @@ double st_perm_p(const double *d, int n, int B, uint64_t seed) {
     if (!a) return 1;
     for (int i = 0; i < n; i++)
         if (d[i] != 0) a[m++] = fabs(d[i]), obs += d[i], tot += fabs(d[i]);
-    /* ties: sums equal in exact arithmetic count as hits; 1e-9 relative covers the rounding
-     * the Gray-code update accumulates over 2^20 steps (1e-12 did not) */
-    double target = fabs(obs) * (1 - 1e-9) - 1e-300;
+    /* ties: sums equal in exact arithmetic count as hits; 1e-9 of sum |d| covers the
+     * rounding the Gray-code update accumulates over 2^20 steps (1e-12 did not), and an
+     * observed sum that is 0 but for rounding (0.1 + 0.2 - 0.3) reaches every sum: p = 1 */
+    double target = fabs(obs) - 1e-9 * tot;
     double p = 1;
     if (m > 0 && m <= ST_PERM_EXACT) {
         /* Gray code: one sign flips per step; s[i] = +1 / -1 */
@@ -364,5 +365,12 @@ double st_interval(const double *x, const int *g, int n, int score, double *lo, 
         st_wilson_p(p, balanced ? n : groups * (double)groups / inv, ST_Z95, lo, hi);
         return p;
     }
-    return st_boot_t(x, gg, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi);
+    double est = st_boot_t(x, gg, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi), mn = x[0];
+    /* Within what the quantity can be: every cell holds a nonnegative quantity (scores,
+     * bytes, seconds, NLL, KL, top-1), and a task score is at most 1. Clipping keeps every
+     * value the interval held that the mean can take. */
+    for (int i = 1; i < n; i++) mn = fmin(mn, x[i]);
+    if (mn >= 0 && *lo < 0) *lo = 0;
+    if (score && *hi > 1) *hi = 1;
+    return est;
 }

@@ -71,7 +71,7 @@ double st_paired_p(const double *a, const double *b, int n);
 
 /* Paired permutation (sign-flip) test of mean(d) = 0, two-sided: the share of the 2^m
  * sign assignments of the m non-zero |d[i]| whose |sum| reaches the observed |sum| (ties
- * within 1e-12 relative count). Exact enumeration when m <= ST_PERM_EXACT, else B random
+ * within 1e-9 of sum |d[i]| count). Exact enumeration when m <= ST_PERM_EXACT, else B random
  * assignments from seed, p = (hits + 1) / (B + 1). 1 when m = 0. On 0/1 differences the
  * exact test is the sign test. */
 #define ST_PERM_EXACT 20
@@ -88,7 +88,9 @@ int st_is_binary(const double *x, int n);
  * the same estimator. Binary scores (score: 1; a measurement of zeros is not a
  * proportion): Wilson, on the effective sample size when the groups differ in size.
  * Otherwise st_boot_t (ST_BOOT_B resamples, ST_SEED): over the pooled cases when the
- * groups are of equal size (the value is then the plain mean), else stratified. */
+ * groups are of equal size (the value is then the plain mean), else stratified; then
+ * clipped to what the quantity can be: lo >= 0 when no value is negative, hi <= 1 for a
+ * score. No interval (NAN) for a single case. */
 double st_interval(const double *x, const int *g, int n, int score, double *lo, double *hi);
 
 #endif
