@@ -313,6 +313,22 @@ for base in fullkv snapkv snapkv@0.25; do
             || fail "compare --base $base --run $run differs from the reference"
     done
 done
+# The issue's case: a real run at --budget 0.02,0.05; snapkv@0.05 against chunkkv@0.05
+# (main compared it with chunkkv@0.02 and printed +100.0 [+100, +100]).
+"$KVBENCH" run --workload synthetic-niah --methods snapkv,chunkkv --budget 0.02,0.05 --ctx 2048 --layers 2 \
+    --depths 0.1,0.3,0.5,0.7,0.9 --quiet --db "$dir/b2.db" >/dev/null 2>&1 || fail "the two-budget run"
+for base in chunkkv chunkkv@0.02; do
+    "${KV[@]}" report --db "$dir/b2.db" --table compare --base "$base" --csv "$dir/b2.csv" >"$dir/b2.md" \
+        || fail "report --table compare --base $base (two budgets)"
+    "$PY" tests/report_compare_ref.py "$dir/b2.db" "$base" all "$dir/b2.csv" "$dir/b2.md" \
+        || fail "compare --base $base on the two-budget run differs from the reference"
+done
+"${KV[@]}" report --db "$dir/b2.db" --table compare --base chunkkv --csv "$dir/b2.csv" >/dev/null
+"$PY" - "$dir/b2.csv" <<'EOF2' || fail "snapkv@0.05 is not compared with chunkkv@0.05"
+import csv, sys
+rows = {float(r["budget"]): r for r in csv.DictReader(open(sys.argv[1])) if r["method"] == "snapkv"}
+assert float(rows[0.05]["base_budget"]) == 0.05 and float(rows[0.02]["base_budget"]) == 0.02, rows
+EOF2
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv@zero
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base nosuch@0.1
 # the help names the test compare uses
