@@ -75,7 +75,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: FORCE install print-cflags sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
+.PHONY: FORCE test-seeds install print-cflags sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -117,6 +117,9 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libkvbench.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkvbench.a $(LDLIBS)
 
+# test_needs_null serves every method without its needs() hook through the registry.
+$(BUILD)/tests/test_needs_null: LDFLAGS += -Wl,--wrap=kv_method_at -Wl,--wrap=kv_method_find
+
 # The test command the README and CI use: set-up (packages, .venv, model, haystack; each
 # only when missing), then every test. `make check` runs the tests alone.
 test:
@@ -136,6 +139,11 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libkvbench.
 
 check: $(KVBENCH) $(TEST_BIN) $(REPLAY_BIN)
 	@KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tests/run.sh
+
+# Every seeded test over N fresh seeds (tools/test_seeds.sh): the failing seeds, exit 1 if any.
+N ?= 200
+test-seeds: $(KVBENCH) $(TEST_BIN)
+	@N=$(N) TESTS="$(TESTS)" MAX_S="$(MAX_S)" KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tools/test_seeds.sh
 
 san-test:
 	$(MAKE) SAN=1 check

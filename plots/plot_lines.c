@@ -126,6 +126,7 @@ static int load_series(sqlite3 *h, int fig, int64_t run, const char *variant, se
         if (more && sqlite3_column_type(st, 3) == SQLITE_NULL) continue;
         if (n && (!more || strcmp(pm, m ? m : "?") || b != pb || x != px)) {   /* flush the point */
             double lo, hi, y = st_interval(ys, NULL, n, FIGS[fig].score, &lo, &hi), k = FIGS[fig].score ? 100 : 1;
+            if (isnan(lo)) lo = hi = y;   /* one case: no interval, a bar of no length */
             series *s = series_get(ss, pm, FIGS[fig].per_method ? NAN : pb);
             if (!s || series_add(s, px, k * y, k * lo, k * hi)) rc = -1;
             n = 0;

@@ -64,7 +64,7 @@ static const char *cols_sql[] = {
 #define CELL_ROWS                                                                                    \
     " r.status, r.score, r.fast_peak,"                                                                \
     " CASE WHEN r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END, c.id, %s"         \
-    " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?"
+    " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? ORDER BY c.id, r.id"
 static const char *cells_sql[] = {
     [BY_VARIANT] = "SELECT r.method, r.budget, ifnull(c.variant, '-')," CELL_ROWS,
     [BY_BUDGET] = "SELECT r.method, NULL, r.budget," CELL_ROWS,
@@ -262,6 +262,7 @@ static void print_cell(FILE *f, const table *t, const cell *c, int bold) {
     int pct = t->metric == RT_M_SCORE || t->metric == RT_M_TOP1, dec = pct ? 1 : 3;
     double sc = pct ? 100 : 1;
     if (isnan(c->score)) fprintf(f, " -");
+    else if (isnan(c->lo)) fprintf(f, bold ? " **%.*f**" : " %.*f", dec, sc * c->score);   /* one case: no interval */
     else fprintf(f, bold ? " **%.*f** [%.*f, %.*f]" : " %.*f [%.*f, %.*f]", dec, sc * c->score, dec, sc * c->lo, dec,
                  sc * c->hi);
     if (c->n || c->nfail) fprintf(f, " n=%d", c->n);
@@ -283,7 +284,7 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
                                  "mean -ln p per token of the reference answer, teacher-forced, nats (failures left out)",
                                  "mean KL(FullKV || method) over FullKV's greedy answer steps, nats (failures left out)",
                                  "top-1 agreement with FullKV's greedy answer, % (failures count as 0)"};
-    fprintf(f, "%s: %s, [95%% interval: Wilson for binary scores, else a bootstrap over cases], n=cases, (k infeasible,"
+    fprintf(f, "%s: %s, [95%% interval: Wilson for binary scores, else bootstrap-t over cases widened to Student's t], n=cases, (k infeasible,"
                " e failed): results that did not finish; KV: mean fast-tier peak bytes, with the prefill's transient uncompressed layer (--table memory also gives the steady decode-time bytes), and ms/tok: decode time per token, of the"
                " finished results; avg: mean of the %s columns. Bold: best in its column and better than every other"
                " row by an exact paired sign test (McNemar's on binary scores), Holm-adjusted p < 0.05.\n\n",
@@ -363,11 +364,12 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: kvbench report --db FILE [--run ID] [--by variant|budget|ctx] [--metric M] [--csv [OUT]]\n"
             "       kvbench report --db FILE --table NAME [--run ID|all] [--metric M] [--csv [OUT]]\n"
-            "       kvbench report --db FILE --table compare [--base METHOD] [--metric M] [--run ID|all]\n"
+            "       kvbench report --db FILE --table compare [--base METHOD[@BUDGET]] [--metric M] [--run ID|all]\n"
             "  Prints a Markdown table of one run: a row per method and budget, and per workload variant\n"
             "  (or budget, or context length) the mean score (%%; infeasible and failed results count as 0)\n"
-            "  with its 95%% interval (Wilson for binary scores, else a bootstrap over cases), n (cases) and\n"
-            "  the failures, the mean fast-tier peak KV bytes and the decode ms per token, then their\n"
+            "  with its 95%% interval (Wilson for binary scores, else the small-n interval: bootstrap-t\n"
+            "  widened to Student's t; docs/statistics.md), n (cases) and the failures, the mean fast-tier\n"
+            "  peak KV bytes and the decode ms per token, then their\n"
             "  averages. A score is bold only when it is significantly best in its column (exact paired\n"
             "  sign test / McNemar against every other row, Holm-adjusted p < 0.05).\n"
             "  --db FILE     results file written by kvbench run (never created here)\n"
@@ -380,7 +382,8 @@ static void usage(FILE *f) {
             "                reference answer's teacher-forced NLL, nats/token), kl (KL(FullKV || method) over\n"
             "                FullKV's greedy answer), top1 (agreement with FullKV's greedy tokens, %%); the\n"
             "                last three need runs with --fidelity (the default)\n"
-            "  --base M      --table compare: the method every row is compared with (default fullkv)\n"
+            "  --base M[@B]  --table compare: the method every row is compared with (default fullkv), at\n"
+            "                each row's own budget, or at budget B when given (M@B)\n"
             "  --table NAME  a paper-style table instead, rows = methods (with their params) and budgets:\n"
             "                main      score per workload (workload:task), Avg of the workloads\n"
             "                niah      score per context length, averaged over needle depths, overall\n"
@@ -392,8 +395,9 @@ static void usage(FILE *f) {
             "                          bytes are nearest to (not above) SeKV's, per context\n"
             "                latency   per context: prefill s, compression s, decode ms/token, tokens/s\n"
             "                compare   each row against --base, paired over the cases both saw: difference,\n"
-            "                          95%% paired bootstrap interval, exact p (McNemar on binary scores, else\n"
-            "                          the sign test), Holm-adjusted over the table's rows, * where p < 0.05\n"
+            "                          its 95%% small-n interval, exact p (McNemar on binary scores, else the\n"
+            "                          paired permutation test), Holm-adjusted over the table's rows, * where\n"
+            "                          p < 0.05\n"
             "                paper     the SeKV paper's claims a NIAH run can test (NIAH at 10%% and 5%%, vs\n"
             "                          SentenceKV and ChunkKV, ablations zoom=0, trained_zoom=0, fixed_chunk,\n"
             "                          rank 8/32/64): the paper's figure, kvbench's number, n, whether the\n"
@@ -470,10 +474,9 @@ int cmd_report(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--base")) {
             base = argv[++i];
-            if (!kv_method_find(base)) {
-                fprintf(stderr, "kvbench report: --base '%s' is not a method (kvbench methods lists them)\n", base);
-                return 2;
-            }
+            char bn[64];
+            double bb;
+            if (rt_base_parse(base, bn, sizeof bn, &bb)) return 2;
         } else if (!strcmp(a, "--table")) {
             tname = argv[++i];
             if (rt_table_known(tname) < 0) {

@@ -662,9 +662,10 @@ static int different_cases(const rt_data *d) {
 
 static const char *legend =
     "Each cell: value [95% interval] n=cases, and (k infeasible) or (k failed) when results were infeasible or failed: they count"
-    " as 0 in score and top-1 means and are left out of NLL and KL means. Intervals: Wilson for binary scores, else a"
-    " bootstrap over cases (2000 resamples, fixed seed; resampled within each workload, depth or context where a"
-    " column averages them). Bold: best in its column and better than every other row of its model by an exact"
+    " as 0 in score and top-1 means and are left out of NLL and KL means. Intervals: Wilson for binary scores (on the"
+    " effective number of cases where a column averages groups of different sizes), else the small-n interval:"
+    " bootstrap-t over cases (2000 resamples, fixed seed; resampled within each workload, depth or context where a"
+    " column averages them) widened to at least Student's t-interval; none for a single case (docs/statistics.md). Bold: best in its column and better than every other row of its model by an exact"
     " paired sign test over the cases both saw (McNemar's exact test on binary scores), Holm-adjusted p < 0.05; a"
     " column without such a row has no bold.";
 

@@ -71,9 +71,13 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d);
 /* A record's value under metric (NAN: left out of the mean); a failure is 0 for score and
  * top1, left out for nll and kl. */
 double rt_rec_value(const rt_rec *r, int metric);
-/* report --table compare: each row against the base method's row of its model, paired
- * over the cases both saw. 0, or -1 after printing why. */
+/* report --table compare: each row against the base method's row of its model at the
+ * row's budget (base "M") or at budget B (base "M@B"), paired over the cases both saw. 0,
+ * or -1 after printing why. */
 int rt_compare(const rt_data *d, int metric, const char *base, FILE *md, FILE *csv, const char *run);
+/* --base METHOD[@BUDGET]: the method into buf, the budget into *budget (NAN when not
+ * given). 0, or -1 after printing why. */
+int rt_base_parse(const char *arg, char *buf, size_t n, double *budget);
 void rt_data_free(rt_data *d);
 
 /* How a column's numbers are printed, and which way is better (bold). */

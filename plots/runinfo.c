@@ -130,6 +130,7 @@ void kv_runinfo_line(const kv_runinfo *ri, char *buf, size_t n) {
     char split[16], hints[8], kvt[16], extra[64] = "";
     key_field(ri->run_key, ";split=", split, sizeof split);
     key_field(ri->run_key, ";kv_type=", kvt, sizeof kvt);   /* absent: before --kv-type, rows were f32 */
+    if (!*kvt) key_field(ri->run_key, ";kv=", kvt, sizeof kvt);   /* kvbench sim's key spells it kv= */
     key_field(ri->run_key, ";oracle_hints=", hints, sizeof hints);
     if (*split) snprintf(extra, sizeof extra, ", split %s", split);
     if (*hints) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", oracle hints %s",

@@ -14,15 +14,78 @@ uint64_t st_rng(uint64_t *s) {
 
 int st_draw(uint64_t *s, int n) { return (int)(((st_rng(s) >> 32) * (uint64_t)n) >> 32); }
 
+void st_wilson_p(double p, double n, double z, double *lo, double *hi) {
+    if (!(n > 0) || !(p >= 0 && p <= 1)) {
+        *lo = *hi = NAN;
+        return;
+    }
+    double z2 = z * z, den = 1 + z2 / n;
+    double mid = (p + z2 / (2.0 * n)) / den, half = z * sqrt(p * (1 - p) / n + z2 / (4.0 * n * n)) / den;
+    *lo = p == 0 ? 0 : fmax(0, mid - half);
+    *hi = p == 1 ? 1 : fmin(1, mid + half);
+}
+
 void st_wilson(int k, int n, double z, double *lo, double *hi) {
     if (n <= 0 || k < 0 || k > n) {
         *lo = *hi = NAN;
         return;
     }
-    double p = (double)k / n, z2 = z * z, den = 1 + z2 / n;
-    double mid = (p + z2 / (2.0 * n)) / den, half = z * sqrt(p * (1 - p) / n + z2 / (4.0 * n * n)) / den;
-    *lo = k == 0 ? 0 : fmax(0, mid - half);
-    *hi = k == n ? 1 : fmin(1, mid + half);
+    st_wilson_p((double)k / n, n, z, lo, hi);
+}
+
+/* ln B(a, b) */
+static double lbeta(double a, double b) { return lgamma(a) + lgamma(b) - lgamma(a + b); }
+
+/* The continued fraction of I_x(a, b) (modified Lentz), good for x < (a + 1) / (a + b + 2). */
+static double beta_cf(double a, double b, double x) {
+    const double tiny = 1e-300;
+    double c = 1, d = 1 - (a + b) * x / (a + 1);
+    if (fabs(d) < tiny) d = tiny;
+    d = 1 / d;
+    double f = d;
+    for (int m = 1; m <= 1000; m++) {
+        double m2 = 2.0 * m, num = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+        for (int k = 0; k < 2; k++) {   /* the even step, then the odd one */
+            d = 1 + num * d;
+            c = 1 + num / c;
+            if (fabs(d) < tiny) d = tiny;
+            if (fabs(c) < tiny) c = tiny;
+            d = 1 / d;
+            f *= c * d;
+            num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+        }
+        if (fabs(c * d - 1) < 1e-15) break;
+    }
+    return f;
+}
+
+/* The regularised incomplete beta function I_x(a, b). */
+static double ibeta(double a, double b, double x) {
+    if (x <= 0) return 0;
+    if (x >= 1) return 1;
+    double front = exp(a * log(x) + b * log1p(-x) - lbeta(a, b));
+    if (x < (a + 1) / (a + b + 2)) return front * beta_cf(a, b, x) / a;
+    return 1 - exp(b * log1p(-x) + a * log(x) - lbeta(a, b)) * beta_cf(b, a, 1 - x) / b;
+}
+
+/* P(T <= t), T ~ Student t with df degrees of freedom. */
+static double t_cdf(double t, int df) {
+    double tail = 0.5 * ibeta(df / 2.0, 0.5, df / (df + t * t));
+    return t > 0 ? 1 - tail : tail;
+}
+
+double st_t_quantile(double q, int df) {
+    if (df < 1 || !(q > 0 && q < 1)) return NAN;
+    if (q == 0.5) return 0;
+    if (q < 0.5) return -st_t_quantile(1 - q, df);
+    double a = 0, b = 1;
+    while (t_cdf(b, df) < q && b < 1e12) b *= 2;
+    for (int i = 0; i < 200 && b - a > 1e-14 * b; i++) {
+        double m = 0.5 * (a + b);
+        if (t_cdf(m, df) < q) a = m;
+        else b = m;
+    }
+    return 0.5 * (a + b);
 }
 
 double st_quantile(const double *s, int n, double q) {
@@ -88,6 +151,75 @@ done:
     return est;
 }
 
+/* The estimate (mean of group means) and standard error of values v[0..n) split into
+ * groups: member j of group k at v[start[k] + j]. Groups of one take the pooled variance
+ * of the others. Constant groups have variance exactly 0 (no rounding left in their sum
+ * of squares), so se is exactly 0 when every group is constant. */
+static void est_se(const double *v, const int *start, int ng, int groups, double *est, double *se) {
+    double s = 0, vsum = 0, ss_all = 0;
+    int df = 0;
+    for (int k = 0; k < ng; k++) {
+        int m = start[k + 1] - start[k];
+        if (!m) continue;
+        double t = 0, lo = v[start[k]], hi = lo, ss = 0;
+        for (int j = start[k]; j < start[k + 1]; j++) t += v[j], lo = fmin(lo, v[j]), hi = fmax(hi, v[j]);
+        double mk = t / m;
+        for (int j = start[k]; j < start[k + 1] && hi > lo; j++) ss += (v[j] - mk) * (v[j] - mk);
+        s += mk;
+        if (m > 1) vsum += ss / (m - 1) / m, ss_all += ss, df += m - 1;
+    }
+    double pooled = df ? ss_all / df : 0;
+    for (int k = 0; k < ng; k++)
+        if (start[k + 1] - start[k] == 1) vsum += pooled;
+    *est = s / groups;
+    *se = sqrt(vsum) / groups;
+}
+
+double st_boot_t(const double *x, const int *g, int n, int B, uint64_t seed, double level, double *lo, double *hi) {
+    *lo = *hi = NAN;
+    if (n <= 0) return NAN;
+    int ng = 1;
+    for (int i = 0; g && i < n; i++)
+        if (g[i] + 1 > ng) ng = g[i] + 1;
+    int *start = calloc((size_t)ng + 1, sizeof *start), *fill = calloc(ng, sizeof *fill);
+    double *v = calloc((size_t)n, sizeof(double)), *r = calloc((size_t)n, sizeof(double)), *t = malloc(sizeof(double) * (B > 0 ? B : 1));
+    double est = NAN, se;
+    if (!start || !fill || !v || !r || !t) goto done;
+    for (int i = 0; i < n; i++) start[(g ? g[i] : 0) + 1]++;
+    for (int k = 0; k < ng; k++) start[k + 1] += start[k];
+    for (int i = 0; i < n; i++) {
+        int k = g ? g[i] : 0;
+        v[start[k] + fill[k]++] = x[i];
+    }
+    int groups = 0;
+    for (int k = 0; k < ng; k++) groups += start[k + 1] > start[k];
+    est_se(v, start, ng, groups, &est, &se);
+    int df = n - groups;
+    if (df < 1) goto done;   /* one case per group: no spread to go by */
+    double a = (1 - level) / 2, tq = st_t_quantile(1 - a, df);
+    *lo = est - tq * se, *hi = est + tq * se;
+    if (se == 0) goto done;
+    uint64_t st = seed;
+    int kept = 0;
+    for (int b = 0; b < B; b++) {
+        for (int k = 0; k < ng; k++) {
+            int m = start[k + 1] - start[k];
+            for (int j = 0; j < m; j++) r[start[k] + j] = v[start[k] + st_draw(&st, m)];
+        }
+        double e, s;
+        est_se(r, start, ng, groups, &e, &s);
+        if (s > 0) t[kept++] = (e - est) / s;
+    }
+    if (kept) {
+        qsort(t, kept, sizeof *t, cmp_d);
+        *lo = fmin(*lo, est - st_quantile(t, kept, 1 - a) * se);
+        *hi = fmax(*hi, est - st_quantile(t, kept, a) * se);
+    }
+done:
+    free(start), free(fill), free(v), free(r), free(t);
+    return est;
+}
+
 double st_boot_paired(const double *a, const double *b, int n, int B, uint64_t seed, double level, double *lo,
                       double *hi) {
     double *d = malloc(sizeof(double) * (n > 0 ? n : 1));
@@ -96,7 +228,7 @@ double st_boot_paired(const double *a, const double *b, int n, int B, uint64_t s
         return NAN;
     }
     for (int i = 0; i < n; i++) d[i] = a[i] - b[i];
-    double m = st_boot_mean(d, NULL, n, B, seed, level, lo, hi);
+    double m = st_boot_t(d, NULL, n, B, seed, level, lo, hi);
     free(d);
     return m;
 }
@@ -130,9 +262,10 @@ double st_perm_p(const double *d, int n, int B, uint64_t seed) {
     if (!a) return 1;
     for (int i = 0; i < n; i++)
         if (d[i] != 0) a[m++] = fabs(d[i]), obs += d[i], tot += fabs(d[i]);
-    /* ties: sums equal in exact arithmetic count as hits; 1e-9 relative covers the rounding
-     * the Gray-code update accumulates over 2^20 steps (1e-12 did not) */
-    double target = fabs(obs) * (1 - 1e-9) - 1e-300;
+    /* ties: sums equal in exact arithmetic count as hits; 1e-9 of sum |d| covers the
+     * rounding the Gray-code update accumulates over 2^20 steps (1e-12 did not), and an
+     * observed sum that is 0 but for rounding (0.1 + 0.2 - 0.3) reaches every sum: p = 1 */
+    double target = fabs(obs) - 1e-9 * tot;
     double p = 1;
     if (m > 0 && m <= ST_PERM_EXACT) {
         /* Gray code: one sign flips per step; s[i] = +1 / -1 */
@@ -207,9 +340,8 @@ int st_is_binary(const double *x, int n) {
 double st_interval(const double *x, const int *g, int n, int score, double *lo, double *hi) {
     /* Groups of equal size: the mean of group means is the plain mean, and resampling
      * within groups of one or two cases would hide the spread, so the groups are pooled.
-     * Unequal groups of at least 2: the stratified bootstrap. Otherwise pooled resampling
-     * around the mean of group means. */
-    int ng = 1, balanced = 1, small = 0;
+     * Unequal groups: the value is the mean of group means, and so is its interval's. */
+    int ng = 1, balanced = 1;
     for (int i = 0; g && i < n; i++)
         if (g[i] + 1 > ng) ng = g[i] + 1;
     int *size = calloc((size_t)ng, sizeof *size);
@@ -218,23 +350,27 @@ double st_interval(const double *x, const int *g, int n, int score, double *lo, 
         return NAN;
     }
     for (int i = 0; i < n; i++) size[g ? g[i] : 0]++;
-    int first = -1;
+    int first = -1, groups = 0;
+    double inv = 0;
     for (int k = 0; k < ng; k++) {
         if (!size[k]) continue;
         if (first < 0) first = size[k];
         balanced &= size[k] == first;
-        small |= size[k] < 2;
+        groups++, inv += 1.0 / size[k];
     }
     free(size);
-    if (n > 0 && score && balanced && st_is_binary(x, n)) {
-        int k = 0;
-        for (int i = 0; i < n; i++) k += x[i] == 1;
-        st_wilson(k, n, ST_Z95, lo, hi);
-        return (double)k / n;
+    const int *gg = balanced ? NULL : g;
+    if (n > 0 && score && st_is_binary(x, n)) {
+        double lb, hb, p = st_boot_mean(x, gg, n, 0, 0, 0.95, &lb, &hb);   /* B = 0: the estimate alone */
+        st_wilson_p(p, balanced ? n : groups * (double)groups / inv, ST_Z95, lo, hi);
+        return p;
     }
-    if (balanced) return st_boot_mean(x, NULL, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi);
-    if (!small) return st_boot_mean(x, g, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi);
-    double l2, h2, est = st_boot_mean(x, g, n, 0, 0, 0.95, &l2, &h2);
-    st_boot_mean(x, NULL, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi);
+    double est = st_boot_t(x, gg, n, ST_BOOT_B, ST_SEED, 0.95, lo, hi), mn = x[0];
+    /* Within what the quantity can be: every cell holds a nonnegative quantity (scores,
+     * bytes, seconds, NLL, KL, top-1), and a task score is at most 1. Clipping keeps every
+     * value the interval held that the mean can take. */
+    for (int i = 1; i < n; i++) mn = fmin(mn, x[i]);
+    if (mn >= 0 && *lo < 0) *lo = 0;
+    if (score && *hi > 1) *hi = 1;
     return est;
 }

@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""Independent check of `kvbench report --table compare --base fullkv`: every row against
-the base row of its model, paired by case, recomputed from the raw rows (sqlite3): the
-means over the common cases, the difference, the p-value (McNemar's exact test with integer
-binomials on binary scores, else the paired permutation test: every sign vector up to 20
-non-zero pairs, else the same seeded splitmix64 draws), Holm's adjustment, the signs and the summary line; the interval must hold the
-difference.
+"""Independent check of `kvbench report --table compare --base M[@B]`: every row against
+the base row of its model at the row's own budget (or at B; FullKV, which keeps every token,
+at the row's budget if run, else its only row), paired by case, recomputed from the raw
+rows (sqlite3): the means over the common cases, the difference and its small-n interval
+(interval_ref.py: bootstrap-t over the pairs widened to Student's t), the p-value (McNemar's
+exact test with integer binomials on binary scores, else the paired permutation test: every
+sign vector up to 20 non-zero pairs, else the same seeded splitmix64 draws), Holm's
+adjustment, the signs, the header's base and the summary line.
 
-usage: report_compare_ref.py DB DIR RUN...   (DIR holds compare_RUN.csv and compare_RUN.md)"""
+usage: report_compare_ref.py DB BASE RUN CSV MD"""
 import csv
 import math
+import os
 import sqlite3
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import interval_ref  # noqa: E402
 
 
 def sign_p(pos, neg):
@@ -35,7 +41,7 @@ def perm_p(d, B=10000, seed=SEED):
     m = len(a)
     if m == 0:
         return 1.0
-    target = abs(sum(x for x in d if x != 0)) * (1 - 1e-9) - 1e-300
+    target = abs(sum(x for x in d if x != 0)) - 1e-9 * sum(a)   # ties: within 1e-9 of sum |d|
     if m <= 20:   # the distribution of the signed sum, by convolution (exact)
         sums = {0.0: 1}
         for x in a:
@@ -69,51 +75,69 @@ def norm(p):
     return ",".join(sorted(x.strip() for x in (p or "").split(",") if x.strip()))
 
 
-db_path, d = sys.argv[1:3]
+db_path, base_arg, run, csv_path, md_path = sys.argv[1:6]
+base, _, bb = base_arg.partition("@")
+bb = float(bb) if bb else None
+keeps_all = base.lower() == "fullkv"
 db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-for run in sys.argv[3:]:
-    q = ("SELECT coalesce(ru.model, '?'), r.method, r.params, r.budget, r.status, r.score,"
-         " coalesce(c.workload, ru.workload, '?'), c.variant, c.case_key"
-         " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id")
-    rows = db.execute(q + ("" if run == "all" else f" WHERE c.run_id = {int(run)}")).fetchall()
-    vals = {}
-    for model, m, params, b, st, sc, wl, var, key in rows:
-        x = sc if st == "ok" else 0.0   # infeasible and failed count as 0
-        if x is None:
+q = ("SELECT coalesce(ru.model, '?'), r.method, r.params, r.budget, r.status, r.score,"
+     " coalesce(c.workload, ru.workload, '?'), c.variant, c.case_key"
+     " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id")
+rows = db.execute(q + ("" if run == "all" else f" WHERE c.run_id = {int(run)}") + " ORDER BY c.id, r.id").fetchall()
+vals, order = {}, {}
+for model, m, params, b, st, sc, wl, var, key in rows:
+    x = sc if st == "ok" else 0.0   # infeasible and failed count as 0
+    if x is None:
+        continue
+    col = wl if var is None or var == wl else f"{wl}:{var}"
+    order.setdefault((col, key), len(order))   # the report pairs cases in this order
+    vals.setdefault((model, m, norm(params), b), {}).setdefault((col, key), []).append(x)
+vals = {k: {c: sum(v) / len(v) for c, v in cs.items()} for k, cs in vals.items()}
+want = {}
+for k, cs in vals.items():
+    rows_b = sorted((r for r in vals if r[0] == k[0] and r[1].lower() == base.lower()), key=lambda r: (r[2], r[3]))
+    at = [r for r in rows_b if r[3] == (bb if bb is not None else k[3])]
+    ref = at[0] if at else rows_b[0] if rows_b and keeps_all and bb is None else None
+    if ref == k or (ref is None and k[1].lower() == base.lower()):
+        continue
+    if ref is None:
+        want[k] = dict(n=0, base_budget=None, p=None)
+        continue
+    common = sorted((c for c in cs if c in vals[ref]), key=lambda c: order[c])
+    a, b = [cs[c] for c in common], [vals[ref][c] for c in common]
+    pos, neg = sum(x > y for x, y in zip(a, b)), sum(x < y for x, y in zip(a, b))
+    binary = all(x in (0.0, 1.0) for x in a + b)
+    p = (sign_p(pos, neg) if binary else perm_p([x - y for x, y in zip(a, b)])) if common else None
+    est, lo, hi = interval_ref.paired([x - y for x, y in zip(a, b)]) if common else (None, None, None)
+    sc = lambda v: None if v is None or math.isnan(v) else 100 * v
+    want[k] = dict(n=len(common), base_budget=ref[3], base_mean=sc(sum(b) / len(b)) if b else None,
+                   mean=sc(sum(a) / len(a)) if a else None, diff=sc(est), lo=sc(lo), hi=sc(hi), p=p, pos=pos,
+                   neg=neg, binary=binary)
+keys = [k for k in want if want[k]["p"] is not None]
+for k, a in zip(keys, holm([want[k]["p"] for k in keys])):
+    want[k]["p_holm"] = a
+got = list(csv.DictReader(open(csv_path, newline="")))
+assert len(got) == len(want), (run, len(got), len(want))
+for g in got:
+    k = (g["model"], g["method"], g["params"], float(g["budget"]))
+    w = want[k]
+    assert g["base"] == base, (run, k, g["base"], base)
+    assert (g["base_budget"] == "") == (w["base_budget"] is None), (run, k, "base budget", g["base_budget"])
+    if w["base_budget"] is not None:
+        assert float(g["base_budget"]) == w["base_budget"], (run, k, g["base_budget"], w["base_budget"])
+    assert int(float(g["n"])) == w["n"], (run, k, g["n"], w["n"])
+    if not w["n"]:
+        continue
+    for name in ("base_mean", "mean", "diff", "lo", "hi", "p", "p_holm"):
+        if w[name] is None:
+            assert g[name] == "", (run, k, name, g[name])
             continue
-        col = wl if var is None or var == wl else f"{wl}:{var}"
-        vals.setdefault((model, m, norm(params), b), {}).setdefault((col, key), []).append(100 * x)
-    vals = {k: {c: sum(v) / len(v) for c, v in cs.items()} for k, cs in vals.items()}
-    want = {}
-    for k, cs in vals.items():
-        bases = [b for b in vals if b[0] == k[0] and b[1].lower() == "fullkv"]
-        base = next((b for b in bases if not b[2]), bases[0] if bases else None)
-        if base is None or base == k:
-            continue
-        common = [c for c in cs if c in vals[base]]
-        a, b = [cs[c] for c in common], [vals[base][c] for c in common]
-        pos, neg = sum(x > y for x, y in zip(a, b)), sum(x < y for x, y in zip(a, b))
-        binary = all(x in (0.0, 100.0) for x in a + b)
-        p = (sign_p(pos, neg) if binary else perm_p([x - y for x, y in zip(a, b)])) if common else None
-        want[k] = dict(n=len(common), base_mean=sum(b) / len(b) if b else None, mean=sum(a) / len(a) if a else None,
-                       diff=(sum(a) - sum(b)) / len(a) if a else None, p=p, pos=pos, neg=neg, binary=binary)
-    keys = [k for k in want if want[k]["p"] is not None]
-    for k, a in zip(keys, holm([want[k]["p"] for k in keys])):
-        want[k]["p_holm"] = a
-    got = list(csv.DictReader(open(f"{d}/compare_{run}.csv", newline="")))
-    assert len(got) == len(want), (run, len(got), len(want))
-    for g in got:
-        k = (g["model"], g["method"], g["params"], float(g["budget"]))
-        w = want[k]
-        assert int(float(g["n"])) == w["n"], (run, k, g["n"], w["n"])
-        if not w["n"]:
-            continue
-        for name in ("base_mean", "mean", "diff", "p", "p_holm"):
-            assert abs(float(g[name]) - w[name]) <= 1e-9 * max(1, abs(w[name])), (run, k, name, g[name], w[name])
-        assert int(float(g["pos"])) == w["pos"] and int(float(g["neg"])) == w["neg"], (run, k, "signs")
-        assert float(g["lo"]) - 1e-9 <= float(g["diff"]) <= float(g["hi"]) + 1e-9, (run, k, "interval")
-        assert g["test"] == ("mcnemar" if w["binary"] else "perm"), (run, k, g["test"])
-    md = open(f"{d}/compare_{run}.md").read()
-    sig = sum(1 for k in keys if want[k]["p_holm"] < 0.05)
-    assert f"{sig} of {len(want)} differences significant after Holm" in md, (run, "summary", sig)
-    print(f"compare {run}: {len(want)} rows, {sig} significant, match the database")
+        assert abs(float(g[name]) - w[name]) <= 1e-9 * max(1, abs(w[name])), (run, k, name, g[name], w[name])
+    assert int(float(g["pos"])) == w["pos"] and int(float(g["neg"])) == w["neg"], (run, k, "signs")
+    assert g["test"] == ("mcnemar" if w["binary"] else "perm"), (run, k, g["test"])
+md = open(md_path).read()
+sig = sum(1 for k in keys if want[k]["p_holm"] < 0.05)
+assert f"{sig} of {len(want)} differences significant after Holm" in md, (run, "summary", sig)
+where = f"{base} at budget {bb:g}" if bb is not None else f"{base} at each row's budget"
+assert f"Each row against {where}" in md, (run, "header does not name the base and budget", where)
+print(f"compare --base {base_arg} --run {run}: {len(want)} rows, {sig} significant, match the database")

@@ -10,8 +10,12 @@ usage: report_tables_ref.py DB REGISTRY METHODS OUTDIR TABLE:RUN...
   OUTDIR    holds TABLE_RUN.md and TABLE_RUN.csv written by kvbench report"""
 import csv
 import math
+import os
 import sqlite3
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import interval_ref  # noqa: E402  (the cells' intervals, in numpy)
 
 db_path, registry_path, methods_path, out = sys.argv[1:5]
 specs = sys.argv[5:]
@@ -56,6 +60,9 @@ class Rec:
     pass
 
 
+WL_ORDER = {}   # workload columns in the order of their first result (the report's group ids)
+
+
 def load(run):
     cols = {c[1] for c in db.execute("PRAGMA table_info(results)")}
     v3 = "r.fast_decode_peak, r.rss_peak" if "fast_decode_peak" in cols else "NULL, NULL"
@@ -67,12 +74,15 @@ def load(run):
     if run != "all":
         q += " WHERE c.run_id = ?"
         args = (int(run),)
+    q += " ORDER BY c.id, r.id"   # the report's order: the bootstrap draws follow it
     recs = []
+    WL_ORDER.clear()
     for (cid, model, wl, var, ctx, depth, m, params, b, st, sc, fp, sp, ft, pf, cs, ds, dt, tps, fdp,
          rss, ckey) in db.execute(q, args):
         r = Rec()
         r.cid, r.model, r.ctx, r.depth, r.status = cid, model, ctx, depth, st
         r.wl = wl if var is None or var == wl else f"{wl}:{var}"
+        WL_ORDER.setdefault(r.wl, len(WL_ORDER))
         r.fam = (model, m, norm_params(params))
         r.row = r.fam + (b,)
         r.ok = st == "ok"
@@ -100,7 +110,7 @@ class Section:
 class Cell:
     """The values of one cell: per group (workload, depth, ...) a list, per case a list."""
     def __init__(self):
-        self.groups, self.cases, self.fail, self.inf = {}, {}, 0, 0
+        self.groups, self.cases, self.fail, self.inf, self.flat = {}, {}, 0, 0, []
 
     def add(self, r, x, g=0):
         self.fail += not r.ok
@@ -109,14 +119,24 @@ class Cell:
             return
         self.groups.setdefault(g, []).append(x)
         self.cases.setdefault(r.case, []).append(x)
+        self.flat.append((g, x))
 
     def merge(self, other, g):
         for xs in other.groups.values():
             self.groups.setdefault(g, []).extend(xs)
         for c, xs in other.cases.items():
             self.cases.setdefault(c, []).extend(xs)
+        self.flat += [(g, x) for _, x in other.flat]
         self.fail += other.fail
         self.inf += other.inf
+
+    def interval(self, score):
+        """(value, lo, hi) by tests/interval_ref.py: the values in the report's order, the
+        groups numbered as the report numbers them (workloads by first result, depths and
+        (context, depth) ascending)."""
+        keys = sorted({g for g, _ in self.flat}, key=lambda k: WL_ORDER[k] if isinstance(k, str) else k)
+        rank = {k: i for i, k in enumerate(keys)}
+        return interval_ref.interval(score, [x for _, x in self.flat], [rank[g] for g, _ in self.flat])
 
     def n(self):
         return sum(len(xs) for xs in self.groups.values())
@@ -523,21 +543,23 @@ def check(table, run):
                 w = where + (s.rows[i][1], label, t)
                 check_md_value(w, vt, v, fmt)
                 assert pn == n and pf == nfail, (w, "n / failed", n, nfail)
-                # the interval: Wilson on a binary cell of one group, else around the value
-                if cell is not None and cell.n():
+                # the interval: Wilson on binary scores, else the small-n interval, of the
+                # same estimator as the value (tests/interval_ref.py); none for one case
+                if cell is not None and cell.n() and fmt != BUDGET:
+                    iv, il, ih = cell.interval(fmt == PCT)
+                    assert close(iv, v, 1e-9 * max(1, abs(v))), (w, "the interval's estimator", iv, v)
+                    if math.isnan(il):
+                        assert lo is None, (w, "an interval for one case")
+                    else:
+                        check_md_value(w + ("lo",), lo, il, fmt)
+                        check_md_value(w + ("hi",), hi, ih, fmt)
+                        assert il - 1e-12 <= v <= ih + 1e-12, (w, "value outside its interval", il, v, ih)
                     xs = [x for g in cell.groups.values() for x in g]
-                    sizes = {len(g) for g in cell.groups.values()}
-                    scale = 100 if fmt == PCT else 1
-                    if fmt == PCT and len(sizes) == 1 and all(x in (0, 1) for x in xs):
+                    if fmt == PCT and len({len(g) for g in cell.groups.values()}) == 1 and len(xs) > 1 and all(
+                            x in (0, 1) for x in xs):   # equal groups of binary scores: plain Wilson
                         wl, wh = wilson(sum(x == 1 for x in xs), len(xs))
-                        check_md_value(w + ("lo",), lo, wl, fmt)
-                        check_md_value(w + ("hi",), hi, wh, fmt)
-                    elif fmt in (PCT, NUM, COUNT):
-                        # the bounds are printed to 0.1 (%), 1 (count) or 3 significant digits
-                        tol = (0.05 if fmt == PCT else 0.5 if fmt == COUNT else
-                               0.006 * max(abs(float(lo)), abs(float(hi)), abs(v)) + 1e-9)
-                        assert float(lo) <= scale * v + tol and scale * v <= float(hi) + tol, (w, "interval")
-                        assert float(lo) >= scale * min(xs) - tol and float(hi) <= scale * max(xs) + tol, (w, "range")
+                        check_md_value(w + ("wilson lo",), lo, wl, fmt)
+                        check_md_value(w + ("wilson hi",), hi, wh, fmt)
                 else:
                     assert lo is None, (w, "an interval without values")
                 # bold: the one best row of its model, better than every other by the paired
@@ -572,7 +594,17 @@ def check(table, run):
                 if want is not None:
                     assert close(float(rec["value"]), want, 1e-9 * max(1, abs(want))), (where, want)
                 assert int(rec["n"]) == cnt and (int(rec["failed"]), int(rec["infeasible"])) == nfail, (where, "n", cnt, nfail)
-                assert (rec["lo"] == "") == (cell is None or not cell.n()), (where, "lo")
+                if cell is None or not cell.n():
+                    assert rec["lo"] == "" and rec["hi"] == "", (where, "lo")
+                else:
+                    _, il, ih = cell.interval(fmt == PCT)
+                    sc = 100 if fmt == PCT else 1
+                    for name, want_b in (("lo", il), ("hi", ih)):
+                        if math.isnan(want_b):
+                            assert rec[name] == "", (where, name)
+                        else:
+                            assert close(float(rec[name]), sc * want_b, 1e-9 * max(1, abs(sc * want_b))), (
+                                where, name, sc * want_b)
     assert n == len(recs_csv), (table, run, "csv lines", len(recs_csv), n)
     return cells, secs
 

@@ -21,6 +21,9 @@ else
     echo "note: ./kvbench does not link report/plot yet; testing them through $T --cmd"
 fi
 fail() { echo "test_report: FAIL: $*" >&2; exit 1; }
+expect_fail_early() { local rc=0; "$@" >/dev/null 2>"$dir/err" || rc=$?; [ "$rc" -eq 2 ] || fail "'$*' exit $rc"; }
+PY=.venv/bin/python   # the references recompute the intervals with numpy (tests/interval_ref.py)
+[ -x "$PY" ] || PY=python3
 
 "$T" --make-fixture "$dir/f.db"
 "$T" --registry >"$dir/registry"
@@ -36,8 +39,10 @@ for f in niah.png niah.svg niah.gp niah.dat; do [ -s "$dir/$f" ] || fail "plot d
 [ "$(head -c 8 "$dir/niah.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "niah.png is not a PNG"
 grep -q '<svg' "$dir/niah.svg" || fail "niah.svg is not SVG"
 
-python3 - "$dir" <<'EOF'
+"$PY" - "$dir" <<'EOF'
 import csv, math, sqlite3, sys
+sys.path.insert(0, "tests")
+import interval_ref
 d = sys.argv[1]
 db = sqlite3.connect(f"file:{d}/f.db?mode=ro", uri=True)
 registry = [l.strip() for l in open(f"{d}/registry") if l.strip()]
@@ -102,8 +107,8 @@ def parse_cell(s):
 
 def expected(run, by):
     raw = db.execute("SELECT r.method, r.budget, r.status, r.score, r.fast_peak, r.decode_s, r.decode_tokens,"
-                     " c.variant, c.ctx, c.id FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
-                     (run,)).fetchall()
+                     " c.variant, c.ctx, c.id FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?"
+                     " ORDER BY c.id, r.id", (run,)).fetchall()
     rows, cols, first, acc, byc = set(), set(), {}, {}, {}
     for m, b, st, sc, peak, ds, dt, var, ctx, cid in raw:
         row = m if by == "budget" else (m, b)
@@ -129,11 +134,16 @@ def expected(run, by):
     for r in rows:
         for c in cols:
             a = acc.get((r, c), ([], [], [], [0, 0]))
-            cell[r, c] = (len(a[0]), mean(a[0]), mean(a[1]), mean(a[2]), tuple(a[3]), a[0])
+            cell[r, c] = (len(a[0]), mean(a[0]), mean(a[1]), mean(a[2]), tuple(a[3]), a[0], [0] * len(a[0]))
         vals = [cell[r, c] for c in cols]
         cell[r, "avg"] = (sum(v[0] for v in vals),) + tuple(
             mean([v[k] for v in vals if v[k] is not None]) for k in (1, 2, 3)) + (
-            (sum(v[4][0] for v in vals), sum(v[4][1] for v in vals)), [x for v in vals for x in v[5]])
+            (sum(v[4][0] for v in vals), sum(v[4][1] for v in vals)), [x for v in vals for x in v[5]],
+            [j for j, v in enumerate(vals) for _ in v[5]])
+        # avg: the mean of the column means (not of the cases), its interval of the same estimator
+        if cell[r, "avg"][0]:
+            cell[r, "avg"] = cell[r, "avg"][:1] + (interval_ref.interval(1, [x / 100 for x in cell[r, "avg"][5]],
+                                                                         cell[r, "avg"][6])[0] * 100,) + cell[r, "avg"][2:]
     nonok = {s: n for s, n in db.execute("SELECT r.status, count(*) FROM results r JOIN cases c ON c.id = r.case_id"
                                         " WHERE c.run_id = ? GROUP BY 1", (run,))}
     for k, v in byc.items():   # a case's values over several columns (budgets) averaged
@@ -171,7 +181,7 @@ def check_md(path, run, by):
         tops = [r for r in rows if cell[r, c][1] is not None and close(cell[r, c][1], best, 1e-9)]
         vals = {r: byc.get((r, c), {}) for r in rows}
         for r, line in zip(rows, body):
-            n, sc, kv, ms, nfail, xs = cell[r, c]
+            n, sc, kv, ms, nfail, xs, gs = cell[r, c]
             v, lo, hi, pn, pf, bold = parse_cell(line[js])
             assert pn == n and pf == nfail, (path, r, c, line[js], n, nfail)
             if sc is None:
@@ -181,12 +191,18 @@ def check_md(path, run, by):
                 # bold: the one best row, better than every other by the paired sign test (Holm)
                 want_bold = len(tops) == 1 and tops[0] == r and sig_best(vals, r)
                 assert bold == want_bold, (path, r, c, "bold", line[js], sc, best)
-                if c != "avg" and all(x in (0.0, 100.0) for x in xs):
+                # the interval: Wilson on binary scores (effective size for the avg of unequal
+                # columns), else the small-n interval, recomputed (tests/interval_ref.py)
+                _, wl, wh = interval_ref.interval(1, [x / 100 for x in xs], gs)
+                if math.isnan(wl):
+                    assert lo is None and hi is None, (path, r, c, line[js], "one case has no interval")
+                else:
+                    assert close(lo, 100 * wl, 0.05 + 1e-9) and close(hi, 100 * wh, 0.05 + 1e-9), (
+                        path, r, c, line[js], 100 * wl, 100 * wh)
+                    assert lo <= v <= hi, (path, r, c, line[js], "value outside its interval")
+                if c != "avg" and len(xs) > 1 and all(x in (0.0, 100.0) for x in xs):
                     wl, wh = wilson(sum(x == 100.0 for x in xs), len(xs))
                     assert close(lo, 100 * wl, 0.05 + 1e-9) and close(hi, 100 * wh, 0.05 + 1e-9), (path, r, c, line[js])
-                else:
-                    assert lo <= v + 0.05 and v <= hi + 0.05 and lo >= min(xs) - 0.05 and hi <= max(xs) + 0.05, (
-                        path, r, c, line[js])
             if kv is None:
                 assert line[jk] == "-", (path, r, c, line[jk])
             else:
@@ -218,9 +234,10 @@ def check_csv(path, run, by):
             if by != "budget": assert float(rec["budget"]) == r[1], (path, rec, r)
             key = rec[by]
             assert key == "avg" if c == "avg" else (key == c if by == "variant" else float(key) == c), (path, key, c)
-            n, sc, kv, ms, nfail, _ = cell[r, c]
+            n, sc, kv, ms, nfail, _, _ = cell[r, c]
             assert int(float(rec["n"])) == n and (int(float(rec["failed"])), int(float(rec["infeasible"]))) == nfail, (path, rec, n)
-            assert rec["metric"] == "score_pct" and (sc is None or float(rec["lo"]) <= sc + 1e-9 <= float(rec["hi"]) + 2e-9)
+            assert rec["metric"] == "score_pct" and (sc is None or (rec["lo"] == "" and n == 1) or
+                                                     float(rec["lo"]) <= sc + 1e-9 <= float(rec["hi"]) + 2e-9), (path, rec)
             for got, want in ((rec["value"], sc), (rec["fast_peak_bytes"], kv), (rec["decode_ms_per_token"], ms)):
                 g = num(got)
                 assert (g is None) == (want is None), (path, rec, want)
@@ -273,7 +290,7 @@ for s in "${specs[@]}"; do
         >"$dir/tables/${s/:/_}.md" || fail "report --table ${s%%:*} --run ${s#*:}"
 done
 cat "$dir/tables/memory_1.md"
-python3 tests/report_tables_ref.py "$dir/t.db" "$dir/registry" "$dir/methods" "$dir/tables" "${specs[@]}"
+"$PY" tests/report_tables_ref.py "$dir/t.db" "$dir/registry" "$dir/methods" "$dir/tables" "${specs[@]}"
 # --table paper: the SeKV paper's claims, recomputed from the raw rows (tests/report_paper_ref.py)
 "${KV[@]}" report --db "$dir/t.db" --table paper --run all --csv "$dir/tables/paper_all.csv" >"$dir/tables/paper_all.md" \
     || fail "report --table paper --run all"
@@ -285,12 +302,48 @@ cmp -s "$dir/niah_stdout.csv" "$dir/tables/niah_all.csv" || fail "--csv to stdou
 
 # --table compare: each row against the base method's row of its model, paired by case,
 # recomputed from the raw rows (tests/report_compare_ref.py).
-for s in compare:1 compare:all; do
-    "${KV[@]}" report --db "$dir/t.db" --table compare --base fullkv --run "${s#*:}" --csv "$dir/tables/${s/:/_}.csv" \
-        >"$dir/tables/${s/:/_}.md" || fail "report --table compare --run ${s#*:}"
+# Within the same budget (issue 27): run 1 holds snapkv at 0.1, 0.25 and 0.5, so --base
+# snapkv compares each row with snapkv at its own budget, --base snapkv@0.25 with that one.
+for base in fullkv snapkv snapkv@0.25; do
+    for run in 1 all; do
+        "${KV[@]}" report --db "$dir/t.db" --table compare --base "$base" --run "$run" --csv "$dir/tables/cmp.csv" \
+            >"$dir/tables/cmp.md" || fail "report --table compare --base $base --run $run"
+        [ "$base$run" = snapkv1 ] && cat "$dir/tables/cmp.md"
+        "$PY" tests/report_compare_ref.py "$dir/t.db" "$base" "$run" "$dir/tables/cmp.csv" "$dir/tables/cmp.md" \
+            || fail "compare --base $base --run $run differs from the reference"
+    done
 done
-cat "$dir/tables/compare_1.md"
-python3 tests/report_compare_ref.py "$dir/t.db" "$dir/tables" 1 all
+# The issue's case: a real run at --budget 0.02,0.05; snapkv@0.05 against chunkkv@0.05
+# (main compared it with chunkkv@0.02 and printed +100.0 [+100, +100]).
+"$KVBENCH" run --workload synthetic-niah --methods snapkv,chunkkv --budget 0.02,0.05 --ctx 2048 --layers 2 \
+    --depths 0.1,0.3,0.5,0.7,0.9 --quiet --db "$dir/b2.db" >/dev/null 2>&1 || fail "the two-budget run"
+for base in chunkkv chunkkv@0.02; do
+    "${KV[@]}" report --db "$dir/b2.db" --table compare --base "$base" --csv "$dir/b2.csv" >"$dir/b2.md" \
+        || fail "report --table compare --base $base (two budgets)"
+    "$PY" tests/report_compare_ref.py "$dir/b2.db" "$base" all "$dir/b2.csv" "$dir/b2.md" \
+        || fail "compare --base $base on the two-budget run differs from the reference"
+done
+"${KV[@]}" report --db "$dir/b2.db" --table compare --base chunkkv --csv "$dir/b2.csv" >/dev/null
+"$PY" - "$dir/b2.csv" <<'EOF2' || fail "snapkv@0.05 is not compared with chunkkv@0.05"
+import csv, sys
+rows = {float(r["budget"]): r for r in csv.DictReader(open(sys.argv[1])) if r["method"] == "snapkv"}
+assert float(rows[0.05]["base_budget"]) == 0.05 and float(rows[0.02]["base_budget"]) == 0.02, rows
+EOF2
+expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv@zero
+expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base nosuch@0.1
+# the help names the test compare uses
+"${KV[@]}" report --help | grep -q "paired permutation test" || fail "report --help does not name the permutation test"
+"${KV[@]}" report --help | grep -q "sign test)" && fail "report --help still names the sign test for compare"
+# The default table does not depend on the order SQLite returns rows in: an index that walks
+# the cases backwards changes the scan order, not the report.
+cp "$dir/f.db" "$dir/order.db"
+sqlite3 "$dir/order.db" "CREATE INDEX kvb_test_backwards ON cases(run_id, id DESC); ANALYZE;"
+for by in variant budget; do
+    "${KV[@]}" report --db "$dir/f.db" --by $by >"$dir/order_a.md"
+    "${KV[@]}" report --db "$dir/order.db" --by $by >"$dir/order_b.md"
+    cmp -s <(tail -n +2 "$dir/order_a.md") <(tail -n +2 "$dir/order_b.md") \
+        || fail "the default report (--by $by) changed with SQLite's row order"
+done
 # --metric: the fidelity metrics (absent in this fixture: empty cells, not an error)
 "${KV[@]}" report --db "$dir/t.db" --table main --run 1 --metric nll >"$dir/nll.md" || fail "report --metric nll"
 "${KV[@]}" report --db "$dir/f.db" --metric top1 >"$dir/top1.md" || fail "report --metric top1"
@@ -301,7 +354,6 @@ grep -q "top1" "$dir/top1.md" || fail "report --metric top1: no top1 column"
 grep -q "yerrorlines" "$dir/budget.gp" || fail "budget figure without error bars"
 awk '!/^#/ && NF { if (NF != 4 || $3 > $2 + 1e-9 || $2 > $4 + 1e-9) bad++; n++ } END { exit !(n > 0 && !bad) }' \
     "$dir/budget.dat" || fail "budget.dat: points without a lo <= y <= hi interval"
-expect_fail_early() { local rc=0; "$@" >/dev/null 2>"$dir/err" || rc=$?; [ "$rc" -eq 2 ] || fail "'$*' exit $rc"; }
 expect_fail_early "${KV[@]}" plot --db "$dir/f.db" --figure memory --metric kl
 expect_fail_early "${KV[@]}" plot --db "$dir/f.db" --metric acc
 

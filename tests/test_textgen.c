@@ -329,9 +329,14 @@ static int word_counts(const char *s, wc *out, int cap) {
 
 static void check_task(const ruler_opts *o, int task, int L, tc_list *l) {
     const char *name = ruler_task_name(task);
+    /* The haystack size is searched on sample 0 and each other sample steps down from it
+     * until it fits (RULER's procedure). fwe's tokens per word follow the sample's random
+     * vocabulary, so a sample can fill less: 0.787 of the length (test-seeds, seed
+     * 17121860636125; 0.819 the worst of 450 samples on 150 other seeds). */
+    double fill = strcmp(name, "fwe") ? 0.8 : 0.7;
     for (int i = 0; i < l->n; i++) {
         tc_case *c = &l->v[i];
-        CHECK(c->prompt_tokens + ruler_task_max_new(task) <= L && c->prompt_tokens >= 0.8 * (L - ruler_task_max_new(task)),
+        CHECK(c->prompt_tokens + ruler_task_max_new(task) <= L && c->prompt_tokens >= fill * (L - ruler_task_max_new(task)),
               "%s: %d prompt tokens for length %d", c->id, c->prompt_tokens, L);
         int whole = tok_encode(tok, c->prompt, strlen(c->prompt), 1, NULL, 0) + (tok_add_bos(tok) ? 1 : 0);
         CHECK(abs(whole - c->prompt_tokens) <= 2, "%s: whole-prompt encode %d vs %d", c->id, whole, c->prompt_tokens);

@@ -19,9 +19,11 @@
 #include "../model/model.h"
 #include "../model/tokenizer.h"
 
+/* CPU time of this process: the encode-time limits guard against quadratic work, and wall
+ * time on a shared machine failed them under load (test-seeds: 1.115 s for 0.3 s of work). */
 static double now_s(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
