@@ -117,8 +117,6 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libkvbench.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkvbench.a $(LDLIBS)
 
-# test_needs_null serves every method without its needs() hook through the registry.
-$(BUILD)/tests/test_needs_null: LDFLAGS += -Wl,--wrap=kv_method_at -Wl,--wrap=kv_method_find
 
 # The test command the README and CI use: set-up (packages, .venv, model, haystack; each
 # only when missing), then every test. `make check` runs the tests alone.

@@ -454,10 +454,13 @@ static void test_params_file(void) {
     sekv_params p, q;
     char err[512];
     CHECK(sekv_params_init(&p, 3, 4, 16, 8, test_next(), err, sizeof err) == 0, "init: %s", err);
-    test_fill(p.W, sekv_params_count(&p), 1);   /* arbitrary values, one NaN bit pattern */
-    uint32_t nanbits = 0x7fc12345u;
+    test_fill(p.W, sekv_params_count(&p), 1);   /* arbitrary values, one subnormal bit pattern */
+    uint32_t nanbits = 0x7fc12345u, subbits = 0x00012345u;
     memcpy(&p.g_b3[3], &nanbits, 4);
     p.trained = 1, p.train_steps = 1234, p.model_hash = test_next() | 1;
+    CHECK(sekv_params_save(&p, path, err, sizeof err) == -1 && strstr(err, "not finite"),
+          "a NaN parameter was saved (%s)", err);   /* never written: a diverged run */
+    memcpy(&p.g_b3[3], &subbits, 4);
     CHECK(sekv_params_save(&p, path, err, sizeof err) == 0, "save: %s", err);
     CHECK(sekv_params_load(&q, path, p.model_hash, err, sizeof err) == 0, "load: %s", err);
     CHECK(q.n_layers == 3 && q.n_heads == 4 && q.head_dim == 16 && q.rank_cap == 8 && q.dp == 32 &&
