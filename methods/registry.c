@@ -3,11 +3,11 @@
 #include <strings.h>
 
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
-    kv_sentencekv, kv_sekv, kv_sekv_spread;
+    kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread;
 
 static const kv_method *const all[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
-    &kv_sekv_spread,
+    &kv_sekv_ref, &kv_sekv_spread,
 };
 static const kv_method *table[sizeof all / sizeof all[0]];
 static int n_table = -1;

@@ -1,17 +1,20 @@
 /* SeKV (reference §8) as a kv_method: surprisal spans, coarse entries on the fast tier,
  * low-rank span factors on the slow tier, per-step zoom-in under the budget B.
  * These views let the driver record what SeKV chose and let tests look inside; call
- * them only on a state made by kv_sekv or kv_sekv_spread. */
+ * them only on a state made by kv_sekv, kv_sekv_ref or kv_sekv_spread. */
 #ifndef KV_SEKV_H
 #define KV_SEKV_H
 #include "../method.h"
 #include "sekv_spans.h"
 
-/* kv_sekv: the paper's method and defaults; kv_sekv_spread: the same code with kvbench's
- * budget fit and untrained spread router (sekv_spread.c). */
-extern const kv_method kv_sekv, kv_sekv_spread;
-/* 1 for either of them (the views below apply to both). */
-static inline int kv_is_sekv(const kv_method *m) { return m == &kv_sekv || m == &kv_sekv_spread; }
+/* kv_sekv: the paper's text (alpha fitted per prompt, sekv.c); kv_sekv_ref: the authors'
+ * code defaults (sekv_ref.c); kv_sekv_spread: the same code with kvbench's budget fit and
+ * untrained spread router (sekv_spread.c). */
+extern const kv_method kv_sekv, kv_sekv_ref, kv_sekv_spread;
+/* 1 for any of them (the views below apply to all). */
+static inline int kv_is_sekv(const kv_method *m) {
+    return m == &kv_sekv || m == &kv_sekv_ref || m == &kv_sekv_spread;
+}
 
 /* The anchor threshold alpha used (auto-selected or given); NAN before the first ingest
  * or with fixed-chunk segmentation. *l_min (optional) receives the l_min used. */
