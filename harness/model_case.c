@@ -223,8 +223,14 @@ static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
     res->zoom = malloc(n * sizeof *res->zoom);
     if (!res->zoom) return;   /* the events are a bonus; the result stands without them */
     for (size_t i = 0; i < n; i++)
-        res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded};
+        res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded, ev[i].spans};
     res->n_zoom = n;
+}
+
+/* SeKV's fitted alpha (and the rest of its parameters) for this prompt. */
+static void copy_chosen(const kv_method *m, const kv_state *st, mc_result *res) {
+    res->chosen[0] = 0;
+    if (kv_is_sekv(m)) sekv_params_used(st, res->chosen, sizeof res->chosen);
 }
 
 /* The steady (decode-time) fast-tier bytes: the most held after compression and after
@@ -350,6 +356,7 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
             for (int h = 0; h < H; h++) m->head_stats(st, l, h, &res->heads[(size_t)l * H + h]);
     r->heads = res->heads;
     copy_zoom(m, st, res);
+    copy_chosen(m, st, res);
 
     res->output = ids_text(tok, gen, count);
     if (!res->output) {

@@ -354,7 +354,15 @@ static void test_targeted(int trained_zoom, int route, float scale, int sparse) 
     const sekv_zoom_event *ev;
     size_t nev = sekv_zoom_log(st, &ev);
     double per_head[4] = {0};
-    for (size_t i = 0; i < nev; i++) per_head[ev[i].head] += ev[i].expanded;
+    double rate_sum = 0;
+    int bad_spans = 0;
+    for (size_t i = 0; i < nev; i++) {
+        per_head[ev[i].head] += ev[i].expanded;
+        rate_sum += (double)ev[i].expanded / ev[i].spans;
+        /* spans: every compressed span of the layer is a candidate (no decode-time spans here) */
+        bad_spans += ev[i].spans != sekv_span_count(st, ev[i].layer) || ev[i].expanded > ev[i].spans;
+    }
+    CHECK(!bad_spans, "%d zoom events whose spans is not the layer's span count (or below expanded)", bad_spans);
     for (int h = 0; h < 4; h++) {
         kv_headstat hs;
         M->head_stats(st, 0, h, &hs);
@@ -370,21 +378,37 @@ static void test_targeted(int trained_zoom, int route, float scale, int sparse) 
         int64_t rid = kvdb_run_begin(db, &run, NULL);
         kvdb_case cs = {.case_key = "c", .workload = "synthetic", .ctx = s.n};
         int64_t cid = kvdb_case_get(db, rid, &cs);
+        /* a file made before the spans column: the first put adds it */
+        sqlite3_exec(kvdb_sqlite(db), "CREATE TABLE zoom_events(result_id INTEGER NOT NULL REFERENCES results(id) ON "
+                     "DELETE CASCADE, step INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL, expanded "
+                     "INTEGER NOT NULL, PRIMARY KEY(result_id, step, layer, head))", NULL, NULL, NULL);
         kvdb_zoom *z = malloc((nev + 1) * sizeof *z);
-        for (size_t i = 0; i < nev; i++) z[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded};
+        for (size_t i = 0; i < nev; i++) z[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded, ev[i].spans};
         CHECK(kvdb_zoom_put(db, cid, "sekv", B, z, nev) == -1 && strstr(kvdb_errmsg(db), "no such result"),
               "zoom events without a result accepted: %s", kvdb_errmsg(db));
         kvdb_result r = {.method = "sekv", .status = "ok", .budget = B, .budget_tokens = B};
         CHECK(kvdb_result_put(db, cid, &r) == 0, "result: %s", kvdb_errmsg(db));
         CHECK(kvdb_zoom_put(db, cid, "sekv", B, z, nev) == 0, "zoom put: %s", kvdb_errmsg(db));
         CHECK(nev == 0 || kvdb_zoom_put(db, cid, "sekv", B, z, 1) == -1, "duplicate zoom rows accepted");
+        char used[800], back[800] = "";
+        sekv_params_used(st, used, sizeof used);
+        CHECK(kvdb_note_put(db, cid, "sekv", B + 1, "params_used", used) == -1 &&
+                  strstr(kvdb_errmsg(db), "no such result"), "note without a result accepted");
+        CHECK(kvdb_note_put(db, cid, "sekv", B, "params_used", used) == 0, "note put: %s", kvdb_errmsg(db));
+        sqlite3_stmt *nq;
+        sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT text FROM result_notes WHERE key = 'params_used'", -1, &nq, NULL);
+        if (sqlite3_step(nq) == SQLITE_ROW) snprintf(back, sizeof back, "%s", (const char *)sqlite3_column_text(nq, 0));
+        sqlite3_finalize(nq);
+        CHECK(!strcmp(back, used), "note read back '%s', wrote '%s'", back, used);
         sqlite3_stmt *q;
-        sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT count(*), total(expanded) FROM zoom_events", -1, &q, NULL);
+        sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT count(*), total(expanded), total(expanded * 1.0 / spans) FROM zoom_events",
+                           -1, &q, NULL);
         CHECK(sqlite3_step(q) == SQLITE_ROW, "query");
         double tot = per_head[0] + per_head[1] + per_head[2] + per_head[3];
-        CHECK(sqlite3_column_int64(q, 0) == (int64_t)nev && sqlite3_column_double(q, 1) == tot,
-              "zoom_events rows %lld sum %g, want %zu %g", (long long)sqlite3_column_int64(q, 0),
-              sqlite3_column_double(q, 1), nev, tot);
+        CHECK(sqlite3_column_int64(q, 0) == (int64_t)nev && sqlite3_column_double(q, 1) == tot &&
+                  fabs(sqlite3_column_double(q, 2) - rate_sum) < 1e-9,
+              "zoom_events rows %lld sum %g rate sum %g, want %zu %g %g", (long long)sqlite3_column_int64(q, 0),
+              sqlite3_column_double(q, 1), sqlite3_column_double(q, 2), nev, tot, rate_sum);
         sqlite3_finalize(q);
         kvdb_close(db);
         free(z);

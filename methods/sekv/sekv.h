@@ -31,9 +31,11 @@ void sekv_params_used(const kv_state *st, char *buf, size_t len);
 
 /* Zoom-ins: one record per (decode step, layer, query head) with at least one span
  * expanded for that head (zero counts are not logged). step counts attend() calls on
- * the layer, from 0. Valid until the next attend(). */
+ * the layer, from 0; spans: the compressed spans the head could expand at that step, so
+ * expanded / spans is its zoom rate there (figure 6's quantity). Valid until the next
+ * attend(). */
 typedef struct {
-    int32_t step, layer, head, expanded;
+    int32_t step, layer, head, expanded, spans;
 } sekv_zoom_event;
 size_t sekv_zoom_log(const kv_state *st, const sekv_zoom_event **events);
 
