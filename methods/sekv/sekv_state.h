@@ -7,7 +7,7 @@
 
 /* sekv's p_max: the share of B the segmentation alone may take (tuned on NIAH dev cases,
  * docs/sekv-results.md) */
-#define SEKV_PAPER_P "0.5"
+#define SEKV_PAPER_P "0.2"
 /* alpha=auto's grid when the method declares no alpha_grid (sekv-spread) */
 #define SEKV_GRID_MAX 128
 
