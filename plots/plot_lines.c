@@ -319,7 +319,7 @@ static int write_zoom(sqlite3 *h, const kv_runinfo *ri, const char *variant, con
     zr_panel *p;
     int np;
     char why[256];
-    if (zr_load(h, ri->id, variant, &p, &np, why, sizeof why)) {
+    if (zr_load(h, ri->id, variant, NULL, &p, &np, why, sizeof why)) {
         fprintf(stderr, "kvbench plot: %s\n", why);
         return -1;
     }
@@ -334,7 +334,7 @@ static int write_zoom(sqlite3 *h, const kv_runinfo *ri, const char *variant, con
     int max_layer = 0, max_head = 0;
     fprintf(d, "# kvbench plot --figure zoom: one block per (SeKV method, budget) (gnuplot index): head layer rate\n");
     for (int b = 0; b < np; b++) {
-        fprintf(d, "%s# %s @ %g (n = %d)\n", b ? "\n\n" : "", p[b].method, p[b].budget, p[b].n_results);
+        fprintf(d, "%s# %s, %s @ %g (n = %d)\n", b ? "\n\n" : "", p[b].model, p[b].method, p[b].budget, p[b].n_results);
         for (int l = 0; l < p[b].L; l++)
             for (int hd = 0; hd < p[b].H; hd++) fprintf(d, "%d %d %.10g\n", hd, l, p[b].rate[l * p[b].H + hd]);
         max_layer = p[b].L - 1 > max_layer ? p[b].L - 1 : max_layer;

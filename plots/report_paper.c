@@ -277,7 +277,8 @@ static void judge(const cases *c, const claim *cl, const char *m, const char *ba
     free(se);
 }
 
-/* One row: Markdown, and CSV lines for its value, interval, p and infeasible count. */
+/* One row: Markdown, and CSV: the value with n, interval and infeasible count, then a
+ * row "ID:p" with the sign-test p. */
 static void emit(FILE *md, FILE *csv, const char *run, const char *section, const char *id, const char *what,
                  const char *paper, const char *m, const char *params, double budget, const verdict *v) {
     if (md) {
@@ -287,10 +288,9 @@ static void emit(FILE *md, FILE *csv, const char *run, const char *section, cons
                 v->infeasible, v->holds);
     }
     if (!csv) return;
-    static const char *const suffix[] = {"", ":lo", ":hi", ":p", ":infeasible"};
-    double val[] = {v->value, v->lo, v->hi, v->p, v->infeasible};
-    for (int k = 0; k < 5; k++)
-        fprintf(csv, "%s,paper,%s,,%s,%s,%g,%s%s,%.17g,%s\n", run, section, m, params, budget, id, suffix[k], val[k], v->n);
+    fprintf(csv, "%s,paper,%s,,%s,%s,%g,%s,%.17g,%s,%.17g,%.17g,,%d\n", run, section, m, params, budget, id, v->value,
+            v->n, v->lo, v->hi, v->infeasible);
+    fprintf(csv, "%s,paper,%s,,%s,%s,%g,%s:p,%.17g,%s,,,,\n", run, section, m, params, budget, id, v->p, v->n);
 }
 
 /* The distinct fixed_chunk settings ("fixed_chunk=V") among method's families of the
@@ -350,11 +350,12 @@ static void workloads(const rt_data *d, const cases *nc, const claim *cl, const 
 /* C15 from the zoom rates of method at each budget: sparse (at least half the heads
  * below 0.05), concentrated (the top 10% of heads take at least 30% of the expansions, 3x
  * their share) and stronger in the middle or late third than in the early one. */
-static void zoom_rows(sqlite3 *h, int64_t run_id, const char *m, FILE *md, FILE *csv, const char *run) {
+static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const char *m, FILE *md, FILE *csv,
+                      const char *run) {
     zr_panel *p;
     int n;
     char why[256];
-    if (zr_load(h, run_id, NULL, &p, &n, why, sizeof why)) {
+    if (zr_load(h, run_id, NULL, model, &p, &n, why, sizeof why)) {
         if (md) fprintf(md, "| C15 | zoom sparse, few heads, middle/late layers | figure 6 | %s | - (%s) | 0 | - | 0 | - |\n", m, why);
         return;
     }
@@ -543,7 +544,7 @@ int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, 
                 judge(&c, cl, m, bases[bi], cl->kind == C_DROP ? cl->other : NULL, &v);
                 emit(md, csv, run, section, cl->id, cl->claim, cl->paper, m, bases[bi], cl->budget, &v);
             }
-            if (!bi && h) zoom_rows(h, run_id, m, md, csv, run);
+            if (!bi && h) zoom_rows(h, run_id, c.model, m, md, csv, run);
         }
     }
     feasibility(d, c.model, md, csv, run);

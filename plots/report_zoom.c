@@ -11,7 +11,7 @@
 int rt_zoom(sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, char *why, size_t wn) {
     zr_panel *p;
     int n;
-    if (zr_load(h, run_id, NULL, &p, &n, why, wn)) return -1;
+    if (zr_load(h, run_id, NULL, NULL, &p, &n, why, wn)) return -1;
     if (!n) {
         snprintf(why, wn, "no finished sekv, sekv-ref or sekv-spread results (default params) with decode steps");
         return -1;
@@ -22,20 +22,20 @@ int rt_zoom(sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, ch
                     "rate below 0.05; early/middle/late: mean rate over that third of the layers; top 10%%: share "
                     "of all expansions taken by the 10%% of heads that expanded most. The paper (figure 6): sparse, "
                     "in few heads, stronger in middle and later layers.\n\n"
-                    "| method | budget | n | heads | quiet (< 0.05) | early | middle | late | top 10%% share |\n"
-                    "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                    "| method | budget | n | heads | quiet (< 0.05) | early | middle | late | top 10%% share | model |\n"
+                    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     if (csv) rt_csv_header(csv);
     for (int i = 0; i < n; i++) {
         zr_summary s;
         zr_summarize(&p[i], &s);
         if (md)
-            fprintf(md, "| %s | %g | %d | %d | %.3f | %.3f | %.3f | %.3f | %.3f |\n", p[i].method, p[i].budget,
-                    p[i].n_results, s.heads, s.quiet, s.third[0], s.third[1], s.third[2], s.top10);
+            fprintf(md, "| %s | %g | %d | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", p[i].method, p[i].budget,
+                    p[i].n_results, s.heads, s.quiet, s.third[0], s.third[1], s.third[2], s.top10, p[i].model);
         static const char *const col[] = {"quiet", "early", "middle", "late", "top10"};
         double v[] = {s.quiet, s.third[0], s.third[1], s.third[2], s.top10};
         for (int k = 0; csv && k < 5; k++)
-            fprintf(csv, "%s,zoom,rates,,%s,,%.17g,%s,%.17g,%d\n", run, p[i].method, p[i].budget, col[k], v[k],
-                    p[i].n_results);
+            fprintf(csv, "%s,zoom,rates,%s,%s,,%.17g,%s,%.17g,%d\n", run, p[i].model, p[i].method, p[i].budget, col[k],
+                    v[k], p[i].n_results);
     }
     zr_free(p, n);
     return 0;

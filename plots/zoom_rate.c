@@ -22,7 +22,8 @@ void zr_free(zr_panel *p, int n) {
 /* Per result and (layer, head): head_stats' expansions and the rate sum of its zoom
  * events divided by the result's decode steps. Results with default params only (an
  * ablation is another method). */
-int zr_load(sqlite3 *h, int64_t run_id, const char *variant, zr_panel **out, int *n, char *why, size_t wn) {
+int zr_load(sqlite3 *h, int64_t run_id, const char *variant, const char *model, zr_panel **out, int *n, char *why,
+            size_t wn) {
     *out = NULL, *n = 0;
     int zt = has_table(h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'zoom_events'");
     if (zt && !has_table(h, "SELECT count(*) FROM pragma_table_info('zoom_events') WHERE name = 'spans'")) {
@@ -31,12 +32,13 @@ int zr_load(sqlite3 *h, int64_t run_id, const char *variant, zr_panel **out, int
     }
     char sql[2048];
     snprintf(sql, sizeof sql,
-             "SELECT r.method, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s"
-             " FROM head_stats hs JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id%s"
+             "SELECT r.method, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s, ifnull(ru.model, '?')"
+             " FROM head_stats hs JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id"
+             " JOIN runs ru ON ru.id = c.run_id%s"
              " WHERE (?1 <= 0 OR c.run_id = ?1) AND r.method IN ('sekv', 'sekv-ref', 'sekv-spread')"
              " AND (r.params IS NULL OR r.params = '') AND r.status = 'ok' AND r.decode_tokens > 0"
-             " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2)%s"
-             " ORDER BY CASE r.method WHEN 'sekv' THEN 0 WHEN 'sekv-ref' THEN 1 ELSE 2 END, r.budget, r.id,"
+             " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) AND (?3 IS NULL OR ifnull(ru.model, '?') = ?3)%s"
+             " ORDER BY ifnull(ru.model, '?'), CASE r.method WHEN 'sekv' THEN 0 WHEN 'sekv-ref' THEN 1 ELSE 2 END, r.budget, r.id,"
              " hs.layer, hs.head",
              zt ? "coalesce(z.s, 0)" : "0",
              zt ? " LEFT JOIN (SELECT result_id, layer, head, total(expanded * 1.0 / spans) AS s FROM zoom_events"
@@ -51,20 +53,23 @@ int zr_load(sqlite3 *h, int64_t run_id, const char *variant, zr_panel **out, int
     sqlite3_bind_int64(q, 1, run_id);
     if (variant) sqlite3_bind_text(q, 2, variant, -1, SQLITE_TRANSIENT);
     else sqlite3_bind_null(q, 2);
+    if (model) sqlite3_bind_text(q, 3, model, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(q, 3);
     zr_panel *p = NULL;
     int np = 0, rc = 0;
     int64_t last_id = -1;
     while (sqlite3_step(q) == SQLITE_ROW) {
-        const char *m = (const char *)sqlite3_column_text(q, 0);
+        const char *m = (const char *)sqlite3_column_text(q, 0), *mo = (const char *)sqlite3_column_text(q, 8);
         double b = sqlite3_column_double(q, 1);
         int64_t id = sqlite3_column_int64(q, 2);
         int steps = sqlite3_column_int(q, 3), l = sqlite3_column_int(q, 4), hd = sqlite3_column_int(q, 5);
-        if (!np || strcmp(p[np - 1].method, m) || p[np - 1].budget != b) {
+        if (!np || strcmp(p[np - 1].method, m) || p[np - 1].budget != b || strcmp(p[np - 1].model, mo)) {
             zr_panel *g = realloc(p, (size_t)(np + 1) * sizeof *g);
             if (!g) { rc = -1; break; }
             p = g;
             memset(&p[np], 0, sizeof p[np]);
             snprintf(p[np].method, sizeof p[np].method, "%s", m);
+            snprintf(p[np].model, sizeof p[np].model, "%s", mo);
             p[np++].budget = b;
             last_id = -1;
         }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 typedef struct {
+    char model[128];
     char method[32];
     double budget;
     int L, H;           /* layers and query heads (from head_stats) */
@@ -26,10 +27,11 @@ typedef struct {
     double top10;       /* share of all expansions taken by the top 10% of heads (by expansions) */
 } zr_summary;
 
-/* Panels of every (SeKV method, budget) in run_id (<= 0: every run), in method then
- * budget order; variant NULL: every variant. *n = 0 (and 0 returned) when there are
- * none; -1 after writing why. */
-int zr_load(sqlite3 *h, int64_t run_id, const char *variant, zr_panel **out, int *n, char *why, size_t wn);
+/* Panels of every (model, SeKV method, budget) in run_id (<= 0: every run), in that
+ * order; variant, model NULL: any. *n = 0 (and 0 returned) when there are none;
+ * -1 after writing why. */
+int zr_load(sqlite3 *h, int64_t run_id, const char *variant, const char *model, zr_panel **out, int *n, char *why,
+            size_t wn);
 void zr_summarize(const zr_panel *p, zr_summary *s);
 void zr_free(zr_panel *p, int n);
 
