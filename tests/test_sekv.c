@@ -786,7 +786,7 @@ static void test_paper_alpha_fit(void) {
         for (int i = 0; i <= 30 && want < 0; i++)
             if (Pg[i] <= cap) want = i;
         char prm[96], err[512], used[800] = "";
-        snprintf(prm, sizeof prm, "params_file=none,p_max=%.17g", p);
+        snprintf(prm, sizeof prm, "params_file=none,local=32,p_max=%.17g", p);
         kv_state *st = start(&s, prm, B, err, sizeof err);
         int rc = st ? ingest_all(st, &s, err, sizeof err) : -2;
         if (want < 0) {

@@ -34,8 +34,8 @@ static const kv_param params[] = {
     {"l_max", "none", "[paper] none = spans are the maximal runs between neighbouring anchors; N = runs split into "
                       "balanced spans of at most N; auto = 32, else 48, 64, 128, 256 (the first that fits)"},
     {"sinks", "0", "[code] first tokens kept at full resolution (token 0 always is an anchor)"},
-    {"local", "32", "[paper: a local window stays on the fast tier (appendix D); its size, 32, is kvbench's] most "
-                    "recent prompt tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if P does not fit"},
+    {"local", "auto", "[paper: a local window stays on the fast tier (appendix D); its size is kvbench's] most recent "
+                      "prompt tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if no alpha fits with 32"},
     {"rank", "32", "[paper: R = 32, 64 adds little] rank cap R of the span factors (truncated SVD): 8, 32 or 64"},
     {"dprime", "32", "[paper] routing dimension d' (fixed: 32)"},
     {"tau", "-1", "[paper: per-(layer, head) thresholds] zoom threshold on the relevance for every head; -1 = the "
