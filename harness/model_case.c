@@ -225,9 +225,15 @@ static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
         return;
     }
     n = m->events(st, ev, n);
-    for (size_t i = 0; i < n; i++) res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].value};
+    for (size_t i = 0; i < n; i++) res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].value, ev[i].of};
     res->n_zoom = n;
     free(ev);
+}
+
+/* The parameters the method chose for this prompt (SeKV: its fitted alpha), "" if none. */
+static void copy_chosen(const kv_method *m, const kv_state *st, mc_result *res) {
+    res->chosen[0] = 0;
+    m->params_used(st, res->chosen, sizeof res->chosen);
 }
 
 /* The steady (decode-time) fast-tier bytes: the most held after compression and after
@@ -353,6 +359,7 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
             for (int h = 0; h < H; h++) m->head_stats(st, l, h, &res->heads[(size_t)l * H + h]);
     r->heads = res->heads;
     copy_zoom(m, st, res);
+    copy_chosen(m, st, res);
 
     res->output = ids_text(tok, gen, count);
     if (!res->output) {

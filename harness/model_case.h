@@ -69,6 +69,7 @@ typedef struct {
     kv_headstat *heads;          /* [n_layer][n_head] */
     kvdb_zoom *zoom;             /* SeKV zoom-ins, or NULL */
     size_t n_zoom;
+    char chosen[1024];           /* SeKV: the parameters it ran with (alpha as fitted), or "" */
     int n_generated;
     double question_s;           /* question tokens fed after compression (question_after) */
     double *layer_err;           /* [n_layer] fidelity: attention output error vs FullKV */

@@ -996,6 +996,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
              * between keeps the result without its events). */
             if (res.n_zoom && kvdb_zoom_put(db, case_ids[i], m->name, o->pair_b[p], res.zoom, res.n_zoom))
                 fprintf(stderr, "%skvbench run: zoom events not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
+            if (res.chosen[0] && kvdb_note_put(db, case_ids[i], m->name, o->pair_b[p], "params_used", res.chosen))
+                fprintf(stderr, "%skvbench run: params used not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
             (*n_new)++;
             pg.done++;
             double c = result_cost(mc.n, mc.max_new);

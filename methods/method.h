@@ -110,6 +110,7 @@ typedef struct kv_state kv_state;
  * head at that step). step counts attend() calls on the layer, from 0. */
 typedef struct {
     int32_t step, layer, head, value;
+    int32_t of;   /* what value is out of (SeKV: the compressed spans the head could expand), 0 = unknown */
 } kv_event;
 
 /* The door's version. A table records the version it was built against (abi) and its

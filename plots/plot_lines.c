@@ -5,9 +5,10 @@
  * latency  decode ms per token vs context length, the same lines.
  * budget   mean score (%) vs budget, one line per method; a method recorded at a single
  *          budget (fullkv, which keeps everything) is a dashed horizontal reference.
- * zoom     SeKV's zoom rate per (layer, query head): head_stats events (spans expanded,
- *          summed over decode steps) / decode steps, mean over the cases; one panel per
- *          budget.
+ * zoom     SeKV's zoom rate per (layer, query head), zoom_rate.h: spans expanded over the
+ *          compressed spans the head could expand, per decode step, mean over the cases;
+ *          one panel per (sekv, sekv-ref, sekv-spread) x budget, all on one fixed 0-1
+ *          colour scale so that panels compare (figure 6's quantity).
  * Memory and latency average the finished results (status ok); the budget figure counts an
  * infeasible or failed result as 0, as the report does. Every point carries its 95%
  * interval (stats.h: Wilson for binary scores, else a bootstrap over cases), drawn as an
@@ -18,6 +19,7 @@
 #include <string.h>
 #include "plot_util.h"
 #include "stats.h"
+#include "zoom_rate.h"
 
 typedef struct {
     char *method;
@@ -315,69 +317,54 @@ static int write_lines(int fig, const series_set *ss, const kv_runinfo *ri, cons
 
 static int write_zoom(sqlite3 *h, const kv_runinfo *ri, const char *variant, const char *out, const char *gp,
                       const char *dat) {
-    static const char *sql =
-        "SELECT r.budget, hs.layer, hs.head, avg(hs.events / r.decode_tokens) FROM head_stats hs"
-        " JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id"
-        " WHERE c.run_id = ?1 AND lower(r.method) = 'sekv' AND r.status = 'ok' AND r.decode_tokens > 0"
-        " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3";
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "kvbench plot: reading head statistics: %s\n", sqlite3_errmsg(h));
+    zr_panel *p;
+    int np;
+    char why[256];
+    if (zr_load(h, ri->id, variant, NULL, &p, &np, why, sizeof why)) {
+        fprintf(stderr, "kvbench plot: %s\n", why);
         return -1;
     }
-    sqlite3_bind_int64(st, 1, ri->id);
-    if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
-    FILE *d = fopen(dat, "w");
-    if (!d) {
-        sqlite3_finalize(st);
-        return -1;
-    }
-    fprintf(d, "# kvbench plot --figure zoom: one block per SeKV budget (gnuplot index): head layer rate\n");
-    double budgets[64];
-    int nb = 0, max_layer = 0, max_head = 0, rows = 0;
-    double vmax = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        double b = sqlite3_column_double(st, 0);
-        if (!nb || budgets[nb - 1] != b) {
-            if (nb == 64) break;
-            fprintf(d, "%s# sekv @ %g\n", nb ? "\n\n" : "", b);
-            budgets[nb++] = b;
-        }
-        int l = sqlite3_column_int(st, 1), hd = sqlite3_column_int(st, 2);
-        double v = sqlite3_column_double(st, 3);
-        fprintf(d, "%d %d %.10g\n", hd, l, v);
-        max_layer = l > max_layer ? l : max_layer;
-        max_head = hd > max_head ? hd : max_head;
-        vmax = v > vmax ? v : vmax;
-        rows++;
-    }
-    sqlite3_finalize(st);
-    if (fclose(d)) return -1;
-    if (!rows) {
+    if (!np) {
         fprintf(stderr, "kvbench plot: run %lld has no finished sekv results with decode steps and head statistics"
-                        " (the zoom figure needs a run with --methods sekv)\n", (long long)ri->id);
+                        " (the zoom figure needs a run with --methods sekv, sekv-ref or sekv-spread)\n",
+                (long long)ri->id);
         return -1;
     }
+    FILE *d = fopen(dat, "w");
+    if (!d) return zr_free(p, np), -1;
+    int max_layer = 0, max_head = 0;
+    fprintf(d, "# kvbench plot --figure zoom: one block per (SeKV method, budget) (gnuplot index): head layer rate\n");
+    for (int b = 0; b < np; b++) {
+        fprintf(d, "%s# %s, %s @ %g (n = %d)\n", b ? "\n\n" : "", p[b].model, p[b].method, p[b].budget, p[b].n_results);
+        for (int l = 0; l < p[b].L; l++)
+            for (int hd = 0; hd < p[b].H; hd++) fprintf(d, "%d %d %.10g\n", hd, l, p[b].rate[l * p[b].H + hd]);
+        max_layer = p[b].L - 1 > max_layer ? p[b].L - 1 : max_layer;
+        max_head = p[b].H - 1 > max_head ? p[b].H - 1 : max_head;
+    }
+    if (fclose(d)) return zr_free(p, np), -1;
     FILE *f = fopen(gp, "w");
-    if (!f) return -1;
-    int w = 520 * nb < 1000 ? 1000 : 520 * nb, hgt = 560 + 8 * max_layer;
+    if (!f) return zr_free(p, np), -1;
+    int cols = np < 4 ? np : 4, rows = (np + cols - 1) / cols;
+    int w = 520 * cols < 1000 ? 1000 : 520 * cols, hgt = (560 + 8 * max_layer) * rows;
     char line[1024];
     kv_runinfo_line(ri, line, sizeof line);
     gp_open(f, "zoom", gp, out, w, hgt);
     char title[1400];
-    snprintf(title, sizeof title, "SeKV zoom rate: spans expanded per decode step%s%s", variant ? ", variant " : "",
-             variant ? variant : "");
-    fprintf(f, "  set multiplot layout 1,%d title '", nb);
+    snprintf(title, sizeof title,
+             "SeKV zoom rate: spans expanded / compressed spans available, per decode step, mean over cases%s%s",
+             variant ? ", variant " : "", variant ? variant : "");
+    fprintf(f, "  set multiplot layout %d,%d title '", rows, cols);
     gp_text(f, title);
     fputs(GP_NL, f);
     gp_text_wrap(f, line, 110);
+    /* one fixed 0-1 scale in every panel, as figure 6: panels compare */
     fprintf(f, "' font ',9'\n  set palette defined (0 '#ffffff', 1 '#fde0ef', 2 '#e377c2', 3 '#7a0177')\n");
-    fprintf(f, "  set cbrange [0:%g]\n  set cblabel 'spans expanded per step'\n", vmax > 0 ? vmax : 1);
+    fprintf(f, "  set cbrange [0:1]\n  set cblabel 'zoom rate'\n");
     fprintf(f, "  set xrange [-0.5:%g]\n  set yrange [-0.5:%g]\n", max_head + 0.5, max_layer + 0.5);
     fprintf(f, "  set xlabel 'query head'\n  set ylabel 'layer'\n  set tics nomirror\n");
-    for (int b = 0; b < nb; b++) {
+    for (int b = 0; b < np; b++) {
         char t[128];
-        snprintf(t, sizeof t, "sekv @ budget %g", budgets[b]);
+        snprintf(t, sizeof t, "%s @ budget %g (n = %d)", p[b].method, p[b].budget, p[b].n_results);
         fprintf(f, "  set title ");
         gp_str(f, t);
         fprintf(f, "\n  plot ");
@@ -386,6 +373,7 @@ static int write_zoom(sqlite3 *h, const kv_runinfo *ri, const char *variant, con
     }
     fprintf(f, "  unset multiplot\n");
     gp_close(f);
+    zr_free(p, np);
     return fclose(f) ? -1 : 0;
 }
 

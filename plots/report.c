@@ -403,6 +403,9 @@ static void usage(FILE *f) {
             "                          rank 8/32/64): the paper's figure, kvbench's number, n, whether the\n"
             "                          direction holds; plus SeKV uncapped=1 against every method at its\n"
             "                          measured fast-tier bytes (iso-memory). Pool runs with --run all\n"
+            "                zoom      SeKV's zoom rate per (layer, head) (spans expanded / spans it could\n"
+            "                          expand, over decode steps and cases): share of heads below 0.05, mean\n"
+            "                          rate per third of the layers, share of expansions in the top 10%% heads\n"
             "  --csv [OUT]   the same numbers as CSV, to OUT (the table still goes to stdout) or to stdout;\n"
             "                with --table one line per cell: run, table, section, model, method, params,\n"
             "                budget, column, value (in the column's units, full precision), n (cases)\n");

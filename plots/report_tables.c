@@ -19,10 +19,10 @@
 #include "../methods/method.h"
 #include "report_tables.h"
 
-const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency, compare, paper";
-enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_COMPARE, T_PAPER, T_COUNT };
+const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency, compare, paper, zoom";
+enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_COMPARE, T_PAPER, T_ZOOM, T_COUNT };
 static const char *const names[T_COUNT] = {"main", "niah", "budget", "rank", "ablation", "memory", "latency", "compare",
-                                           "paper"};
+                                           "paper", "zoom"};
 
 int rt_table_known(const char *name) {
     for (int t = 0; t < T_COUNT; t++)
@@ -689,9 +689,16 @@ int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int
         rt_data_free(&d);
         return -1;
     }
+    if (t == T_ZOOM) {   /* report_zoom.c: from head_stats and zoom_events */
+        if (md) header(md, name, ri, n_runs, run_id);
+        int rc = rt_zoom(h, run_id, md, csv, run, why, sizeof why);
+        if (rc) fprintf(stderr, "kvbench report: --table zoom: %s\n", why);
+        rt_data_free(&d);
+        return rc;
+    }
     if (t == T_PAPER) {   /* report_paper.c prints its own sections */
         if (md) header(md, name, ri, n_runs, run_id);
-        int rc = rt_paper(&d, md, csv, run, why, sizeof why);
+        int rc = rt_paper(&d, h, run_id, md, csv, run, why, sizeof why);
         if (rc) fprintf(stderr, "kvbench report: --table paper: %s\n", why);
         rt_data_free(&d);
         return rc;

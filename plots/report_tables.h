@@ -142,5 +142,8 @@ void rt_csv_header(FILE *f);
 
 /* --table paper (report_paper.c): the SeKV paper's claims next to kvbench's NIAH numbers,
  * as Markdown to md and/or CSV rows to csv (run: the CSV's run column). 0, or -1 with why. */
-int rt_paper(const rt_data *d, FILE *md, FILE *csv, const char *run, char *why, size_t wn);
+int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, char *why,
+             size_t wn);
+/* --table zoom (report_zoom.c): SeKV's zoom rates per (method, budget), figure 6's terms. */
+int rt_zoom(sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, char *why, size_t wn);
 #endif

@@ -698,8 +698,17 @@ static const char *zoom_sql =
     "CREATE TABLE IF NOT EXISTS zoom_events("
     " result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
     " step INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,"
-    " expanded INTEGER NOT NULL,"
+    " expanded INTEGER NOT NULL, spans INTEGER,"
     " PRIMARY KEY(result_id, step, layer, head));";
+
+/* 1 when zoom_events has the spans column (files made before it lack it), 0, or -1. */
+static int zoom_has_spans(kv_db *db) {
+    sqlite3_stmt *q = NULL;
+    if (prepare(db, &q, "SELECT count(*) FROM pragma_table_info('zoom_events') WHERE name = 'spans'")) return -1;
+    int rc = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) > 0 : -1;
+    sqlite3_finalize(q);
+    return rc;
+}
 
 int kvdb_zoom_put(kv_db *db, int64_t case_id, const char *method, double budget,
                   const kvdb_zoom *ev, size_t n) {
@@ -719,9 +728,11 @@ int kvdb_zoom_put(kv_db *db, int64_t case_id, const char *method, double budget,
     }
     sqlite3_stmt *idq = NULL, *add = NULL;
     if (exec(db, "BEGIN IMMEDIATE")) return -1;
-    int rc = exec(db, zoom_sql) ||
-             prepare(db, &idq, "SELECT id FROM results WHERE case_id = ? AND method = ? AND budget = ?") ||
-             prepare(db, &add, "INSERT INTO zoom_events(result_id, step, layer, head, expanded) VALUES (?,?,?,?,?)");
+    int rc = exec(db, zoom_sql);
+    int has = rc ? -1 : zoom_has_spans(db);
+    rc = has < 0 || (!has && exec(db, "ALTER TABLE zoom_events ADD COLUMN spans INTEGER")) ||
+         prepare(db, &idq, "SELECT id FROM results WHERE case_id = ? AND method = ? AND budget = ?") ||
+         prepare(db, &add, "INSERT INTO zoom_events(result_id, step, layer, head, expanded, spans) VALUES (?,?,?,?,?,?)");
     int64_t rid = -1;
     if (!rc) {
         sqlite3_bind_int64(idq, 1, case_id);
@@ -736,9 +747,45 @@ int kvdb_zoom_put(kv_db *db, int64_t case_id, const char *method, double budget,
         sqlite3_bind_int(add, 3, ev[i].layer);
         sqlite3_bind_int(add, 4, ev[i].head);
         sqlite3_bind_int(add, 5, ev[i].expanded);
+        if (ev[i].spans > 0) sqlite3_bind_int(add, 6, ev[i].spans);
+        else sqlite3_bind_null(add, 6);
         rc = step_done(db, add, "recording zoom events");
     }
     sqlite3_finalize(idq);
+    sqlite3_finalize(add);
+    if (rc || exec(db, "COMMIT")) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
+        return -1;
+    }
+    return 0;
+}
+
+int kvdb_note_put(kv_db *db, int64_t case_id, const char *method, double budget, const char *key,
+                  const char *text) {
+    if (!method || !key || !text) {
+        refuse(db, "a result note needs a method, a key and a text");
+        return -1;
+    }
+    sqlite3_stmt *add = NULL;
+    if (exec(db, "BEGIN IMMEDIATE")) return -1;
+    int rc = exec(db, "CREATE TABLE IF NOT EXISTS result_notes("
+                      " result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,"
+                      " key TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY(result_id, key));") ||
+             prepare(db, &add, "INSERT INTO result_notes(result_id, key, text) SELECT id, ?4, ?5 FROM results"
+                               " WHERE case_id = ?1 AND method = ?2 AND budget = ?3");
+    if (!rc) {
+        sqlite3_bind_int64(add, 1, case_id);
+        sqlite3_bind_text(add, 2, method, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_double(add, 3, budget);
+        sqlite3_bind_text(add, 4, key, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(add, 5, text, -1, SQLITE_TRANSIENT);
+        rc = step_done(db, add, "recording a result note");
+        if (!rc && sqlite3_changes(db->h) != 1) {
+            refuse(db, "note for case %lld, method %s, budget %g: no such result (record it first)",
+                   (long long)case_id, method, budget);
+            rc = -1;
+        }
+    }
     sqlite3_finalize(add);
     if (rc || exec(db, "COMMIT")) {
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */

@@ -124,13 +124,21 @@ int kvdb_plan_put(kv_db *db, int64_t run_id, const char *const *case_keys, int n
                   const double *budgets, int n_pairs);
 
 /* SeKV zoom-ins (or any method's per-step, per-head events): rows of table
- * zoom_events(result_id, step, layer, head, expanded), created on first use. The result
+ * zoom_events(result_id, step, layer, head, expanded, spans), created on first use
+ * (spans: the compressed spans the head could expand, 0 = not known, stored as NULL;
+ * a file made before the column gets it added). The result
  * (case, method, budget) must already be recorded with kvdb_result_put. All n rows go in
  * one transaction; recording the same (step, layer, head) twice is rejected. 0 or -1. */
 typedef struct {
-    int step, layer, head, expanded;
+    int step, layer, head, expanded, spans;
 } kvdb_zoom;
 int kvdb_zoom_put(kv_db *db, int64_t case_id, const char *method, double budget,
                   const kvdb_zoom *ev, size_t n);
+
+/* What a method chose for one case, as text under a key (SeKV: key "params_used", the
+ * parameters it ran with, alpha as fitted for this prompt): table result_notes(result_id,
+ * key, text), created on first use. The result must already be recorded. 0 or -1. */
+int kvdb_note_put(kv_db *db, int64_t case_id, const char *method, double budget, const char *key,
+                  const char *text);
 
 #endif

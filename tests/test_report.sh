@@ -296,6 +296,27 @@ cat "$dir/tables/memory_1.md"
     || fail "report --table paper --run all"
 grep -q "| C6 | without SVD" "$dir/tables/paper_all.md" || fail "paper table lacks the zoom=0 ablation"
 python3 tests/report_paper_ref.py "$dir/t.db" "$dir/tables/paper_all.csv" || fail "paper table differs from the reference"
+# --table zoom: one row per SeKV method and budget, the same figures as the paper table's C15
+"${KV[@]}" report --db "$dir/t.db" --table zoom --run all --csv "$dir/tables/zoom_all.csv" >"$dir/tables/zoom_all.md" \
+    || fail "report --table zoom --run all"
+for m in sekv sekv-ref sekv-spread; do grep -q "^| $m | 0.1 |" "$dir/tables/zoom_all.md" || fail "zoom table lacks $m"; done
+python3 - "$dir/tables" <<'EOF2' || fail "zoom table and the paper table's C15 differ"
+import csv, sys
+d = sys.argv[1]
+z = {(r["method"], float(r["budget"]), r["column"]): float(r["value"]) for r in csv.DictReader(open(f"{d}/zoom_all.csv"))
+     if r["model"] == "SmolLM2-135M-Instruct-Q4_1"}
+names = {"C15": "quiet", "C15:early": "early", "C15:middle": "middle", "C15:late": "late", "C15:top10": "top10"}
+bad = 0
+seen = 0
+for r in csv.DictReader(open(f"{d}/paper_all.csv")):
+    if r["section"] != "zoom":
+        continue
+    seen += 1
+    k = (r["method"], float(r["budget"]), names[r["column"]])
+    v = float(r["value"])
+    bad += k not in z or not (abs(z[k] - v) < 1e-12 or (v != v and z[k] != z[k]))
+sys.exit(1 if bad or not seen else 0)
+EOF2
 # --csv alone: the same CSV on stdout and no Markdown
 "${KV[@]}" report --db "$dir/t.db" --table niah --run all --csv >"$dir/niah_stdout.csv"
 cmp -s "$dir/niah_stdout.csv" "$dir/tables/niah_all.csv" || fail "--csv to stdout differs from --csv FILE"
@@ -393,11 +414,13 @@ expect_fail "needs a value" "${KV[@]}" report --db
 expect_fail "--figure" "${KV[@]}" plot --db "$dir/f.db" --figure pie
 expect_fail "gnuplot not found" env PATH=/nonexistent "${KV[@]}" plot --db "$dir/f.db" --out "$dir/nognuplot"
 # the latest run (the default) recorded nothing yet
-expect_fail "run 11 has no results yet" "${KV[@]}" report --db "$dir/t.db" --table main
-expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency, compare, paper)" \
+expect_fail "run 12 has no results yet" "${KV[@]}" report --db "$dir/t.db" --table main
+expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency, compare, paper, zoom)" \
     "${KV[@]}" report --db "$dir/t.db" --table pie
 expect_fail "needs a value" "${KV[@]}" report --db "$dir/t.db" --table
-expect_fail "no sekv results on NIAH cases" "${KV[@]}" report --db "$dir/t.db" --table paper --run 2
+# a RULER run alone: C2 is judged on it (every workload, not NIAH alone)
+"${KV[@]}" report --db "$dir/t.db" --table paper --run 2 >"$dir/paper_ruler.md" || fail "paper table on the RULER run"
+grep -q "^| C2 ruler | ruler: SeKV above every compressed baseline" "$dir/paper_ruler.md" || fail "no C2 row for ruler"
 expect_fail "no needle cases" "${KV[@]}" report --db "$dir/t.db" --table niah --run 2
 expect_fail "--metric 'acc'" "${KV[@]}" report --db "$dir/t.db" --table main --metric acc
 expect_fail "--base 'nosuch'" "${KV[@]}" report --db "$dir/t.db" --table compare --base nosuch

@@ -169,6 +169,17 @@ q "$T/a.db" "SELECT output FROM results WHERE method='sekv' AND budget=8" | grep
     || fail "zoom events out of range"
 "$KVBENCH" plot --db "$T/a.db" --figure zoom --out "$T/zoom" >/dev/null 2>"$T/perr" || fail "plot zoom: $(cat "$T/perr")"
 [ "$(grep -c '^[0-9]' "$T/zoom.dat")" = $((30 * 9)) ] || fail "zoom figure: not one cell per layer and head"
+# a rate: expanded over the spans available, in [0, 1], on the fixed 0-1 scale
+[ "$(q "$T/a.db" "SELECT count(*) FROM zoom_events WHERE spans IS NULL OR spans < expanded")" = 0 ] \
+    || fail "zoom events without the spans the head could expand"
+awk '/^[0-9]/ && ($3 < 0 || $3 > 1) { bad = 1 } END { exit bad }' "$T/zoom.dat" || fail "zoom rate outside [0, 1]"
+grep -q "set cbrange \[0:1\]" "$T/zoom.gp" || fail "zoom figure not on the fixed 0-1 scale"
+"$KVBENCH" report --db "$T/a.db" --table zoom >"$T/zoom.md" || fail "report --table zoom"
+grep -q "^| sekv | 0.5 | 1 | 270 |" "$T/zoom.md" || fail "zoom table: $(cat "$T/zoom.md")"
+# sekv's alpha as fitted for this prompt, recorded with the result
+q "$T/a.db" "SELECT n.text FROM result_notes n JOIN results r ON r.id = n.result_id
+   WHERE r.method = 'sekv' AND r.budget = 0.5 AND n.key = 'params_used'" | grep -q "^alpha=[0-9.]*,.*,alpha_grid=0.5:8:0.25," \
+    || fail "sekv's fitted alpha not recorded"
 
 # ---------------------------------------------------------------- question after the compressed context
 "$KVBENCH" "${RUN[@]/fullkv,snapkv,streamingllm/fullkv}" --question-after --db "$T/a.db" >/dev/null 2>"$T/err3" \

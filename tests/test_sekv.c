@@ -354,7 +354,15 @@ static void test_targeted(int trained_zoom, int route, float scale, int sparse) 
     const sekv_zoom_event *ev;
     size_t nev = sekv_zoom_log(st, &ev);
     double per_head[4] = {0};
-    for (size_t i = 0; i < nev; i++) per_head[ev[i].head] += ev[i].expanded;
+    double rate_sum = 0;
+    int bad_spans = 0;
+    for (size_t i = 0; i < nev; i++) {
+        per_head[ev[i].head] += ev[i].expanded;
+        rate_sum += (double)ev[i].expanded / ev[i].spans;
+        /* spans: every compressed span of the layer is a candidate (no decode-time spans here) */
+        bad_spans += ev[i].spans != sekv_span_count(st, ev[i].layer) || ev[i].expanded > ev[i].spans;
+    }
+    CHECK(!bad_spans, "%d zoom events whose spans is not the layer's span count (or below expanded)", bad_spans);
     for (int h = 0; h < 4; h++) {
         kv_headstat hs;
         M->head_stats(st, 0, h, &hs);
@@ -370,21 +378,37 @@ static void test_targeted(int trained_zoom, int route, float scale, int sparse) 
         int64_t rid = kvdb_run_begin(db, &run, NULL);
         kvdb_case cs = {.case_key = "c", .workload = "synthetic", .ctx = s.n};
         int64_t cid = kvdb_case_get(db, rid, &cs);
+        /* a file made before the spans column: the first put adds it */
+        sqlite3_exec(kvdb_sqlite(db), "CREATE TABLE zoom_events(result_id INTEGER NOT NULL REFERENCES results(id) ON "
+                     "DELETE CASCADE, step INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL, expanded "
+                     "INTEGER NOT NULL, PRIMARY KEY(result_id, step, layer, head))", NULL, NULL, NULL);
         kvdb_zoom *z = malloc((nev + 1) * sizeof *z);
-        for (size_t i = 0; i < nev; i++) z[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded};
+        for (size_t i = 0; i < nev; i++) z[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded, ev[i].spans};
         CHECK(kvdb_zoom_put(db, cid, "sekv", B, z, nev) == -1 && strstr(kvdb_errmsg(db), "no such result"),
               "zoom events without a result accepted: %s", kvdb_errmsg(db));
         kvdb_result r = {.method = "sekv", .status = "ok", .budget = B, .budget_tokens = B};
         CHECK(kvdb_result_put(db, cid, &r) == 0, "result: %s", kvdb_errmsg(db));
         CHECK(kvdb_zoom_put(db, cid, "sekv", B, z, nev) == 0, "zoom put: %s", kvdb_errmsg(db));
         CHECK(nev == 0 || kvdb_zoom_put(db, cid, "sekv", B, z, 1) == -1, "duplicate zoom rows accepted");
+        char used[800], back[800] = "";
+        sekv_params_used(st, used, sizeof used);
+        CHECK(kvdb_note_put(db, cid, "sekv", B + 1, "params_used", used) == -1 &&
+                  strstr(kvdb_errmsg(db), "no such result"), "note without a result accepted");
+        CHECK(kvdb_note_put(db, cid, "sekv", B, "params_used", used) == 0, "note put: %s", kvdb_errmsg(db));
+        sqlite3_stmt *nq;
+        sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT text FROM result_notes WHERE key = 'params_used'", -1, &nq, NULL);
+        if (sqlite3_step(nq) == SQLITE_ROW) snprintf(back, sizeof back, "%s", (const char *)sqlite3_column_text(nq, 0));
+        sqlite3_finalize(nq);
+        CHECK(!strcmp(back, used), "note read back '%s', wrote '%s'", back, used);
         sqlite3_stmt *q;
-        sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT count(*), total(expanded) FROM zoom_events", -1, &q, NULL);
+        sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT count(*), total(expanded), total(expanded * 1.0 / spans) FROM zoom_events",
+                           -1, &q, NULL);
         CHECK(sqlite3_step(q) == SQLITE_ROW, "query");
         double tot = per_head[0] + per_head[1] + per_head[2] + per_head[3];
-        CHECK(sqlite3_column_int64(q, 0) == (int64_t)nev && sqlite3_column_double(q, 1) == tot,
-              "zoom_events rows %lld sum %g, want %zu %g", (long long)sqlite3_column_int64(q, 0),
-              sqlite3_column_double(q, 1), nev, tot);
+        CHECK(sqlite3_column_int64(q, 0) == (int64_t)nev && sqlite3_column_double(q, 1) == tot &&
+                  fabs(sqlite3_column_double(q, 2) - rate_sum) < 1e-9,
+              "zoom_events rows %lld sum %g rate sum %g, want %zu %g %g", (long long)sqlite3_column_int64(q, 0),
+              sqlite3_column_double(q, 1), sqlite3_column_double(q, 2), nev, tot, rate_sum);
         sqlite3_finalize(q);
         kvdb_close(db);
         free(z);
@@ -712,36 +736,89 @@ static void test_tiny(void) {
 
 /* ---------------------------------------------------------------- the paper's defaults */
 
-/* Brute-force segmentation of the paper (alpha 1, no span cap, no sinks or window): mu,
- * sigma (population) of the surprisal in double; anchors = token 0 and H_t > mu + sigma;
- * spans = maximal runs between anchors of at least l_min = 4 tokens. Writes the spans'
- * (start, len) to sp and returns their count; *P gets the persistent rows. */
-static int paper_spans(const scen *s, int32_t (*sp)[2], int *P) {
+/* Brute-force segmentation (no span cap, no sinks): mu, sigma (population) of the
+ * surprisal in double; anchors = token 0 and H_t > mu + alpha*sigma; the last `local`
+ * tokens stay at full resolution; spans = maximal runs between anchors (cut at the
+ * window) of at least l_min = 4 tokens. Writes the spans' (start, len) to sp and returns
+ * their count; *P gets the persistent rows. */
+static int paper_spans_at(const scen *s, double alpha, int local, int32_t (*sp)[2], int *P) {
     double mu = 0, var = 0;
     for (int t = 0; t < s->n; t++) mu += s->surp[t];
     mu /= s->n;
     for (int t = 0; t < s->n; t++) var += (s->surp[t] - mu) * (s->surp[t] - mu);
-    double thr = mu + sqrt(var / s->n);
-    int ns = 0, full = 0;
-    for (int t = 0; t < s->n;) {
+    double thr = mu + alpha * sqrt(var / s->n);
+    int ns = 0, full = 0, end = s->n - local > 1 ? s->n - local : 1;
+    for (int t = 0; t < end;) {
         if (t == 0 || s->surp[t] > thr) {
             full++, t++;
             continue;
         }
         int e = t;
-        while (e < s->n && s->surp[e] <= thr) e++;
+        while (e < end && s->surp[e] <= thr) e++;
         if (e - t >= 4) sp[ns][0] = t, sp[ns++][1] = e - t;
         else full += e - t;
         t = e;
     }
-    *P = full + ns;
+    *P = full + (s->n - end) + ns;
     return ns;
 }
 
-/* sekv's defaults segment as the paper does; a budget one row short of P is infeasible
+/* The authors' code (sekv-ref): alpha 1, no window. */
+static int paper_spans(const scen *s, int32_t (*sp)[2], int *P) { return paper_spans_at(s, 1.0, 0, sp, P); }
+
+/* sekv (the paper's text): alpha is the smallest on 0.5:8:0.25 whose P (anchors + the
+ * 32-token window + one coarse row per span) fits p_max*B, found here by brute force for
+ * random budgets and p_max; the chosen alpha and the grid are recorded, the segmentation
+ * is that alpha's, and a budget below the smallest P on the grid is infeasible. */
+static void test_paper_alpha_fit(void) {
+    M = &kv_sekv;
+    int32_t(*sp)[2] = NULL;
+    for (int it = 0; it < 6; it++) {
+        scen s = make_scen(1, 2, 1, 16, test_int(500, 1500), 1);
+        sp = realloc(sp, (size_t)s.n * sizeof *sp);
+        int Pg[31], P_min = 1 << 30;
+        for (int i = 0; i <= 30; i++) {
+            paper_spans_at(&s, 0.5 + 0.25 * i, 32, sp, &Pg[i]);
+            P_min = Pg[i] < P_min ? Pg[i] : P_min;
+        }
+        double p = it % 2 ? 0.5 : 0.2 + 0.7 * test_unif();
+        int B = test_int(P_min, Pg[0] * 2), cap = (int)floor(p * B), want = -1;
+        for (int i = 0; i <= 30 && want < 0; i++)
+            if (Pg[i] <= cap) want = i;
+        char prm[96], err[512], used[800] = "";
+        snprintf(prm, sizeof prm, "params_file=none,local=32,p_max=%.17g", p);
+        kv_state *st = start(&s, prm, B, err, sizeof err);
+        int rc = st ? ingest_all(st, &s, err, sizeof err) : -2;
+        if (want < 0) {
+            CHECK(rc == -1 && strstr(err, "infeasible"), "n=%d B=%d p=%g: no alpha fits (min P %d), got rc %d '%s'",
+                  s.n, B, p, P_min, rc, err);
+        } else {
+            char a[64];
+            snprintf(a, sizeof a, "alpha=%.17g,", 0.5 + 0.25 * want);
+            if (st) sekv_params_used(st, used, sizeof used);
+            const sekv_seg *sg = st ? sekv_segmentation(st) : NULL;
+            CHECK(rc == 0 && strstr(used, a) && strstr(used, "alpha_grid=0.5:8:0.25") && sg &&
+                      sekv_seg_persistent(sg) == Pg[want] && strstr(used, "local=32,"),
+                  "n=%d B=%d p=%g: want %s P=%d, got rc %d '%s' P=%d", s.n, B, p, a, Pg[want], rc,
+                  rc ? err : used, sg ? sekv_seg_persistent(sg) : -1);
+        }
+        if (st) M->free(st);
+        free_scen(&s);
+    }
+    free(sp);
+    char err[256];
+    scen s = make_scen(1, 2, 1, 16, 200, 1);
+    kv_state *st = start(&s, "alpha_grid=2:1:0.5", 50, err, sizeof err);
+    CHECK(!st && strstr(err, "alpha_grid"), "alpha_grid=2:1:0.5 accepted: %s", st ? "" : err);
+    if (st) M->free(st);
+    free_scen(&s);
+    M = &kv_sekv_spread;
+}
+
+/* sekv-ref's defaults segment as the authors' code does; a budget one row short of P is infeasible
  * (never evicted), P itself fits; the recorded params say alpha=1, l_max=none, route=0. */
 static void test_paper_segmentation(void) {
-    M = &kv_sekv;
+    M = &kv_sekv_ref;
     scen s = make_scen(2, 4, 2, 16, 700, 1);
     int32_t (*sp)[2] = malloc((size_t)s.n * sizeof *sp);
     int P, ns = paper_spans(&s, sp, &P);
@@ -773,7 +850,7 @@ static void test_paper_segmentation(void) {
 /* uncapped=1 with a budget far below P: feasible, every span over tau (0 here) expands,
  * the rows grow past B, and at full rank without the gate attention is exact. */
 static void test_paper_uncapped(void) {
-    M = &kv_sekv;
+    M = &kv_sekv_ref;
     scen s = make_scen(2, 4, 2, 16, 500, 3);
     char err[512];
     kv_state *st = start(&s, "params_file=none,uncapped=1,tau=0,rank=64,gate=0", 10, err, sizeof err);
@@ -801,7 +878,7 @@ static void test_paper_uncapped(void) {
  * reports are recomputed here, both kinds occur, nothing costs more than its rows, and a
  * span stored as rows at full rank gives back its tokens exactly. */
 static void test_paper_storage(void) {
-    M = &kv_sekv;
+    M = &kv_sekv_ref;
     scen s = make_scen(2, 4, 2, 16, 900, 1);
     char err[512];
     kv_state *st = start(&s, "params_file=none,rank=8,gate=0,uncapped=1", 10, err, sizeof err);
@@ -849,7 +926,7 @@ static void test_paper_storage(void) {
  * and the state's segmentation is sekv_segment_even's at the paper's defaults (as many
  * anchors as the surprisal segmentation, placed evenly). A bad value is refused. */
 static void test_fixed_chunk_same(void) {
-    M = &kv_sekv;
+    M = &kv_sekv_ref;
     scen s = make_scen(1, 2, 1, 16, test_int(300, 600), 1);
     char err[256], used[512] = "";
     kv_state *st = start(&s, "fixed_chunk=same,uncapped=1,params_file=none", s.n / 10, err, sizeof err);
@@ -897,5 +974,6 @@ int main(void) {
     test_paper_segmentation();
     test_paper_uncapped();
     test_paper_storage();
+    test_paper_alpha_fit();
     return check_done("test_sekv");
 }

@@ -16,6 +16,21 @@ echo "$out" | grep -q "trainable parameters: .*no model to count for (/nonexiste
     || fail "missing model not named: $(echo "$out" | tail -1)"
 "$KVBENCH" methods --model 2>/dev/null && fail "--model without a file accepted"
 
+# Every default of sekv and sekv-ref says where it comes from: [paper], [code] (the
+# authors' default.yaml) or [kvbench] (switches that only ablate are exempt); alpha is
+# never attributed to the paper, which states none.
+for m in sekv sekv-ref; do
+    params=$("$KVBENCH" methods --model /nonexistent/m.gguf "$m" | awk '/^  parameters:/ {on = 1; next} on && /^    / {print}')
+    [ -n "$params" ] || fail "$m: no parameters listed"
+    untagged=$(echo "$params" | awk '$1 !~ /^(zoom|trained_zoom|fixed_chunk|uncapped)$/ && $0 !~ /default [^ ]+ +\[(paper|code|kvbench)/ {print $1}')
+    [ -z "$untagged" ] || fail "$m: defaults without a source: $untagged"
+    echo "$params" | grep -E "^ +alpha " | grep -q "paper: 1\|\[paper\]" && fail "$m: alpha attributed to the paper"
+done
+"$KVBENCH" methods --model /nonexistent/m.gguf sekv | grep -E "^ +alpha +default auto +\[kvbench; the paper states none\]" >/dev/null \
+    || fail "sekv: alpha is not the per-prompt fit"
+"$KVBENCH" methods --model /nonexistent/m.gguf sekv-ref | grep -E "^ +alpha +default 1 +\[code\]" >/dev/null \
+    || fail "sekv-ref: alpha is not the authors' code's 1"
+
 if [ ! -f "$MODEL" ]; then echo "SKIP: $MODEL is absent (make model)"; exit $((fails > 0)); fi
 info=$("$KVBENCH" info --model "$MODEL")
 L=$(echo "$info" | awk '$1 == "layers" {print $2}')

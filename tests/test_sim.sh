@@ -50,8 +50,8 @@ for m in fullkv streamingllm h2o snapkv pyramidkv chunkkv; do
 done
 sk() { q "$1" "SELECT fast_bytes - fast_aux_bytes, fast_tokens, slow_bytes, slow_peak FROM results WHERE method = 'sentencekv'"; }
 [ "$(sk "$T/real.db")" = "$(sk "$T/sim30.db")" ] || fail "sentencekv rows: run $(sk "$T/real.db"), sim $(sk "$T/sim30.db")"
-[ "$(q "$T/real.db" "SELECT status FROM results WHERE method='sekv'")" = infeasible ] || fail "sekv not infeasible in the run"
-[ "$(q "$T/sim30.db" "SELECT status FROM results WHERE method='sekv'")" = infeasible ] || fail "sekv not infeasible in the sim"
+[ "$(q "$T/real.db" "SELECT status FROM results WHERE method='sekv-ref'")" = infeasible ] || fail "sekv-ref (alpha 1) not infeasible in the run"
+[ "$(q "$T/sim30.db" "SELECT status FROM results WHERE method='sekv-ref'")" = infeasible ] || fail "sekv-ref (alpha 1) not infeasible in the sim"
 [ "$(q "$T/sim7.db" "SELECT batched FROM sim_mem WHERE method='pyramidkv'")" = 1 ] || fail "pyramidkv not run in batches"
 
 # ---------------------------------------------------------------- the engine's memory vs peak RSS

@@ -2,12 +2,13 @@
  * append, compaction and zoom-in attention are in sekv_decode.c.
  *
  * Per layer and kv group the fast tier holds the persistent rows P (anchors, short-span
- * tokens, one coarse row per span, decoded tokens; sinks and a local window in the
- * sekv-spread variant) plus the rows reconstructed at the last step; the slow tier holds
- * each span's K and V, as rank-r factors or as rows, whichever is smaller.
- * `sekv` runs with the paper's defaults (parameters below): P <= B after ingest or the
- * case is infeasible, P + reconstructed <= B at every step; uncapped=1 lifts the budget
- * (the iso-memory view). `sekv-spread` (sekv_spread.c) is kvbench's own fit: P <= B/2,
+ * tokens, one coarse row per span, a local window, decoded tokens; sinks in sekv-spread)
+ * plus the rows reconstructed at the last step; the slow tier holds each span's K and V,
+ * as rank-r factors or as rows, whichever is smaller.
+ * `sekv` runs the paper's text (parameters below): alpha fitted per prompt so that
+ * P <= p_max*B, else infeasible; P + reconstructed <= B at every step; uncapped=1 lifts
+ * the budget (the iso-memory view). `sekv-ref` (sekv_ref.c) runs the authors' code
+ * defaults (alpha = 1, P <= B). `sekv-spread` (sekv_spread.c) is kvbench's own fit:
  * alpha, span cap and window searched, an untrained spread router. */
 #include "sekv_state.h"
 #include "../../kernels/core.h"
@@ -19,27 +20,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The paper's defaults (reference §8 and the paper's code). */
+/* `sekv`: the paper's text. Each default says where it comes from: [paper] the paper's
+ * text (arXiv 2606.31145), [code] the authors' code (default.yaml; the paper states no
+ * value), [kvbench] a kvbench choice where neither gives one. The paper gives no alpha,
+ * so it is chosen per prompt (the smallest on alpha_grid whose persistent part fits
+ * p_max*B) and recorded in each result's params; `sekv-ref` (sekv_ref.c) runs the
+ * authors' code defaults instead (alpha = 1, P <= B or infeasible). */
 static const kv_param params[] = {
-    {"alpha", "1", "anchor threshold mu + alpha*sigma (the paper: 1); auto = smallest of 0.5..4 with P <= p_max*B"},
-    {"l_min", "4", "spans shorter than this stay at full resolution"},
-    {"l_max", "none", "none = spans are the maximal runs between anchors (the paper); N = runs split into balanced spans of at most N; auto = 32, else 48, 64, 128, 256 (the first that fits)"},
-    {"sinks", "0", "first tokens kept at full resolution (token 0 always is an anchor)"},
-    {"local", "0", "most recent prompt tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if P does not fit"},
-    {"rank", "32", "rank cap R of the span factors (truncated SVD): 8, 32 or 64"},
-    {"dprime", "32", "routing dimension d' (fixed: 32)"},
-    {"tau", "-1", "zoom threshold on the relevance for every head; -1 = the trained per-(layer, head) thresholds (0.05 untrained; 0.05 with route=1)"},
-    {"zoom", "1", "0 = no reconstruction: coarse summaries only (ablation: without SVD)"},
-    {"trained_zoom", "1", "0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d) alone, no W, no ln|S| (ablation)"},
-    {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans, token 0 the only anchor; same = as many anchors as the surprisal segmentation finds, placed evenly, each opening a chunk of equal length (claim C8 at the same anchors budget)"},
-    {"route", "0", "span relevance: 0 = the paper's trained d'=32 routing summary sigmoid(W q . norm(W kbar)/sqrt d' + ln|S|); 1 = kvbench's untrained mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q)"},
-    {"gate", "2", "rank gate at decode: 2 = soft m (the paper), 1 = hard (component kept iff m > 0.5), 0 = off"},
-    {"p_max", "1", "the persistent part may take P <= p_max*B (the paper: 1, the rest is room to zoom); more is infeasible"},
-    {"uncapped", "0", "1 = no budget: P is not capped and every span over its threshold expands (the iso-memory view: compare baselines at the residency it measures)"},
+    {"alpha", "auto", "[kvbench; the paper states none] anchor threshold mu + alpha*sigma; auto = the smallest "
+                      "alpha on alpha_grid with P <= p_max*B (recorded per result)"},
+    {"alpha_grid", "0.5:8:0.25", "[kvbench] alpha=auto's grid, LO:HI:STEP (LO, LO+STEP, .. HI)"},
+    {"l_min", "4", "[code; the paper states none] spans shorter than this stay at full resolution"},
+    {"l_max", "none", "[paper] none = spans are the maximal runs between neighbouring anchors; N = runs split into "
+                      "balanced spans of at most N; auto = 32, else 48, 64, 128, 256 (the first that fits)"},
+    {"sinks", "0", "[code] first tokens kept at full resolution (token 0 always is an anchor)"},
+    {"local", "auto", "[paper: a local window stays on the fast tier (appendix D); its size is kvbench's] most recent "
+                      "prompt tokens kept at full resolution; auto = 32, or clamp(B/8, 4, 32) if no alpha fits with 32"},
+    {"rank", "32", "[paper: R = 32, 64 adds little] rank cap R of the span factors (truncated SVD): 8, 32 or 64"},
+    {"dprime", "32", "[paper] routing dimension d' (fixed: 32)"},
+    {"tau", "-1", "[paper: per-(layer, head) thresholds] zoom threshold on the relevance for every head; -1 = the "
+                  "trained per-(layer, head) thresholds (0.05 untrained [code]; 0.05 with route=1)"},
+    {"zoom", "1", "[paper] 0 = no reconstruction: coarse summaries only (ablation: without SVD)"},
+    {"trained_zoom", "1", "[paper] 0 = untrained zoom: relevance sigmoid(q.kbar/sqrt d) alone, no W, no ln|S| (ablation)"},
+    {"fixed_chunk", "0", "[paper: surprisal spans] > 0: fixed-length chunks instead of surprisal spans, token 0 the "
+                         "only anchor; same = as many anchors as the surprisal segmentation finds, placed evenly, each "
+                         "opening a chunk of equal length (claim C8 at the same anchors budget)"},
+    {"route", "0", "[paper] span relevance: 0 = the paper's trained d'=32 routing summary sigmoid(W q . norm(W kbar)/sqrt "
+                   "d' + ln|S|); 1 = kvbench's untrained mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the "
+                   "span's keys along q)"},
+    {"gate", "2", "[paper] rank gate at decode: 2 = soft m, 1 = hard (component kept iff m > 0.5), 0 = off"},
+    {"p_max", SEKV_PAPER_P, "[kvbench, tuned on NIAH dev cases: docs/sekv-results.md] the segmentation alone (anchors "
+                            "+ local window + coarse rows) may take P <= p_max*B, leaving (1-p_max)*B of room to zoom; "
+                            "more is infeasible"},
+    {"uncapped", "0", "1 = no budget: P is not capped and every span over its threshold expands (the iso-memory view: "
+                      "compare baselines at the residency it measures)"},
     {"params_file", "default",
-     "trained parameters (kvbench train-sekv); default = $KVBENCH_SEKV_PARAMS, else the file shipped for the "
-     "default model (methods/sekv/params/), else ~/.cache/kvbench/sekv-smollm2-135m.params, when trained for "
-     "the model in use; none = untrained initial values"},
+     "[kvbench: trained by train-sekv, methods/sekv/params/README.md] trained parameters; default = "
+     "$KVBENCH_SEKV_PARAMS, else the file shipped for the default model (methods/sekv/params/), else "
+     "~/.cache/kvbench/sekv-smollm2-135m.params, when trained for the model in use; none = untrained initial values"},
     {NULL, NULL, NULL},
 };
 
@@ -78,6 +96,33 @@ static int auto_int(const kv_method *m, const char *ps, const char *key, int *ou
     return kv_param_int(m, ps, key, out, err, errlen);
 }
 
+/* alpha=auto's grid: the method's alpha_grid "LO:HI:STEP" (sekv), else sekv-spread's
+ * fixed list, which its recorded results were made with. */
+static int read_grid(kv_state *st, const char *ps, char *err, size_t errlen) {
+    static const double spread_grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
+    char buf[64];
+    if (kv_param_text(st->m, ps, "alpha_grid", buf, sizeof buf, err, errlen)) {
+        err[0] = 0;
+        st->n_grid = (int)(sizeof spread_grid / sizeof spread_grid[0]);
+        memcpy(st->grid, spread_grid, sizeof spread_grid);
+        st->grid_text[0] = 0;
+        return 0;
+    }
+    double lo, hi, step;
+    char tail;
+    if (sscanf(buf, "%lf:%lf:%lf%c", &lo, &hi, &step, &tail) != 3 || !(lo > 0) || !(hi >= lo) || !(step > 0) ||
+        !isfinite(hi) || (hi - lo) / step + 1.5 > SEKV_GRID_MAX) {
+        snprintf(err, errlen, "%s: alpha_grid='%s': expected LO:HI:STEP with 0 < LO <= HI, STEP > 0 and at most %d values",
+                 st->m->name, buf, SEKV_GRID_MAX);
+        return -1;
+    }
+    st->n_grid = 0;
+    for (int i = 0; lo + i * step <= hi + 1e-9 * step && st->n_grid < SEKV_GRID_MAX; i++)
+        st->grid[st->n_grid++] = lo + i * step;
+    snprintf(st->grid_text, sizeof st->grid_text, "%s", buf);
+    return 0;
+}
+
 static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
     const kv_method *m = st->m;
     int dprime;
@@ -108,6 +153,7 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
         }
     }
     st->tau_override = tau;
+    if (read_grid(st, ps, err, errlen)) return -1;
     /* only kvbench's fit (sekv-spread) lowers an l_min that was not given */
     st->lmin_given = raw_value(ps, "l_min", buf, sizeof buf) || st->m != &kv_sekv_spread;
     st->lmax_auto = st->l_max < 0;
@@ -422,15 +468,16 @@ void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) { kb_parallel_for(n
  *          pays for at small budgets (the window and one coarse row per span are most
  *          of P);
  *   l_min: as set (4), then 2 (raising it would keep more tokens at full resolution);
- *   alpha: the grid 0.5 .. 4, smallest first (the most anchors kept at full resolution).
+ *   alpha: the grid (sekv: alpha_grid; sekv-spread: 0.5 .. 4), smallest first (the most
+ *          anchors kept at full resolution).
  * The setting used is kept in st (sekv_describe, sekv_params_used); when none fits the
  * case is "infeasible", naming the smallest P found. */
 static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen) {
-    static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
+    const double *grid = st->grid;
     static const int caps[] = {32, 48, 64, 128, 256};
     int n = st->n_prompt, half = st->uncapped ? INT_MAX : (int)floor(st->p_max * st->B);
     int auto_a = st->alpha < 0 && st->fixed_chunk <= 0;
-    int n_alpha = auto_a ? (int)(sizeof grid / sizeof grid[0]) : 1;
+    int n_alpha = auto_a ? st->n_grid : 1;
     int lmins[2] = {st->l_min, 2}, n_lmin = !st->lmin_given && st->l_min > 2 ? 2 : 1;
     /* (local, l_max) candidates, without repeats */
     int small = st->B / 8 < 4 ? 4 : st->B / 8 > 32 ? 32 : st->B / 8, shp[10][2], n_shp = 0;
@@ -686,6 +733,8 @@ void sekv_params_used(const kv_state *st, char *buf, size_t len) {
                      alpha, st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, st->rank,
                      st->tau_override, st->zoom, st->trained_zoom, chunk, st->gate, st->route,
                      st->p_max, st->uncapped);
+    if (n >= 0 && (size_t)n < len && st->grid_text[0])   /* the grid the alpha was chosen on */
+        n += snprintf(buf + n, len - (size_t)n, ",alpha_grid=%s", st->grid_text);
     if (n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, ",params_file=%s", st->params_file[0] ? st->params_file : "none");
 }
@@ -768,14 +817,17 @@ static kv_state *sekv_init(const kv_setup *s, char *err, size_t errlen) { return
 const kv_method kv_sekv = {
     KV_METHOD_HEAD,
     .name = "sekv",
-    .summary = "the paper's SeKV: surprisal anchors (alpha=1) and spans = the maximal runs between them, "
-               "coarse entries on the fast tier, rank-32 truncated-SVD factors (or the rows, if smaller) on "
-               "the slow tier, zoom-in by the trained d'=32 routing summaries (+ln|S|) against trained "
-               "per-(layer, head) thresholds, soft rank gate, P <= B or infeasible (uncapped=1: no cap). "
-               "Repairs of the reference code (methods.md gaps): 1 decoded tokens join P at full "
-               "resolution (folded into spans only past p_max*B); 2 causal spans in training; 3 STE z in "
-               "the budget loss; 4 spans picked per kv group by the max relevance of its heads; 5 P > B is "
-               "infeasible, not evicted; 6 token 0 is always an anchor; 7 the official benchmark definitions (workloads/)",
+    .summary = "the paper's text: surprisal anchors, alpha chosen per prompt (the paper gives none: the smallest "
+               "on alpha_grid with P <= p_max*B, P = anchors + local window + one coarse row per span, leaving "
+               "(1-p_max)*B of room to zoom), spans = the maximal runs between neighbouring anchors, coarse entries "
+               "on the fast tier, rank-32 truncated-SVD factors (or the rows, if smaller) on the slow tier, zoom-in "
+               "by the trained d'=32 routing summaries (+ln|S|) against trained per-(layer, head) thresholds, "
+               "relevance-ranked cap within B, soft rank gate (uncapped=1: no cap). Each default's source is in "
+               "brackets: [paper], [code] (the authors' default.yaml), [kvbench]. Repairs of the reference code "
+               "(methods.md gaps): 1 decoded tokens join P at full resolution (folded into spans only past "
+               "p_max*B); 2 causal spans in training; 3 STE z in the budget loss; 4 spans picked per kv group by "
+               "the max relevance of its heads; 5 P > p_max*B is infeasible, not evicted; 6 token 0 is always an "
+               "anchor; 7 the official benchmark definitions (workloads/)",
     .params = params,
     .init = sekv_init,
     .needs = sekv_needs,

@@ -1,17 +1,20 @@
 /* SeKV (reference §8) as a kv_method: surprisal spans, coarse entries on the fast tier,
  * low-rank span factors on the slow tier, per-step zoom-in under the budget B.
  * These views let the driver record what SeKV chose and let tests look inside; call
- * them only on a state made by kv_sekv or kv_sekv_spread. */
+ * them only on a state made by kv_sekv, kv_sekv_ref or kv_sekv_spread. */
 #ifndef KV_SEKV_H
 #define KV_SEKV_H
 #include "../method.h"
 #include "sekv_spans.h"
 
-/* kv_sekv: the paper's method and defaults; kv_sekv_spread: the same code with kvbench's
- * budget fit and untrained spread router (sekv_spread.c). */
-extern const kv_method kv_sekv, kv_sekv_spread;
-/* 1 for either of them (the views below apply to both). */
-static inline int kv_is_sekv(const kv_method *m) { return m == &kv_sekv || m == &kv_sekv_spread; }
+/* kv_sekv: the paper's text (alpha fitted per prompt, sekv.c); kv_sekv_ref: the authors'
+ * code defaults (sekv_ref.c); kv_sekv_spread: the same code with kvbench's budget fit and
+ * untrained spread router (sekv_spread.c). */
+extern const kv_method kv_sekv, kv_sekv_ref, kv_sekv_spread;
+/* 1 for any of them (the views below apply to all). */
+static inline int kv_is_sekv(const kv_method *m) {
+    return m == &kv_sekv || m == &kv_sekv_ref || m == &kv_sekv_spread;
+}
 
 /* The anchor threshold alpha used (auto-selected or given); NAN before the first ingest
  * or with fixed-chunk segmentation. *l_min (optional) receives the l_min used. */
@@ -30,9 +33,11 @@ const char *sekv_params_path(const kv_state *st);
 
 /* Zoom-ins: one record per (decode step, layer, query head) with at least one span
  * expanded for that head (zero counts are not logged). step counts attend() calls on
- * the layer, from 0. Valid until the next attend(). */
+ * the layer, from 0; spans: the compressed spans the head could expand at that step, so
+ * expanded / spans is its zoom rate there (figure 6's quantity). Valid until the next
+ * attend(). */
 typedef struct {
-    int32_t step, layer, head, expanded;
+    int32_t step, layer, head, expanded, spans;
 } sekv_zoom_event;
 size_t sekv_zoom_log(const kv_state *st, const sekv_zoom_event **events);
 

@@ -161,14 +161,14 @@ static int select_group(kv_state *st, int layer, int j, const float *scores, int
     return used;
 }
 
-static void log_zoom(kv_state *st, int step, int layer, int head, int expanded) {
+static void log_zoom(kv_state *st, int step, int layer, int head, int expanded, int spans) {
     if (st->n_zlog == st->zlog_cap) {
         size_t cap = st->zlog_cap ? 2 * st->zlog_cap : 1024;
         sekv_zoom_event *z = realloc(st->zlog, cap * sizeof *z);
         if (!z) sekv_die("out of memory (zoom log)", layer);
         st->zlog = z, st->zlog_cap = cap;
     }
-    st->zlog[st->n_zlog++] = (sekv_zoom_event){step, layer, head, expanded};
+    st->zlog[st->n_zlog++] = (sekv_zoom_event){step, layer, head, expanded, spans};
 }
 
 /* Scratch of one step: scores [H][ns] then the candidate list; entry lists per head. */
@@ -207,14 +207,16 @@ static int select_spans(kv_state *st, int layer, const float *scores, cand *cs, 
 
 /* Head h's entries, in position order: a full-resolution row (bias 0), a span's coarse
  * row (bias ln|S|) or, where h zooms into the span, its rebuilt rows (bias 0). Returns
- * the count; *expanded the spans zoomed. */
-static int head_entries(const kv_state *st, const sekv_layer *ly, int h, int32_t *idx, float *bias, int *expanded) {
+ * the count; *expanded the spans zoomed, *spans the spans it could zoom into. */
+static int head_entries(const kv_state *st, const sekv_layer *ly, int h, int32_t *idx, float *bias, int *expanded,
+                        int *spans) {
     const uint8_t *zh = ly->zoom_h + (size_t)h * ly->span_cap;
     const int32_t *rr = ly->recon_row + (size_t)(h / st->g) * ly->span_cap;
     int n = 0;
-    *expanded = 0;
+    *expanded = *spans = 0;
     for (int r = 0; r < ly->n_rows; r++) {
         int s = ly->row_span[r];
+        *spans += s >= 0;
         if (s < 0) {
             idx[n] = r, bias[n++] = 0;
         } else if (zh[s]) {
@@ -242,16 +244,16 @@ static void attend_heads(kv_state *st, int layer, const float *q, float *out, in
     kb_decode_args *as = malloc((size_t)H * sizeof *as);
     if (!as) sekv_die("out of memory", layer);
     for (int h = 0; h < H; h++) {
-        int j = h / st->g, expanded;
+        int j = h / st->g, expanded, spans;
         int32_t *idx = st->idx + (size_t)h * ly->row_cap;
         float *bias = st->bias + (size_t)h * ly->row_cap;
-        int n = head_entries(st, ly, h, idx, bias, &expanded);
+        int n = head_entries(st, ly, h, idx, bias, &expanded, &spans);
         as[h] = (kb_decode_args){.g = 1, .d = d, .n = n, .q = q + (size_t)h * d, .K = ly->kv[j].K,
                                  .V = ly->kv[j].V, .idx = idx, .bias = bias, .out = out + (size_t)h * d,
                                  .probs = NULL};
         ly->kept[h] = n;
         ly->events[h] += expanded;
-        if (expanded) log_zoom(st, ly->steps, layer, h, expanded);
+        if (expanded) log_zoom(st, ly->steps, layer, h, expanded, spans);
     }
     if (!on_dev || sekv_dev_decode_heads(st, layer, as)) {
         if (on_dev && n_tasks) reconstruct_host(st, layer, n_tasks);   /* the device failed */

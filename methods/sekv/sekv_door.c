@@ -23,7 +23,7 @@ size_t sekv_door_events(const kv_state *st, kv_event *out, size_t cap) {
     const sekv_zoom_event *ev = NULL;
     size_t n = sekv_zoom_log(st, &ev);
     for (size_t i = 0; out && i < n && i < cap; i++)
-        out[i] = (kv_event){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded};
+        out[i] = (kv_event){ev[i].step, ev[i].layer, ev[i].head, ev[i].expanded, ev[i].spans};
     return n;
 }
 

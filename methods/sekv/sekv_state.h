@@ -5,6 +5,12 @@
 #include "sekv.h"
 #include "../../kernels/core.h"
 
+/* sekv's p_max: the share of B the segmentation alone may take (tuned on NIAH dev cases,
+ * docs/sekv-results.md) */
+#define SEKV_PAPER_P "0.2"
+/* alpha=auto's grid when the method declares no alpha_grid (sekv-spread) */
+#define SEKV_GRID_MAX 128
+
 /* fixed_chunk=same: the C8 ablation at the surprisal segmentation's anchor count */
 #define SEKV_CHUNK_SAME (-1)
 
@@ -54,12 +60,15 @@ typedef struct {
 } sekv_layer;
 
 struct kv_state {
-    const kv_method *m;         /* kv_sekv or kv_sekv_spread: the parameter defaults */
+    const kv_method *m;         /* kv_sekv, kv_sekv_ref or kv_sekv_spread: the parameter defaults */
     int L, H, Hkv, d, g, eb, n_prompt, B;
     int kvt;                    /* the K/V element type (kb_kvtype); eb its bytes */
     int hold;                   /* --decode hold: fold decoded tokens to keep P <= B (else append) */
     /* parameters */
     double alpha;               /* < 0: auto */
+    double grid[SEKV_GRID_MAX];  /* alpha=auto's candidates, ascending */
+    int n_grid;
+    char grid_text[64];         /* alpha_grid as given ("" when the method has none) */
     int l_min, l_max, sinks, local, rank, zoom, trained_zoom, fixed_chunk, gate, route;
     double p_max;               /* P <= p_max * B after ingest */
     int uncapped;               /* no budget: P unchecked, every span over tau expands */
@@ -111,7 +120,7 @@ static inline void sekv_rows_moved(const kv_state *st, sekv_layer *ly, int r) {
 }
 
 /* sekv.c */
-/* init with m's parameter defaults (kv_sekv, kv_sekv_spread) */
+/* init with m's parameter defaults (kv_sekv, kv_sekv_ref, kv_sekv_spread) */
 kv_state *sekv_init_as(const kv_method *m, const kv_setup *s, char *err, size_t errlen);
 /* the rest of kv_sekv's table, shared by kv_sekv_spread */
 void sekv_needs(const kv_setup *s, kv_needs *out);
