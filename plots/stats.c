@@ -208,7 +208,7 @@ double st_boot_t(const double *x, const int *g, int n, int B, uint64_t seed, dou
         }
         double e, s;
         est_se(r, start, ng, groups, &e, &s);
-        if (s > 0) t[kept++] = (e - est) / s;
+        if (s > 1e-9 * se) t[kept++] = (e - est) / s;   /* se* = 0 up to rounding: every group drawn as one value */
     }
     if (kept) {
         qsort(t, kept, sizeof *t, cmp_d);

@@ -52,7 +52,7 @@ double st_boot_mean(const double *x, const int *g, int n, int B, uint64_t seed, 
  * sample variance of group k (a group of one case takes the pooled within-group
  * variance), df = n - G. Bootstrap-t: B resamples from seed, each group drawn within
  * itself as in st_boot_mean; t* = (est* - est) / se*, resamples with se* = 0 (every group
- * drawn as one repeated value) left out; [est - t*(1-a/2) se, est - t*(a/2) se], widened to
+ * drawn as one repeated value; below 1e-9 se, where only rounding is left) left out; [est - t*(1-a/2) se, est - t*(a/2) se], widened to
  * hold est +- t_df(1-a/2) se. Returns est; lo = hi = NAN when df = 0 (one case per group,
  * nothing to estimate the spread from); lo = hi = est when every group is constant. */
 double st_boot_t(const double *x, const int *g, int n, int B, uint64_t seed, double level, double *lo, double *hi);

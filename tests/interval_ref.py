@@ -96,7 +96,8 @@ def boot_t(x, g=None):
         res.append(m[idx[:, off:off + len(m)]])
         off += len(m)
     e, s = est_se(res)
-    t = np.sort((e[s > 0] - est) / s[s > 0])
+    keep = s > 1e-9 * se   # se* = 0 up to rounding: every group drawn as one value
+    t = np.sort((e[keep] - est) / s[keep])
     if len(t):
         lo = min(lo, est - np.quantile(t, 0.975) * se)
         hi = max(hi, est - np.quantile(t, 0.025) * se)

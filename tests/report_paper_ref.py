@@ -7,46 +7,22 @@ usage: report_paper_ref.py DB CSV
 Independent of plots/report_paper.c: the model with the most sekv, sekv-ref and
 sekv-spread results; every claim judged for each of the three; NIAH cells are (workload
 column, ctx, depth) with repeats averaged, C2's cells the cases of each workload;
-infeasible and failed results count 0; intervals are the percentile bootstrap of the
-paired differences with stats.c's splitmix64 draws (tests/stats_ref.py), p the exact
-sign test; ablations match one parameter exactly (fixed_chunk=same is not
+infeasible and failed results count 0; intervals are the small-n interval of the
+paired differences (bootstrap-t widened to Student's t, recomputed in numpy by
+tests/interval_ref.py), p the exact sign test; ablations match one parameter exactly (fixed_chunk=same is not
 fixed_chunk=16); C15 from the zoom rates (head_stats and zoom_events).
 """
 import csv
 import math
 import sqlite3
+import os
 import sys
 from fractions import Fraction
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import interval_ref  # noqa: E402
+
 M64 = (1 << 64) - 1
-
-
-def splitmix(state):
-    """stats.c's st_rng: returns (value, new state)"""
-    state = (state + 0x9E3779B97F4A7C15) & M64
-    z = state
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31), state
-
-
-def quantile(s, q):   # type 7
-    h = (len(s) - 1) * q
-    i = math.floor(h)
-    return s[-1] if i >= len(s) - 1 else s[i] + (h - i) * (s[i + 1] - s[i])
-
-
-def boot_mean(x):
-    """mean of x and its 95% percentile bootstrap: B resamples, draws (r >> 32) * n >> 32"""
-    st, stats = SEED, []
-    for _ in range(B):
-        t = 0.0
-        for _ in range(len(x)):
-            r, st = splitmix(st)
-            t += x[((r >> 32) * len(x)) >> 32]
-        stats.append(t / len(x))
-    stats.sort()
-    return sum(x) / len(x), quantile(stats, 0.025), quantile(stats, 0.975)
 
 
 def sign_p(pos, neg):
@@ -55,7 +31,6 @@ def sign_p(pos, neg):
         return 1.0
     return float(min(Fraction(1), 2 * Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2 ** n)))
 
-B, SEED = 2000, 0x6b7662656e6368
 BASELINES = ["streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv", "sentencekv"]
 SEKVS = ["sekv", "sekv-ref", "sekv-spread"]
 # (id, kind, budget, other) in report_paper.c's claims[] order
@@ -76,7 +51,7 @@ def est(a, b=None):
     if not keys:
         return dict(mean=NAN, lo=NAN, hi=NAN, p=NAN, n=0)
     d = [a[k] - (b[k] if b is not None else 0) for k in keys]
-    m, lo, hi = boot_mean(d)
+    m, lo, hi = interval_ref.paired(d)
     p = NAN
     if b is not None:
         p = sign_p(sum(1 for k in keys if a[k] > b[k]), sum(1 for k in keys if a[k] < b[k]))

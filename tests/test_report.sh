@@ -295,7 +295,7 @@ cat "$dir/tables/memory_1.md"
 "${KV[@]}" report --db "$dir/t.db" --table paper --run all --csv "$dir/tables/paper_all.csv" >"$dir/tables/paper_all.md" \
     || fail "report --table paper --run all"
 grep -q "| C6 | without SVD" "$dir/tables/paper_all.md" || fail "paper table lacks the zoom=0 ablation"
-python3 tests/report_paper_ref.py "$dir/t.db" "$dir/tables/paper_all.csv" || fail "paper table differs from the reference"
+$PY tests/report_paper_ref.py "$dir/t.db" "$dir/tables/paper_all.csv" || fail "paper table differs from the reference"
 # --table zoom: one row per SeKV method and budget, the same figures as the paper table's C15
 "${KV[@]}" report --db "$dir/t.db" --table zoom --run all --csv "$dir/tables/zoom_all.csv" >"$dir/tables/zoom_all.md" \
     || fail "report --table zoom --run all"

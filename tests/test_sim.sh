@@ -105,7 +105,8 @@ diff <(grep '^| 4096' "$T/l8.out") <(grep '^| 4096' "$T/l8b.out") >/dev/null || 
 grep -q "ctx 4096" "$T/rep" || fail "the memory table has no ctx 4096 column"
 # the sim's K/V type (bf16 by default; its run key spells it ;kv=) in the report's header
 grep -q "K/V bf16" "$T/rep" || fail "report labels a bf16 sim: $(grep -o 'K/V [a-z0-9]*' "$T/rep" | head -1)"
-"$KVBENCH" report --db "$T/sim30.db" --table memory | grep -q "K/V f32" || fail "report labels an f32 sim wrongly"
+"$KVBENCH" report --db "$T/sim30.db" --table memory >"$T/rep30" 2>&1   # to a file: grep -q on a pipe under pipefail can SIGPIPE the writer
+grep -q "K/V f32" "$T/rep30" || fail "report labels an f32 sim wrongly: $(grep -o 'K/V [a-z0-9]*' "$T/rep30" | head -1)"
 "$KVBENCH" plot --db "$T/l8.db" --figure memory --out "$T/mem" >/dev/null 2>"$T/plot.err" || { cat "$T/plot.err"; fail "plot --figure memory"; }
 [ -s "$T/mem.png" ] || fail "no memory figure"
 grep -q "74.8 fullkv" "$T/mem.dat" || fail "the figure's data lacks the paper's points"
