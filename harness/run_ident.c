@@ -52,13 +52,8 @@ int run_check_methods(const kv_method *const *methods, int n, const method_param
     return 0;
 }
 
-void run_ident_sekv_params(const kv_method *const *methods, int n, const method_params *mp, const kv_setup *shape,
-                           char hex[65]) {
+void run_ident_sekv_params(const method_params *mp, const kv_setup *shape, char hex[65]) {
     kv_setup s = *shape;
-    int trained = 0;   /* only a run with a method that has trained parameters loads (and notes) them */
-    char detail[256];
-    for (int i = 0; i < n && !trained; i++) trained = methods[i]->trained_params(&s, detail, sizeof detail) > 0;
-    if (!trained) { snprintf(hex, 65, "none"); return; }
     s.params = mparams_get(mp, &kv_sekv);
     char why[512];
     kv_state *st = kv_sekv.init(&s, why, sizeof why);

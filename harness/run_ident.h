@@ -34,10 +34,8 @@ int run_check_methods(const kv_method *const *methods, int n, const method_param
  * overrides (its default file for this model, or params_file), into hex[65]: the trained
  * weights are part of what a SeKV result means, and a build that finds no file (a
  * sanitizer build, a copied binary) runs untrained, so it must not resume a run of one
- * that found it. "?" when sekv refuses the setup (the check reports that); "none" when no
- * method of the run (methods[0..n)) has trained parameters. */
-void run_ident_sekv_params(const kv_method *const *methods, int n, const method_params *mp, const kv_setup *shape,
-                           char hex[65]);
+ * that found it. "?" when sekv refuses the setup (the check reports that). */
+void run_ident_sekv_params(const method_params *mp, const kv_setup *shape, char hex[65]);
 
 /* 1 if init's reason err is about the configuration, not the case: anything but "infeasible:
  * ..." or running out of memory for this case. Such a refusal after run_check_methods

@@ -1120,7 +1120,7 @@ int cmd_run_model(int argc, char **argv) {
             model_free(model);
             return 2;
         }
-        run_ident_sekv_params(o.methods, o.n_methods, &o.params, &shape, o.sekv_params_sha);
+        run_ident_sekv_params(&o.params, &shape, o.sekv_params_sha);
     }
     int rc = 0;
     case_set cs;

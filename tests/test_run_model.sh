@@ -294,7 +294,7 @@ for want in '"split":"dev"' '"needle":"The secret code is 4242."' '"answer_keywo
             '"needles":2' '"samples":2'; do
     q "$T/ni.db" "SELECT config_json FROM runs" | grep -qF "$want" || fail "config lacks $want"
 done
-"$KVBENCH" report --db "$T/ni.db" | head -1 | grep -q "niah split:dev/needles:2/samples:2" || fail "report header: $("$KVBENCH" report --db "$T/ni.db" | head -1)"
+head -1 <<<"$("$KVBENCH" report --db "$T/ni.db")" | grep -q "niah split:dev/needles:2/samples:2" || fail "report header: $("$KVBENCH" report --db "$T/ni.db" | head -1)"
 "$KVBENCH" "${NI[@]/--split/--split}" --split test --db "$T/ni.db" >/dev/null 2>"$T/nie" || fail "test split run: $(cat "$T/nie")"
 [ "$(q "$T/ni.db" "SELECT count(*) FROM runs")" = 2 ] || fail "dev and test are not separate runs"
 

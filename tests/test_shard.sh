@@ -130,7 +130,7 @@ for args in "$T/x.db" "$T/x.db $T/nosuch.db" "$T/x.db $T/junk.db" "$T/s0.db $T/s
     [ $rc = 1 ] || [ $rc = 2 ] || fail "merge $args: exit $rc"
     grep -q "^kvbench merge: " "$T/err" || fail "merge $args: no one-line reason: $(cat "$T/err")"
 done
-"$KVBENCH" merge --help | grep -q "usage: kvbench merge" || fail "merge --help"
+grep -q "usage: kvbench merge" <<<"$("$KVBENCH" merge --help)" || fail "merge --help"   # captured: no SIGPIPE under pipefail
 
 # ---------------------------------------------------------------- the model driver, with --jobs in a shard
 MODEL=${KVBENCH_MODEL:-$HOME/.cache/kvbench/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -160,7 +160,7 @@ for line in "#SBATCH --array=0-3" "#SBATCH --requeue" "#SBATCH --output=res/grid
 done
 ! grep -q "gres" "$T/job.sh" || fail "a CPU run asks for a GPU"
 [ -x "$T/job.sh" ] || fail "the script is not executable"
-"$KVBENCH" slurm-script --shards 2 -- "$KB" run --workload niah --backend cuda --db x.db | grep -q "^#SBATCH --gres=gpu:1$" \
+grep -q "^#SBATCH --gres=gpu:1$" <<<"$("$KVBENCH" slurm-script --shards 2 -- "$KB" run --workload niah --backend cuda --db x.db)" \
     || fail "--backend cuda does not ask for a GPU"
 for k in 3 1 0 2; do SLURM_ARRAY_TASK_ID=$k SLURM_JOB_ID=1 bash "$T/job.sh" >/dev/null 2>&1 || fail "array task $k"; done
 ls "$T/w/res"/grid.shard-{0,1,2,3}-of-4.db >/dev/null || fail "per-shard files: $(ls "$T/w/res")"

@@ -251,7 +251,7 @@ static int load_prm(kv_state *st, const kv_setup *s, char *err, size_t errlen) {
             }
             sekv_params_free(&p);
         }
-        if (s->model_hash) note_untrained(st);   /* no model (synthetic streams): nothing to load */
+        st->untrained_note = s->model_hash != 0;   /* no model (synthetic streams): nothing to load */
     }
     if (!st->params_file[0])
         return sekv_params_init(&st->prm, st->L, st->H, st->d, st->rank, 0x5e4b5eedULL, err, errlen);
@@ -559,6 +559,7 @@ static void ingest_task(void *c_, int i) {
 }
 
 int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
+    if (st->untrained_note) note_untrained(st), st->untrained_note = 0;
     if (p->layer < 0 || p->layer >= st->L || st->layer[p->layer].ingested ||
         (p->layer > 0 && !st->layer[p->layer - 1].ingested)) {
         snprintf(err, errlen, "sekv: ingest of layer %d out of order", p->layer);

@@ -77,6 +77,8 @@ struct kv_state {
     double tau_override;        /* < 0: from the params */
     char params_file[512];      /* "" = untrained initial values */
     int params_default;         /* params_file is the default file, found for this model */
+    int untrained_note;         /* no default file for this model: said at the first ingest, not at init
+                                   (the run key inits SeKV in every model run, whatever its methods) */
     sekv_params prm;
     /* chosen at the first ingest */
     sekv_seg seg;
