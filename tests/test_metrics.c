@@ -7,6 +7,7 @@
  *                                escaped; prints one result per line (%.12f). */
 #include "check.h"
 #include "../workloads/metrics.h"
+#include "../workloads/pystr.h"
 #include "../workloads/textcase.h"
 
 static int near(double a, double b) { return fabs(a - b) < 1e-9; }
@@ -235,6 +236,17 @@ static void unescape(char *s) {
     *w = 0;
 }
 
+/* 1 if ref holds, per code point of pred, the digit isspace + 2 isword + 4 isdecimal. */
+static int classes_match(const char *pred, const char *ref) {
+    size_t k = 0;
+    for (const char *p = pred; *p; k++) {
+        uint32_t cp;
+        p += py_decode(p, &cp);
+        if (ref[k] != '0' + py_isspace(cp) + 2 * py_isword(cp) + 4 * py_isdecimal(cp)) return 0;
+    }
+    return ref[k] == 0;
+}
+
 static int eval_file(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) { fprintf(stderr, "%s: cannot open\n", path); return 2; }
@@ -268,6 +280,26 @@ static int eval_file(const char *path) {
         else if (!strcmp(m, "code_sim")) r = metric_code_sim(pred, ref);
         else if (!strcmp(m, "count")) r = metric_count(pred, ref);
         else if (!strcmp(m, "retrieval")) r = metric_retrieval(pred, ref);
+        else if (!strcmp(m, "lower")) {                     /* 1 if py_lower(pred) is ref */
+            char *low = py_lower(pred);
+            r = low && !strcmp(low, ref);
+            free(low);
+        }
+        else if (!strcmp(m, "classes")) r = classes_match(pred, ref);
+        else if (!strcmp(m, "kv_word")) r = metric_kv_word(pred, ref);
+        else if (!strcmp(m, "first_int")) r = metric_first_int(pred, ref);
+        else if (!strcmp(m, "choice")) {                    /* ref is "OPTION|LETTER" */
+            char *bar = strchr(ref, '|');
+            if (!bar) { fprintf(stderr, "%s: choice needs OPTION|LETTER\n", path); return 2; }
+            *bar = 0;
+            r = metric_choice(pred, ref, bar + 1);
+        }
+        else if (!strcmp(m, "match_all") || !strcmp(m, "match_part")) {   /* ref is "R1|R2|..." */
+            const char *refs[64];
+            int n = 0;
+            for (char *p = field[2], *save = NULL, *t = strtok_r(p, "|", &save); t && n < 64; t = strtok_r(NULL, "|", &save)) refs[n++] = t;
+            r = (m[6] == 'a' ? metric_match_all(pred, refs, n) : metric_match_part(pred, refs, n)) / 100.0;
+        }
         else if (!strcmp(m, "classification")) {
             const char *cls[64];
             int n = 0;
