@@ -55,6 +55,34 @@ static int brute_lcs(const char **a, int n, const char **b, int m) {
 /* pltrdy's F: 2 * (P * R / (P + R + 1e-8)) */
 static double f_pltrdy(double p, double r) { return 2.0 * ((p * r) / (p + r + 1e-8)); }
 
+/* Non-ASCII text, as Python's str.lower(), split(), strip() and re's \b and \d read it (the
+ * values are Python's; tests/test_metrics_ref.sh checks hundreds more against the scripts). */
+static void test_unicode(void) {
+    char *n = py_lower("\u039f\u0394\u039f\u03a3 \u03a3\u0391 \u039f\u03a3\u0301 \u0130");
+    /* final sigma after a cased letter at a word's end (a combining acute is skipped), not
+     * before one; U+0130 lowers to "i" + U+0307 */
+    CHECK(n && !strcmp(n, "\u03bf\u03b4\u03bf\u03c2 \u03c3\u03b1 \u03bf\u03c2\u0301 i\u0307"), "py_lower '%s'", n);
+    free(n);
+    n = metric_normalize_answer("\u0301the\u00a0\u0130the a\u00e9 \u00e9the\u2028X");
+    /* U+0301 and U+0307 are no word characters, so "the" after them is the article; "a" and
+     * "the" next to e-acute (a letter) are not; NBSP and U+2028 are whitespace */
+    CHECK(n && !strcmp(n, "\u0301 i\u0307 a\u00e9 \u00e9the x"), "normalised '%s'", n);
+    free(n);
+    CHECK(near(metric_qa_f1("\u03a9MEGA s\u00e3o", "\u03c9mega S\u00c3O"), 1.0), "qa_f1 Greek and Latin-1 case");
+    CHECK(near(metric_qa_f1("x\u2028y\u3000z", "x y z"), 1.0), "qa_f1 Unicode whitespace");
+    /* "\uff1112" is one number (re's \d reads fullwidth one) and it is not "12" */
+    CHECK(metric_retrieval("Paragraph \uff1112", "Paragraph 12") == 0.0, "retrieval fullwidth digit");
+    CHECK(metric_count("\u0661\u0662 12", "12") == 0.5, "count: Arabic-Indic 12 is a number, not 12");
+    CHECK(metric_count("x\u0661\u0662y \u00b2", "\u0661\u0662") == 1.0, "count: superscript two is no \\d");
+    CHECK(metric_first_int("\uff11\uff12 34", "34"), "first_int reads ASCII [0-9] only, as the official split");
+    CHECK(metric_kv_word("key:\u00a0abc", "abc"), "kv_word splits at NBSP");
+    CHECK(metric_choice("The answer is:\u00a0B", "foo", "B"), "choice: one code point after the prefix");
+    CHECK(metric_code_debug("\u00a0B. foo", "foo", "B"), "code_debug strips NBSP");
+    CHECK(metric_code_debug("The answer is:\u3000foo", "foo", "B"), "code_debug: U+3000 after the prefix");
+    CHECK(metric_contains_ci("\u03a3\u039f\u03a6\u039f\u03a3", "\u03c3\u03bf\u03c6\u03bf\u03c2"), "RULER match: final sigma");
+    CHECK(metric_contains_ci("STRA\u1e9eE", "stra\u00dfe") && !metric_contains_ci("STRASSE", "stra\u00dfe"), "RULER match: capital sharp s");
+}
+
 static void test_rouge(void) {
     /* one sentence each: LCS "the cat on the mat" has the distinct words {the, cat, on,
      * mat} = 4; distinct words: pred 5, ref 5: P = R = 4/5 */
@@ -321,6 +349,7 @@ int main(int argc, char **argv) {
     }
     test_seed();
     test_qa_f1();
+    test_unicode();
     test_rouge();
     test_match();
     test_longbench_small();
