@@ -7,6 +7,7 @@
  *                                escaped; prints one result per line (%.12f). */
 #include "check.h"
 #include "../workloads/metrics.h"
+#include "../workloads/pystr.h"
 #include "../workloads/textcase.h"
 
 static int near(double a, double b) { return fabs(a - b) < 1e-9; }
@@ -53,6 +54,34 @@ static int brute_lcs(const char **a, int n, const char **b, int m) {
 
 /* pltrdy's F: 2 * (P * R / (P + R + 1e-8)) */
 static double f_pltrdy(double p, double r) { return 2.0 * ((p * r) / (p + r + 1e-8)); }
+
+/* Non-ASCII text, as Python's str.lower(), split(), strip() and re's \b and \d read it (the
+ * values are Python's; tests/test_metrics_ref.sh checks hundreds more against the scripts). */
+static void test_unicode(void) {
+    char *n = py_lower("\u039f\u0394\u039f\u03a3 \u03a3\u0391 \u039f\u03a3\u0301 \u0130");
+    /* final sigma after a cased letter at a word's end (a combining acute is skipped), not
+     * before one; U+0130 lowers to "i" + U+0307 */
+    CHECK(n && !strcmp(n, "\u03bf\u03b4\u03bf\u03c2 \u03c3\u03b1 \u03bf\u03c2\u0301 i\u0307"), "py_lower '%s'", n);
+    free(n);
+    n = metric_normalize_answer("\u0301the\u00a0\u0130the a\u00e9 \u00e9the\u2028X");
+    /* U+0301 and U+0307 are no word characters, so "the" after them is the article; "a" and
+     * "the" next to e-acute (a letter) are not; NBSP and U+2028 are whitespace */
+    CHECK(n && !strcmp(n, "\u0301 i\u0307 a\u00e9 \u00e9the x"), "normalised '%s'", n);
+    free(n);
+    CHECK(near(metric_qa_f1("\u03a9MEGA s\u00e3o", "\u03c9mega S\u00c3O"), 1.0), "qa_f1 Greek and Latin-1 case");
+    CHECK(near(metric_qa_f1("x\u2028y\u3000z", "x y z"), 1.0), "qa_f1 Unicode whitespace");
+    /* "\uff1112" is one number (re's \d reads fullwidth one) and it is not "12" */
+    CHECK(metric_retrieval("Paragraph \uff1112", "Paragraph 12") == 0.0, "retrieval fullwidth digit");
+    CHECK(metric_count("\u0661\u0662 12", "12") == 0.5, "count: Arabic-Indic 12 is a number, not 12");
+    CHECK(metric_count("x\u0661\u0662y \u00b2", "\u0661\u0662") == 1.0, "count: superscript two is no \\d");
+    CHECK(metric_first_int("\uff11\uff12 34", "34"), "first_int reads ASCII [0-9] only, as the official split");
+    CHECK(metric_kv_word("key:\u00a0abc", "abc"), "kv_word splits at NBSP");
+    CHECK(metric_choice("The answer is:\u00a0B", "foo", "B"), "choice: one code point after the prefix");
+    CHECK(metric_code_debug("\u00a0B. foo", "foo", "B"), "code_debug strips NBSP");
+    CHECK(metric_code_debug("The answer is:\u3000foo", "foo", "B"), "code_debug: U+3000 after the prefix");
+    CHECK(metric_contains_ci("\u03a3\u039f\u03a6\u039f\u03a3", "\u03c3\u03bf\u03c6\u03bf\u03c2"), "RULER match: final sigma");
+    CHECK(metric_contains_ci("STRA\u1e9eE", "stra\u00dfe") && !metric_contains_ci("STRASSE", "stra\u00dfe"), "RULER match: capital sharp s");
+}
 
 static void test_rouge(void) {
     /* one sentence each: LCS "the cat on the mat" has the distinct words {the, cat, on,
@@ -235,6 +264,17 @@ static void unescape(char *s) {
     *w = 0;
 }
 
+/* 1 if ref holds, per code point of pred, the digit isspace + 2 isword + 4 isdecimal. */
+static int classes_match(const char *pred, const char *ref) {
+    size_t k = 0;
+    for (const char *p = pred; *p; k++) {
+        uint32_t cp;
+        p += py_decode(p, &cp);
+        if (ref[k] != '0' + py_isspace(cp) + 2 * py_isword(cp) + 4 * py_isdecimal(cp)) return 0;
+    }
+    return ref[k] == 0;
+}
+
 static int eval_file(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) { fprintf(stderr, "%s: cannot open\n", path); return 2; }
@@ -268,6 +308,26 @@ static int eval_file(const char *path) {
         else if (!strcmp(m, "code_sim")) r = metric_code_sim(pred, ref);
         else if (!strcmp(m, "count")) r = metric_count(pred, ref);
         else if (!strcmp(m, "retrieval")) r = metric_retrieval(pred, ref);
+        else if (!strcmp(m, "lower")) {                     /* 1 if py_lower(pred) is ref */
+            char *low = py_lower(pred);
+            r = low && !strcmp(low, ref);
+            free(low);
+        }
+        else if (!strcmp(m, "classes")) r = classes_match(pred, ref);
+        else if (!strcmp(m, "kv_word")) r = metric_kv_word(pred, ref);
+        else if (!strcmp(m, "first_int")) r = metric_first_int(pred, ref);
+        else if (!strcmp(m, "choice")) {                    /* ref is "OPTION|LETTER" */
+            char *bar = strchr(ref, '|');
+            if (!bar) { fprintf(stderr, "%s: choice needs OPTION|LETTER\n", path); return 2; }
+            *bar = 0;
+            r = metric_choice(pred, ref, bar + 1);
+        }
+        else if (!strcmp(m, "match_all") || !strcmp(m, "match_part")) {   /* ref is "R1|R2|..." */
+            const char *refs[64];
+            int n = 0;
+            for (char *p = field[2], *save = NULL, *t = strtok_r(p, "|", &save); t && n < 64; t = strtok_r(NULL, "|", &save)) refs[n++] = t;
+            r = (m[6] == 'a' ? metric_match_all(pred, refs, n) : metric_match_part(pred, refs, n)) / 100.0;
+        }
         else if (!strcmp(m, "classification")) {
             const char *cls[64];
             int n = 0;
@@ -289,6 +349,7 @@ int main(int argc, char **argv) {
     }
     test_seed();
     test_qa_f1();
+    test_unicode();
     test_rouge();
     test_match();
     test_longbench_small();

@@ -3,68 +3,54 @@
 #include <stdlib.h>
 #include <string.h>
 #include "metrics.h"
+#include "pystr.h"
 
-/* Python's str.split() whitespace, ASCII part. */
+/* ASCII classes, where the official code is ASCII too (GSM8K's [0-9], InfiniteBench's [^0-9]). */
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 static int is_ws(unsigned char c) { return c == ' ' || (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x1f); }
-/* Python re \w, with every non-ASCII byte counted as a letter. */
-static int is_word(unsigned char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c >= 0x80;
-}
-static int is_punct(unsigned char c) {
+
+/* string.punctuation: ASCII only, in the official scripts too. */
+static int is_punct(uint32_t c) {
     return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
 }
-static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-static unsigned char lower(unsigned char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
 char *metric_normalize_answer(const char *s) {
-    size_t n = strlen(s);
-    char *a = malloc(n + 1), *b = malloc(n + 1);
-    if (!a || !b) { free(a); free(b); return NULL; }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)                      /* lower, remove punctuation */
-        if (!is_punct((unsigned char)s[i])) a[k++] = (char)lower((unsigned char)s[i]);
-    a[k] = 0;
-    size_t m = 0;                                       /* \b(a|an|the)\b -> " " */
+    char *low = py_lower(s);                            /* str.lower() */
+    if (!low) return NULL;
+    size_t len = strlen(low), k = 0;
+    uint32_t *a = malloc((len + 1) * sizeof *a), *b = malloc((len + 1) * sizeof *b);
+    char *out = malloc(len + 1);
+    if (!a || !b || !out) { free(a); free(b); free(out); free(low); return NULL; }
+    for (size_t i = 0; i < len;) {                      /* remove punctuation */
+        uint32_t cp;
+        i += (size_t)py_decode(low + i, &cp);
+        if (!is_punct(cp)) a[k++] = cp;
+    }
+    free(low);
+    size_t m = 0;                                       /* re.sub(r"\b(a|an|the)\b", " ") */
     for (size_t i = 0; i < k;) {
-        if (i == 0 || !is_word((unsigned char)a[i - 1])) {
+        if (i == 0 || !py_isword(a[i - 1])) {
             static const char *const art[] = {"a", "an", "the"};
             size_t hit = 0;
             for (int t = 0; t < 3 && !hit; t++) {
-                size_t L = strlen(art[t]);
-                if (i + L <= k && !memcmp(a + i, art[t], L) && !is_word((unsigned char)a[i + L])) hit = L;
+                size_t L = strlen(art[t]), j = 0;
+                while (j < L && i + j < k && a[i + j] == (uint32_t)art[t][j]) j++;
+                if (j == L && (i + L == k || !py_isword(a[i + L]))) hit = L;
             }
             if (hit) { b[m++] = ' '; i += hit; continue; }
         }
         b[m++] = a[i++];
     }
-    b[m] = 0;
-    k = 0;                                              /* collapse whitespace */
+    size_t o = 0;                                       /* " ".join(s.split()) */
     for (size_t i = 0; i < m;) {
-        while (i < m && is_ws((unsigned char)b[i])) i++;
+        while (i < m && py_isspace(b[i])) i++;
         if (i >= m) break;
-        if (k) a[k++] = ' ';
-        while (i < m && !is_ws((unsigned char)b[i])) a[k++] = b[i++];
+        if (o) out[o++] = ' ';
+        while (i < m && !py_isspace(b[i])) o += (size_t)py_encode(b[i++], out + o);
     }
-    a[k] = 0;
-    free(b);
-    return a;
-}
-
-/* Splits s in place at whitespace; *out gets the token pointers (caller frees).
- * Returns the count, -1 on OOM. */
-static int split_ws(char *s, char ***out) {
-    size_t n = strlen(s), cap = n / 2 + 2;
-    char **t = malloc(cap * sizeof *t);
-    if (!t) return -1;
-    int k = 0;
-    for (size_t i = 0; i < n;) {
-        while (i < n && is_ws((unsigned char)s[i])) s[i++] = 0;
-        if (i >= n) break;
-        t[k++] = s + i;
-        while (i < n && !is_ws((unsigned char)s[i])) i++;
-    }
-    *out = t;
-    return k;
+    out[o] = 0;
+    free(a); free(b);
+    return out;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -73,7 +59,7 @@ double metric_qa_f1(const char *pred, const char *ref) {
     char *p = metric_normalize_answer(pred), *r = metric_normalize_answer(ref);
     char **tp = NULL, **tr = NULL;
     double f1 = 0;
-    int np = p ? split_ws(p, &tp) : -1, nr = r ? split_ws(r, &tr) : -1;
+    int np = p ? py_split(p, &tp) : -1, nr = r ? py_split(r, &tr) : -1;
     if (np > 0 && nr > 0) {
         qsort(tp, (size_t)np, sizeof *tp, cmp_str);     /* multiset overlap by merging */
         qsort(tr, (size_t)nr, sizeof *tr, cmp_str);
@@ -131,40 +117,45 @@ double metric_classification(const char *pred, const char *ref, const char *cons
     return s;
 }
 
-/* Share of the digit runs of pred that equal want (a digit string of length wn). */
+/* Bytes of the \d+ run at p (re's \d: Unicode decimal digits), 0 if none. */
+static size_t digit_run(const char *p) {
+    size_t n = 0;
+    int k;
+    while ((k = py_decimal_len(p + n)) > 0) n += (size_t)k;
+    return n;
+}
+
+/* Share of the \d+ runs of pred that equal want (compared as strings, as the official
+ * str(number) == str(ground_truth): a fullwidth or Arabic-Indic digit is not its ASCII twin). */
 static double share_equal(const char *pred, const char *want, size_t wn) {
     int total = 0, right = 0;
     for (const char *p = pred; *p;) {
-        if (!is_digit((unsigned char)*p)) { p++; continue; }
-        const char *q = p;
-        while (is_digit((unsigned char)*q)) q++;
+        size_t r = digit_run(p);
+        if (!r) { uint32_t cp; p += py_decode(p, &cp); continue; }
         total++;
-        if ((size_t)(q - p) == wn && !memcmp(p, want, wn)) right++;
-        p = q;
+        if (r == wn && !memcmp(p, want, wn)) right++;
+        p += r;
     }
     return total ? (double)right / total : 0.0;
 }
 
 double metric_retrieval(const char *pred, const char *ref) {
     for (const char *p = strstr(ref, "Paragraph "); p; p = strstr(p + 1, "Paragraph ")) {
-        const char *d = p + 10, *e = d;
-        while (is_digit((unsigned char)*e)) e++;
-        if (e > d) return share_equal(pred, d, (size_t)(e - d));
+        size_t r = digit_run(p + 10);
+        if (r) return share_equal(pred, p + 10, r);
     }
     return 0.0;
 }
 
 double metric_count(const char *pred, const char *ref) { return share_equal(pred, ref, strlen(ref)); }
 
+/* RULER: r.lower() in pred.lower(), with Python's full lowercase. */
 int metric_contains_ci(const char *hay, const char *needle) {
-    size_t n = strlen(needle);
-    if (!n) return 1;
-    for (const char *h = hay; *h; h++) {
-        size_t i = 0;
-        while (i < n && h[i] && lower((unsigned char)h[i]) == lower((unsigned char)needle[i])) i++;
-        if (i == n) return 1;
-    }
-    return 0;
+    if (!*needle) return 1;
+    char *h = py_lower(hay), *n = py_lower(needle);
+    int r = h && n && strstr(h, n) != NULL;
+    free(h); free(n);
+    return r;
 }
 
 double metric_match_all(const char *pred, const char *const *refs, int n) {
@@ -211,20 +202,10 @@ int metric_kv_word(const char *pred, const char *ref) {
     static const char *const chars[] = {"\n", ":", "\"", "'", ".", ",", "?", "!", "{", "}"};
     char *s = replace_all_space(pred, chars, 10);
     char **w = NULL;
-    int n = s ? split_ws(s, &w) : -1, hit = 0;
+    int n = s ? py_split(s, &w) : -1, hit = 0;
     for (int i = 0; i < n && !hit; i++) hit = !strcmp(w[i], ref);
     free(w); free(s);
     return hit;
-}
-
-/* Python's s.strip() (ASCII whitespace) into a fresh string. */
-static char *strip_dup(const char *s) {
-    while (*s && is_ws((unsigned char)*s)) s++;
-    size_t n = strlen(s);
-    while (n && is_ws((unsigned char)s[n - 1])) n--;
-    char *r = malloc(n + 1);
-    if (r) { memcpy(r, s, n); r[n] = 0; }
-    return r;
 }
 
 static void collapse_double_spaces(char *s) {   /* while "  " in s: replace("  ", " ") */
@@ -234,10 +215,18 @@ static void collapse_double_spaces(char *s) {   /* while "  " in s: replace("  "
     s[k] = 0;
 }
 
+/* pred[idx + len(prefix) + 1:]: one code point (not byte) past the prefix's end e; NULL
+ * where the official length check fails (nothing follows the prefix). */
+static const char *after_prefix(const char *e) {
+    uint32_t cp;
+    int k = py_decode(e, &cp);
+    return k ? e + k : NULL;
+}
+
 static int starts_with(const char *s, const char *p) { return *p && !strncmp(s, p, strlen(p)); }
 
 int metric_choice(const char *pred, const char *option_text, const char *letter) {
-    char *p = strip_dup(pred);
+    char *p = py_strip(pred);
     if (!p) return 0;
     int r = 0;
     if (!*p) goto done;
@@ -255,14 +244,13 @@ int metric_choice(const char *pred, const char *option_text, const char *letter)
     for (int i = 0; i < 4; i++) {
         const char *at = strstr(q, prefixes[i]);
         if (!at) continue;
-        size_t after = (size_t)(at - q) + strlen(prefixes[i]) + 1;
-        if (strlen(q) >= after)
-            r = starts_with(q + after, option_text) || starts_with(q + after, letter);
+        const char *after = after_prefix(at + strlen(prefixes[i]));
+        if (after) r = starts_with(after, option_text) || starts_with(after, letter);
         free(q);
         goto done;
     }
     char **w = NULL;                                    /* first word that is in "ABCD" */
-    int n = split_ws(q, &w);
+    int n = py_split(q, &w);
     for (int i = 0; i < n; i++)
         if (strstr("ABCD", w[i])) { r = !strcmp(w[i], option_text) || !strcmp(w[i], letter); break; }
     free(w);
@@ -273,7 +261,7 @@ done:
 }
 
 int metric_code_debug(const char *pred, const char *fn_name, const char *letter) {
-    char *p = strip_dup(pred);                          /* the official code strips first */
+    char *p = py_strip(pred);                          /* the official code strips first */
     if (!p) return 0;
     size_t L = strlen(letter);                          /* pred[:2] in ["X.", "X:"] */
     if (L == 1 && p[0] == letter[0] && (p[1] == '.' || p[1] == ':')) { free(p); return 1; }
@@ -287,8 +275,8 @@ int metric_code_debug(const char *pred, const char *fn_name, const char *letter)
     for (int i = 0; i < 4; i++) {
         const char *at = strstr(q, prefixes[i]);
         if (!at) continue;
-        size_t after = (size_t)(at - q) + strlen(prefixes[i]) + 1;
-        if (strlen(q) >= after) r = starts_with(q + after, letter) || starts_with(q + after, fn_name);
+        const char *after = after_prefix(at + strlen(prefixes[i]));
+        if (after) r = starts_with(after, letter) || starts_with(after, fn_name);
         break;
     }
     free(q);

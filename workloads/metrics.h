@@ -1,14 +1,16 @@
 /* Official accuracy metrics of the text benchmarks, one prediction against one reference.
  * Each follows the benchmark's own scoring script (LongBench metrics.py, InfiniteBench
  * compute_scores.py, RULER evaluate, SQuAD); the differences are noted per function.
- * Text is UTF-8; lowercasing and punctuation are ASCII-only (Python's are Unicode-aware:
- * they differ only on non-ASCII letters and punctuation). */
+ * Text is UTF-8, read the way the Python scripts read it (pystr.h): str.lower(), split(),
+ * strip(), re's \b and \d are Unicode-aware; string.punctuation and the [0-9] of
+ * InfiniteBench's first_int_match are ASCII, in the scripts too (docs/metrics-unicode.md). */
 #ifndef KV_METRICS_H
 #define KV_METRICS_H
 #include <stddef.h>
 
-/* SQuAD normalisation: lowercase, drop ASCII punctuation (string.punctuation), replace the
- * words a/an/the with a space, collapse whitespace. Caller frees; NULL on OOM. */
+/* SQuAD normalisation: str.lower(), drop ASCII punctuation (string.punctuation), replace
+ * the words a/an/the with a space (re's Unicode \b), " ".join(s.split()). Caller frees;
+ * NULL on OOM. */
 char *metric_normalize_answer(const char *s);
 /* Token F1 of the normalised texts (multiset overlap), in [0,1]; 0 if either is empty. */
 double metric_qa_f1(const char *pred, const char *ref);
@@ -35,8 +37,9 @@ double metric_rouge_lsum(const char *pred, const char *ref);
  * (it removes while iterating, so a class right after a removed one is kept); score
  * 1/len if the reference is among them, else 0. */
 double metric_classification(const char *pred, const char *ref, const char *const *classes, int n);
-/* LongBench passage_retrieval_en: share of the numbers in pred that equal the N of
- * "Paragraph N" in ref (0 if pred has no number or ref has no "Paragraph N"). */
+/* LongBench passage_retrieval_en: share of the numbers (re's \d+, any Unicode decimal
+ * digits) in pred that equal the N of "Paragraph N" in ref as strings (0 if pred has no
+ * number or ref has no "Paragraph N"). */
 double metric_retrieval(const char *pred, const char *ref);
 /* LongBench passage_count: share of the numbers in pred equal to ref. */
 double metric_count(const char *pred, const char *ref);
@@ -51,7 +54,7 @@ double metric_seq_ratio(const char *a, const char *b);
  * installed fuzzywuzzy uses an edit-distance ratio, so results can differ slightly. */
 double metric_code_sim(const char *pred, const char *ref);
 
-/* 1 if needle occurs in hay, ASCII case-insensitive. */
+/* 1 if needle.lower() occurs in hay.lower() (Python's full lowercase, final sigma included). */
 int metric_contains_ci(const char *hay, const char *needle);
 /* RULER string_match_all: 100 * (references found) / n. */
 double metric_match_all(const char *pred, const char *const *refs, int n);
@@ -60,8 +63,8 @@ double metric_match_part(const char *pred, const char *const *refs, int n);
 
 /* InfiniteBench: the first run of ASCII digits in pred equals ref. */
 int metric_first_int(const char *pred, const char *ref);
-/* InfiniteBench Retrieve.KV: ref is one of pred's words after \n : " ' . , ? ! { }
- * become spaces. */
+/* InfiniteBench Retrieve.KV: ref is one of pred's words (str.split(): Unicode whitespace)
+ * after \n : " ' . , ? ! { } become spaces. */
 int metric_kv_word(const char *pred, const char *ref);
 /* InfiniteBench En.MC (longbook_choice_eng): first letter, answer prefixes, then the
  * first standalone A-D word, as the official get_score_one_longbook_choice_eng. */

@@ -9,21 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "metrics.h"
+#include "pystr.h"
 
 /* ---- text pieces ---------------------------------------------------------------------- */
 
 /* Length of the UTF-8 whitespace character at s (Python's str.isspace()), 0 if none. */
-static int ws_len(const unsigned char *s) {
-    unsigned c = s[0];
-    if (c == ' ' || (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x1f)) return 1;
-    if (c == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2;
-    if (c == 0xe1 && s[1] == 0x9a && s[2] == 0x80) return 3;                       /* U+1680 */
-    if (c == 0xe2 && s[1] == 0x80 && ((s[2] >= 0x80 && s[2] <= 0x8a) || s[2] == 0xa8 || s[2] == 0xa9 || s[2] == 0xaf))
-        return 3;                                                                  /* U+2000-200A, 2028, 2029, 202F */
-    if (c == 0xe2 && s[1] == 0x81 && s[2] == 0x9f) return 3;                       /* U+205F */
-    if (c == 0xe3 && s[1] == 0x80 && s[2] == 0x80) return 3;                       /* U+3000 */
-    return 0;
-}
+static int ws_len(const unsigned char *s) { return py_space_len((const char *)s); }
 
 typedef struct {             /* words of a text, grouped in sentences */
     char **w;                /* word strings (owned) */
