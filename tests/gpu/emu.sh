@@ -7,7 +7,9 @@
 # and a float64 reference, the cuBLAS GEMM layout and bf16 rounding) and
 # build-emu/test_cuda_kv (the methods' K/V on the device against the CPU backend) and
 # build-emu/test_cuda_sekv (SeKV's tiers: rows on the device, spans rebuilt there from
-# pinned factors, against the CPU backend).
+# pinned factors, against the CPU backend) and build-emu/test_cuda_prefill_tc (the
+# tensor-core prefill: bf16 cuBLAS GEMMs, online softmax over key tiles, against float64
+# and the CPU twin at small sizes with small tiles).
 # For machines without a GPU: it checks the kernels' logic (indexing, masking, barriers,
 # shuffles, copies, the cuSOLVER and cuBLAS layouts), not the GPU compiler or speed.
 #   usage: tests/gpu/emu.sh [--build-only]     (EMU_SAN=1: with ASan/UBSan, into build-emu-san/)
@@ -47,7 +49,7 @@ for f in $(grep -l KB_CUDA kernels/*.c model/*.c methods/*.c methods/sekv/*.c ha
     gcc $cflags -DKB_CUDA=1 '-DKB_BUILD_FLAGS="CUDA=1 (emulated)"' -c "$f" -o "$out/$(basename "${f%.*}").o"
     objs+=("$out/$(basename "${f%.*}").o")
 done
-for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv; do
+for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv test_cuda_prefill_tc; do
     # KB_CUDA_EMU: the tests that need the emulation's fault injection (kbemu_fail_d2h)
     # shellcheck disable=SC2086
     gcc $cflags -DKB_CUDA=1 -DKB_CUDA_EMU=1 -o "$out/$t" "tests/$t.c" "${objs[@]}" "$lib" $ldlibs
@@ -57,7 +59,7 @@ done
 gcc $cflags -DKB_CUDA=1 '-DKB_BUILD_FLAGS="CUDA=1 (emulated)"' -o "$out/kvbench" harness/main.c "${objs[@]}" "$lib" $ldlibs
 [ "$build_only" -eq 1 ] && exit 0
 rc=0
-for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv; do
+for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv test_cuda_prefill_tc; do
     echo "== $out/$t (CUDA backend emulated on the CPU)"
     "$out/$t" || rc=1
 done
