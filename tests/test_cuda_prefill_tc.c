@@ -225,6 +225,9 @@ int main(int argc, char **argv) {
     if (!cuda) {
 #ifdef KB_CUDA
         CHECK(why && *why, "kb_cuda NULL without a reason");
+#else
+        CHECK(why && strstr(why, "CUDA=1"), "a CPU build must say it was built without CUDA (got: %s)",
+              why ? why : "nothing");
 #endif
         printf("cuda backend not tested: %s\n", why ? why : "?");
         return check_done("test_cuda_prefill_tc");
