@@ -26,6 +26,7 @@
 #include "../model/model.h"
 #include "../results/db.h"
 #ifdef KB_CUDA
+#include "../kernels/cuda_backend.h"
 #include "../kernels/cuda_mem.h"
 #include "../model/cuda_model.h"
 #endif
@@ -629,6 +630,12 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     STR(backend);
     PUT(",\"decode_rule\":"), STR(kv_decode_name(o->decode_rule));
     PUT(",\"prefill\":\"%s\"", rm_streams(o) ? "streamed" : "kept");
+    /* the prefill attention's arithmetic: on the device, KB_PREFILL_TC picks the path */
+    const char *pa = "f32";
+#ifdef KB_CUDA
+    if (!strcmp(backend, "cuda") && kb_cuda_prefill_tc()) pa = "bf16 tensor cores, f32 accumulation";
+#endif
+    PUT(",\"prefill_attention\":"), STR(pa);
     PUT(",\"threads\":%d,\"jobs\":%d,\"fullkv_budget\":1,\"methods\":[", kb_threads(), o->jobs);
     for (int i = 0; i < o->n_methods; i++) PUT("%s", i ? "," : ""), STR(o->methods[i]->name);
     char mp[4096];

@@ -1,4 +1,5 @@
-// Prefill attention on the device: causal, GQA, f32 throughout, and the H2O / SnapKV
+// Prefill attention on the device: causal, GQA, f32 throughout (the tensor-core path, the
+// default, is cuda_attn_tc.cu; KB_PREFILL_TC=0 selects these kernels), and the H2O / SnapKV
 // statistics (col_mass, win_probs) computed there too.
 //
 // Kernel 1, prefill_fwd: one block per (tile of queries, query head). Each query is owned
@@ -259,6 +260,7 @@ int prefill_launch(const kb_prefill_args *a) {
         return -1;
     }
     if (kbcuda::reserve(d_lse, (size_t)a->H * a->m * sizeof(float), "prefill log-sum-exp")) return -1;
+    if (kbcuda::prefill_tc_on()) return kbcuda::prefill_tc_launch(a, (float *)d_lse.p);   // cuda_attn_tc.cu
     PrefillDev p = {a->Q, a->K, a->V, a->kv_stride, a->out, (float *)d_lse.p, a->col_mass, a->mass_ld,
                     nullptr, 0, 0, 0, a->H, a->H / a->Hkv, a->d, a->t0, a->m, 1.0f / sqrtf((float)a->d)};
     const int L = a->t0 + a->m;

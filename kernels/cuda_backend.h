@@ -24,6 +24,15 @@ int kb_cuda_prefill_dev(const kb_prefill_args *a);
 int kb_cuda_decode_dev(const kb_decode_args *a);
 int kb_cuda_sync(void);   /* 0, or -1 with the CUDA error on stderr */
 
+/* The prefill's path: 1 = tensor cores (bf16 Q/K/V, cuBLAS GEMMs with f32 accumulation,
+ * kernels/cuda_attn_tc.cu; the default), 0 = the f32 kernels of cuda_attn.cu. The
+ * environment's KB_PREFILL_TC=0 selects the f32 path at the first prefill.
+ * kb_cuda_prefill_mode sets it (tensor_cores < 0: unchanged) and, for the tests, the
+ * tile sizes (query rows per tile, counting the g heads, and keys per tile; <= 0:
+ * unchanged; defaults 2048 and 1024). */
+void kb_cuda_prefill_mode(int tensor_cores, int tile_rows, int tile_keys);
+int kb_cuda_prefill_tc(void);
+
 /* The parts of the table, callable directly (host pointers, as in core.h). */
 int kb_cuda_svd(const float *A, int rows, int cols, int rank, float *U, float *S, float *Vt);
 int kb_cuda_svd_batched(const float *A, int batch, int rows, int cols, int rank, float *U, float *S,

@@ -66,6 +66,11 @@ int reserve_pinned(HostBuf &b, size_t bytes);
 void prefill_entry(const kb_prefill_args *a);   // cuda_attn.cu
 void decode_entry(const kb_decode_args *a);     // cuda_decode.cu
 
+// The tensor-core prefill (cuda_attn_tc.cu): whether it is selected (KB_PREFILL_TC, or
+// kb_cuda_prefill_mode), and the launch for device pointers (lse [H][m] written).
+bool prefill_tc_on();
+int prefill_tc_launch(const kb_prefill_args *a, float *lse);
+
 }  // namespace kbcuda
 
 #endif

@@ -12,8 +12,8 @@
  * averaged) that every method of the comparison ran; C2 is judged on every workload of
  * the file, over its cases. An infeasible or failed result counts 0, and the rows say how
  * many of the SeKV row's results were infeasible: a claim whose SeKV results were all
- * infeasible is "untested", not "no". Intervals are 95% percentile bootstraps over the
- * cells (paired: the differences resampled; stats.h, 2000 resamples, fixed seed), with
+ * infeasible is "untested", not "no". Intervals are the 95% small-n interval over the
+ * cells (paired: st_boot_paired, a bootstrap-t widened to Student's t; fixed seed), with
  * the exact two-sided sign-test p of the paired cells; never a normal interval. C15 (zoom
  * sparse, in few heads, stronger in middle and later layers) reads the zoom rates
  * (zoom_rate.h). With uncapped=1 results in the file, an iso-memory section compares
@@ -502,7 +502,7 @@ int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, 
                         "per prompt), `sekv-ref` (the authors' code defaults), `sekv-spread` (kvbench's variant). "
                         "kvbench: score %% (or its change, in points) over the cells every compared method ran "
                         "(NIAH: context x depth; C2: each workload's cases), infeasible and failed = 0; [95%% "
-                        "percentile bootstrap interval over the cells, paired]; p: exact two-sided sign test of "
+                        "small-n interval over the cells, paired: bootstrap-t widened to Student's t]; p: exact two-sided sign test of "
                         "the paired cells; infeasible: the SeKV row's infeasible results there (all infeasible = "
                         "untested). Ablations are that row with exactly one parameter changed.\n\n");
         if (md && bi)

@@ -362,6 +362,8 @@ int main(void) {
         printf("cuda backend not tested: %s\n", why ? why : "?");
     } else {
         printf("backend cuda\n");
+        /* the f32 prefill kernels, held to f32 here; the tensor-core path: test_cuda_prefill_tc */
+        kb_cuda_prefill_mode(0, 0, 0);
         test_memory();
         test_decode_dev();
         test_prefill();

@@ -427,6 +427,9 @@ static void device_checks(kv_model *m, const int32_t *ids, const ref_out *r, con
     const char *why = NULL;
     CHECK(kb_select("cuda", &why) == 0, "kb_select(cuda): %s", why ? why : "?");
     CHECK(cuda_model_load(m, err, sizeof err) == 0, "%s: cuda_model_load: %s", name, err);
+    /* the f32 prefill attention here: the bf16-rounding reference rounds the GEMMs' inputs
+     * only; the tensor-core path (bf16 Q/K/V in attention too) is checked after these */
+    kb_cuda_prefill_mode(0, 0, 0);
     size_t cur0 = 0, cur1 = 0, peak = 0;
     kb_cuda_mem_reset_peak();
     kb_cuda_mem_stats(&cur0, NULL, NULL, NULL);
@@ -437,6 +440,16 @@ static void device_checks(kv_model *m, const int32_t *ids, const ref_out *r, con
     snprintf(what, sizeof what, "%s device vs bf16-rounding ref", name);
     check_against_ref(m, &dev, rb, ids, what, TOL_BF);
     kb_cuda_mem_stats(&cur1, &peak, NULL, NULL);
+    {   /* the device default, the tensor-core prefill, against float64 at bf16's own error
+         * (test_cuda_prefill_tc bounds that path's attention alone) */
+        kb_cuda_prefill_mode(1, 0, 0);
+        eng_out tc;
+        snprintf(what, sizeof what, "%s device, tensor-core prefill", name);
+        run_engine(m, ids, what, &tc);
+        check_against_ref(m, &tc, r, ids, what, TOL_DEV);
+        eng_free(&tc);
+        kb_cuda_prefill_mode(0, 0, 0);
+    }
     cuda_model_info info = {0, -2, 0};
     CHECK(cuda_model_info_get(m, &info) == 0, "%s: cuda_model_info_get failed", name);
     CHECK(info.weight_bytes >= 2 * (size_t)c->n_params && info.prefill_ms >= 0 && info.used_bytes > 0,
@@ -481,6 +494,7 @@ static void device_checks(kv_model *m, const int32_t *ids, const ref_out *r, con
         }
     }
     eng_free(&dev);
+    kb_cuda_prefill_mode(1, 0, 0);   /* back to the default */
 
     /* bad ids: one-line errors, no crash */
     int32_t bad[3] = {ids[0], c->n_vocab, ids[1]};

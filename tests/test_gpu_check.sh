@@ -27,7 +27,7 @@ check() {   # check DESCRIPTION COND...
     if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fails=$((fails + 1)); failed+=("$what"); fi
 }
 has() { grep -qE -- "$2" "$1"; }
-steps="build model sim anchor test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv bench memcheck"
+steps="build model sim anchor test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv test_cuda_prefill_tc bench memcheck"
 # at most 4 plain files in $OUT, and no temporary ones left
 few_files() { [ "$(find "$1" -mindepth 1 | wc -l)" -le 4 ] && [ -z "$(find "$1" -mindepth 1 -name '.*')" ]; }
 
@@ -86,7 +86,7 @@ check "budget: the model run cut at its limit (or skipped)" \
     has "$s" "^  model +(cut .*stopped at its [0-9]+ s limit|skipped .*no time left)"
 grep -E "^  model " "$s"
 check "budget: at most 4 files come back" few_files "$out"
-for st in sim anchor test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv bench; do
+for st in sim anchor test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv test_cuda_prefill_tc bench; do
     check "budget: $st skipped for lack of time" has "$s" "^  $st +skipped "
 done
 check "budget: memcheck without time is not a failure" has "$s" "^memcheck: no time left"

@@ -9,6 +9,9 @@
 #include "../kernels/kvtype.h"
 #include "check.h"
 #include "ref_decode.h"
+#ifdef KB_CUDA
+#include "../kernels/cuda_backend.h"
+#endif
 
 #include <stdatomic.h>
 #include <time.h>
@@ -730,6 +733,11 @@ int main(void) {
     const char *why = NULL;
     const kb_backend *backends[2] = {kb_cpu(), kb_cuda(&why)};
     if (!backends[1]) printf("cuda backend not tested: %s\n", why);
+#ifdef KB_CUDA
+    /* the f32 contract of core.h: the device's f32 prefill kernels; its tensor-core path
+     * (bf16 inputs) has its own bound in test_cuda_prefill_tc */
+    if (backends[1]) kb_cuda_prefill_mode(0, 0, 0);
+#endif
     for (int b = 0; b < 2; b++) {
         const kb_backend *be = backends[b];
         if (!be) continue;

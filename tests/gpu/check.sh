@@ -28,7 +28,9 @@
 #      fullkv,streamingllm,h2o,sekv); then `kvbench sim` for the same shapes;
 #   3. anchor: tests/gpu/anchor_hf.py, transformers' Llama in bf16 with SDPA on the same
 #      random 8B config, FullKV at the same lengths (skipped when torch is missing);
-#   4. test_kernels, test_cuda, test_cuda_model, test_cuda_kv, test_cuda_sekv;
+#   4. test_kernels, test_cuda, test_cuda_model, test_cuda_kv, test_cuda_sekv, then
+#      test_cuda_prefill_tc 8192 (the tensor-core prefill against float64 and the CPU twin
+#      at 8K, with the device's tiles);
 #   5. bench_decode --backend cuda (decode bandwidth vs a device copy, prefill GFLOP/s);
 #   6. compute-sanitizer memcheck over test_cuda with whatever time is left.
 # Every test runs with KVBENCH_TEST_SEED=$KB_CHECK_SEED (fixed; printed in the summary),
@@ -44,9 +46,9 @@
 # For tests of the machinery itself: KB_CHECK_DRY=1 runs every step as a short echo (plus
 # KB_CHECK_DRY_SLEEP seconds) instead of its command; KB_CHECK_INJECT_FAIL=STEP makes
 # that step fail (names: build model model_long sim anchor test_kernels test_cuda
-# test_cuda_model test_cuda_kv test_cuda_sekv bench memcheck).
+# test_cuda_model test_cuda_kv test_cuda_sekv test_cuda_prefill_tc bench memcheck).
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 cd "$(dirname "$0")/../.." || exit 1
 
 # The toolkit: CUDA_HOME, else the one whose nvcc is on PATH, else /usr/local/cuda
@@ -128,9 +130,10 @@ data_sections() {
                  }
              }' "$k"
     fi
-    for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv; do
+    for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv test_cuda_prefill_tc; do
         grep -h "^$t:" "$logs/gpu_$t.log"
     done | sed 's/^/  /'
+    grep -h '^T=' "$logs/gpu_test_cuda_prefill_tc.log" 2>/dev/null | sed 's/^/  prefill /'
     if grep -q '^decode-dev' "$b"; then
         echo
         echo "decode, g 4, d 128, 2 kv heads: device-resident GB/s of K+V read, and as a fraction of a"
@@ -296,10 +299,11 @@ fallback_lines() {
          }' "$1"
 }
 
-# A CUDA-side test binary: passed, ran the CUDA backend, no CPU fallback.
-cuda_test() {
+# A CUDA-side test binary (ARGS passed on): passed, ran the CUDA backend, no CPU fallback.
+cuda_test() {   # NAME WANT_S [ARGS...]
     local name=$1 want=$2 log=$logs/gpu_$1.log
-    run_step "$name" "$want" "$log" "build-cuda/tests/$name" || return
+    shift 2
+    run_step "$name" "$want" "$log" "build-cuda/tests/$name" "$@" || return
     [ "$dry" = 1 ] && return
     if ! grep -q '^backend cuda' "$log"; then
         demote "$name" "did not test the CUDA backend: $(grep -m1 'cuda backend not tested' "$log" || echo "see $log")"
@@ -384,7 +388,8 @@ if [ "$dry" != 1 ]; then
 fi
 
 bins="kvbench build-cuda/tests/test_kernels build-cuda/tests/test_cuda build-cuda/tests/test_cuda_model
-      build-cuda/tests/test_cuda_kv build-cuda/tests/test_cuda_sekv build-cuda/tests/bench_decode"
+      build-cuda/tests/test_cuda_kv build-cuda/tests/test_cuda_sekv build-cuda/tests/test_cuda_prefill_tc
+      build-cuda/tests/bench_decode"
 # -B: every object with the CUDA flags, whatever an earlier build left behind
 # shellcheck disable=SC2086
 run_step build 300 "$logs/gpu_build.log" make CUDA=1 WERROR=0 NVFLAGS_EXTRA="$nvflags_extra" -B -j"$(nproc)" $bins
@@ -458,6 +463,8 @@ cuda_test test_cuda 60
 cuda_test test_cuda_model 60
 cuda_test test_cuda_kv 60
 cuda_test test_cuda_sekv 60
+# the tensor-core prefill at 8K (about 15-30 s, most of it the float64 reference on the CPU)
+cuda_test test_cuda_prefill_tc 45 8192
 
 # ---------------------------------------------------------------- 5. the device benchmark
 
