@@ -149,7 +149,8 @@ static est paired(const cases *c, const double *a, const double *b) {
         if (isnan(a[i]) || (b && isnan(b[i]))) continue;
         x[e.n] = a[i], y[e.n++] = b ? b[i] : 0;
     }
-    if (e.n) e.mean = st_boot_paired(x, y, e.n, ST_BOOT_B, ST_SEED, 0.95, &e.lo, &e.hi);
+    if (e.n && b) e.mean = st_boot_paired(x, y, e.n, ST_BOOT_B, ST_SEED, 0.95, &e.lo, &e.hi);
+    else if (e.n) e.mean = st_interval(x, NULL, e.n, 1, &e.lo, &e.hi);   /* a score: Wilson when binary, within [0, 1] */
     if (e.n && b) e.p = st_paired_p(x, y, e.n);
     free(x), free(y);
     return e;

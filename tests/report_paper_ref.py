@@ -51,7 +51,10 @@ def est(a, b=None):
     if not keys:
         return dict(mean=NAN, lo=NAN, hi=NAN, p=NAN, n=0)
     d = [a[k] - (b[k] if b is not None else 0) for k in keys]
-    m, lo, hi = interval_ref.paired(d)
+    if b is None:   # a score: the cell interval (Wilson when binary, clipped to [0, 1])
+        m, lo, hi = interval_ref.interval(1, d, [0] * len(d))
+    else:
+        m, lo, hi = interval_ref.paired(d)
     p = NAN
     if b is not None:
         p = sign_p(sum(1 for k in keys if a[k] > b[k]), sum(1 for k in keys if a[k] < b[k]))
