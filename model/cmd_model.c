@@ -1,6 +1,6 @@
 /* `kvbench info` (describe a GGUF model) and `kvbench generate` (answer a prompt,
  * with the model's attention going through a KV-cache method). */
-#include "../harness/commands.h"
+#include "../harness/cli/commands.h"
 #include "../kernels/core.h"
 #include "model.h"
 #include "hf_load.h"

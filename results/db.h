@@ -97,7 +97,7 @@ typedef struct {
     int n_layers, n_heads;
     const kv_headstat *heads;                /* [n_layers][n_heads] or NULL */
     const double *layer_err;                 /* [n_layers] or NULL */
-    /* Fidelity against FullKV (harness/fidelity.c); stored NULL while the count is 0. */
+    /* Fidelity against FullKV (harness/drivers/fidelity.c); stored NULL while the count is 0. */
     int ans_tokens;                          /* reference answer tokens scored */
     double ans_nll;                          /* their mean -ln p, teacher-forced (nats/token) */
     int fid_steps;                           /* steps of FullKV's greedy answer compared */

@@ -8,7 +8,7 @@
  * and one that hits max_new takes k - 1. */
 #include "model_case.h"
 #include "rss.h"
-#include "run_ident.h"
+#include "../identity/run_ident.h"
 #include "fidelity.h"
 
 #include <math.h>

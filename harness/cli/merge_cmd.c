@@ -7,8 +7,8 @@
  * so an interrupted merge is resumed by running it again, and merging a file twice
  * changes nothing. */
 #include "commands.h"
-#include "../results/db.h"
-#include "../results/merge.h"
+#include "../../results/db.h"
+#include "../../results/merge.h"
 
 #include <sqlite3.h>
 #include <stdarg.h>

@@ -1,8 +1,8 @@
 /* kvbench methods: the registered KV-cache methods with their parameters and defaults,
  * and SeKV's trainable-parameter count for the model's shape. */
 #include "commands.h"
-#include "../methods/method.h"
-#include "../model/model.h"
+#include "../../methods/method.h"
+#include "../../model/model.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  *                                       measured excess of the method's own running peak
  * With m = L nothing is scaled: the figures are the method's memory() as a run records it. */
 #include "sim.h"
-#include "run_ident.h"
+#include "../identity/run_ident.h"
 
 #include <math.h>
 #include <stdio.h>

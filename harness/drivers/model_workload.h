@@ -4,9 +4,9 @@
 #define KV_MODEL_WORKLOAD_H
 #include <stddef.h>
 #include <stdint.h>
-#include "../model/tokenizer.h"
-#include "../workloads/split.h"
-#include "../workloads/textcase.h"
+#include "../../model/tokenizer.h"
+#include "../../workloads/split.h"
+#include "../../workloads/textcase.h"
 
 typedef enum { MW_NIAH, MW_RULER, MW_LONGBENCH, MW_INFINITEBENCH, MW_GSM8K } mw_kind;
 

@@ -6,10 +6,10 @@
 #define KV_MODEL_CASE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "../methods/method.h"
-#include "../model/model.h"
-#include "../results/db.h"
-#include "../workloads/textcase.h"
+#include "../../methods/method.h"
+#include "../../model/model.h"
+#include "../../results/db.h"
+#include "../../workloads/textcase.h"
 #include "method_params.h"
 
 /* A (method, budget) whose cache was built while the prefill streamed layer by layer. */

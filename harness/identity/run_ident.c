@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../methods/sekv/sekv.h"
-#include "../workloads/sha256.h"
+#include "../../methods/sekv/sekv.h"
+#include "../../workloads/sha256.h"
 
 int run_ident_methods(const method_params *mp, char *buf, size_t n) {
     size_t k = 0;

@@ -1,9 +1,9 @@
 /* The model's shapes for kvbench sim: a GGUF file's metadata and tensor table (the weights
  * are never read, so an 8B file costs nothing), or a random: preset's published shapes. */
 #include "sim.h"
-#include "../model/gguf.h"
-#include "../model/hf_load.h"
-#include "../model/random_model.h"
+#include "../../model/gguf.h"
+#include "../../model/hf_load.h"
+#include "../../model/random_model.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "commands.h"
-#include "plugin.h"
+#include "../identity/plugin.h"
 
 static const struct {
     const char *name;

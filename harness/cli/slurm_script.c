@@ -5,7 +5,7 @@
  * FILE` submits the array alone. The tasks are requeueable: a preempted or requeued shard
  * starts again on its own file and skips what it committed. */
 #include "commands.h"
-#include "plugin.h"
+#include "../identity/plugin.h"
 
 #include <errno.h>
 #include <limits.h>

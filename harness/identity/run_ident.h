@@ -18,7 +18,7 @@
 #ifndef KV_RUN_IDENT_H
 #define KV_RUN_IDENT_H
 #include <stddef.h>
-#include "method_params.h"
+#include "../drivers/method_params.h"
 
 /* "fullkv:|h2o:heavy_ratio=0.5,one_shot=0,window=0|..." in registry order, every declared
  * parameter in declaration order, with mp's overrides applied (mp NULL: the defaults).

@@ -1,6 +1,6 @@
 #include "plugin.h"
-#include "../methods/method.h"
-#include "../workloads/sha256.h"
+#include "../../methods/method.h"
+#include "../../workloads/sha256.h"
 
 #include <dlfcn.h>
 #include <errno.h>

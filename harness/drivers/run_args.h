@@ -3,7 +3,7 @@
 #ifndef KV_RUN_ARGS_H
 #define KV_RUN_ARGS_H
 #include <stdio.h>
-#include "../methods/method.h"
+#include "../../methods/method.h"
 
 /* Prints "kvbench run: <message>" on stderr; returns -1. */
 int run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
-#include "../methods/method.h"
-#include "../model/model.h"
+#include "../../methods/method.h"
+#include "../../model/model.h"
 
 /* ------------------------------------------------ the model's shapes */
 typedef struct {

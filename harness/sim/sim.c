@@ -3,13 +3,13 @@
  * model's weights. Results go to a results file like any run (workload "sim"; one case
  * per context), with the terms outside the methods in table sim_mem, so report --table
  * memory and plot --figure memory read them. */
-#include "commands.h"
-#include "method_params.h"
-#include "provenance.h"
-#include "run_ident.h"
+#include "../cli/commands.h"
+#include "../drivers/method_params.h"
+#include "../identity/provenance.h"
+#include "../identity/run_ident.h"
 #include "sim.h"
-#include "../kernels/kvtype.h"
-#include "../results/db.h"
+#include "../../kernels/kvtype.h"
+#include "../../results/db.h"
 
 #include <errno.h>
 #include <math.h>
@@ -82,7 +82,7 @@ static void usage(FILE *f) {
             "  --quiet            no progress lines\n"
             "  --check-run DB     the CPU engine's memory model against the peak RSS a model run (kvbench\n"
             "                     run --model ...) measured in DB, per case and result, with the error\n"
-            "  --measure-inputs   write the measured input tables (harness/sim_stats_table.c) to\n"
+            "  --measure-inputs   write the measured input tables (harness/sim/sim_stats_table.c) to\n"
             "                     stdout, from the model over --corpus DIR (--chunks N, --tokens N)\n",
             "smollm2-135m, llama3.2-1b, llama3-8b, llama3.1-8b, mistral-7b, qwen2.5-7b");
 }

@@ -2,8 +2,8 @@
  * registered methods, a plugin's included: what tests/test_conformance.c runs on the
  * built-in ones. */
 #include "commands.h"
-#include "plugin.h"
-#include "../methods/conformance.h"
+#include "../identity/plugin.h"
+#include "../../methods/conformance.h"
 
 #include <stdio.h>
 #include <stdlib.h>

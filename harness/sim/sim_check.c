@@ -3,7 +3,7 @@
  * (over one method's compression and decode). The method term is the result's own
  * accounting (steady fast tier + slow-tier peak, f32 rows as the engine stores them). */
 #include "sim.h"
-#include "../results/db.h"
+#include "../../results/db.h"
 
 #include <math.h>
 #include <sqlite3.h>

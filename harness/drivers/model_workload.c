@@ -1,12 +1,12 @@
 /* The text workloads of `kvbench run --model` (see model_workload.h). */
 #include "model_workload.h"
-#include "../workloads/gsm8k.h"
-#include "../workloads/haystack.h"
-#include "../workloads/infinitebench.h"
-#include "../workloads/longbench.h"
-#include "../workloads/niah.h"
-#include "../workloads/ruler.h"
-#include "../workloads/ruler_qa.h"
+#include "../../workloads/gsm8k.h"
+#include "../../workloads/haystack.h"
+#include "../../workloads/infinitebench.h"
+#include "../../workloads/longbench.h"
+#include "../../workloads/niah.h"
+#include "../../workloads/ruler.h"
+#include "../../workloads/ruler_qa.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #ifndef KV_METHOD_PARAMS_H
 #define KV_METHOD_PARAMS_H
 #include <stddef.h>
-#include "../methods/method.h"
+#include "../../methods/method.h"
 
 enum { MPARAMS_MAX = 16 };
 

@@ -8,19 +8,19 @@
  * same run and skips what is committed. */
 #include "run_args.h"
 #include "method_params.h"
-#include "commands.h"
-#include "provenance.h"
+#include "../cli/commands.h"
+#include "../identity/provenance.h"
 #include "rss.h"
-#include "run_ident.h"
+#include "../identity/run_ident.h"
 #include "model_workload.h"
 #include "run_mem.h"
 #include "run_model.h"
 #include "shard.h"
-#include "../kernels/core.h"
-#include "../methods/method.h"
-#include "../results/db.h"
-#include "../workloads/split.h"
-#include "../workloads/synthetic.h"
+#include "../../kernels/core.h"
+#include "../../methods/method.h"
+#include "../../results/db.h"
+#include "../../workloads/split.h"
+#include "../../workloads/synthetic.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 #include "run_args.h"
-#include "../model/model.h"
+#include "../../model/model.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>

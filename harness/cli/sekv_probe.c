@@ -13,11 +13,11 @@
  *              the head's tau, longer than the whole room B - P, outranked (the room went
  *              to higher-scored spans), no routing (sekv_why) */
 #include "commands.h"
-#include "run_ident.h"
-#include "../methods/sekv/sekv.h"
-#include "../model/model.h"
-#include "../workloads/haystack.h"
-#include "../workloads/niah.h"
+#include "../identity/run_ident.h"
+#include "../../methods/sekv/sekv.h"
+#include "../../model/model.h"
+#include "../../workloads/haystack.h"
+#include "../../workloads/niah.h"
 
 #include <errno.h>
 #include <math.h>
