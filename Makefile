@@ -207,7 +207,7 @@ fuzz:
 # scorer base, the conformance checks) under PREFIX: what examples/plugin/ builds against.
 PREFIX ?= /usr/local
 INSTALL_HDR := methods/method.h methods/cacheset.h methods/kvstore.h methods/scorer.h methods/conformance.h \
-               kernels/kvtype.h kernels/core.h
+               kernels/kvtype.h kernels/core.h kernels/model_hash.h
 install: $(KVBENCH) $(BUILD)/libkvbench.a
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/kvbench/methods \
 	    $(DESTDIR)$(PREFIX)/include/kvbench/kernels

@@ -1,13 +1,13 @@
 /* `kvbench info` (describe a GGUF model) and `kvbench generate` (answer a prompt,
  * with the model's attention going through a KV-cache method). */
-#include "../harness/cli/commands.h"
-#include "../kernels/core.h"
-#include "model.h"
-#include "hf_load.h"
-#include "quant.h"
+#include "commands.h"
+#include "../../kernels/core.h"
+#include "../../model/model.h"
+#include "../../model/hf_load.h"
+#include "../../model/quant.h"
 #ifdef KB_CUDA
-#include "../kernels/cuda_mem.h"
-#include "cuda_model.h"
+#include "../../kernels/cuda_mem.h"
+#include "../../model/cuda_model.h"
 #endif
 #include <stdio.h>
 #include <stdlib.h>
