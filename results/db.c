@@ -534,6 +534,29 @@ int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c) {
 
 int kvdb_schema_version(const kv_db *db) { return db->version; }
 
+int64_t kvdb_case_find(kv_db *db, int64_t run_id, const char *case_key) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->h, "SELECT id FROM cases WHERE run_id = ? AND case_key = ?", -1, &st, NULL))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, case_key, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : rc == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    return id;
+}
+
+int64_t kvdb_run_result_count(kv_db *db, int64_t run_id) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->h, "SELECT count(*) FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
+                           -1, &st, NULL))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return n;
+}
+
 /* One value of a case UPDATE: NULL (nothing measured), an integer or a real. */
 typedef struct {
     enum { V_NULL, V_INT, V_REAL } kind;

@@ -34,7 +34,6 @@ done
 
 KNOWN_SQL="
 harness/cli/merge_cmd.c
-harness/drivers/run.c
 harness/drivers/run_model.c
 harness/sim/sim.c
 harness/sim/sim_check.c

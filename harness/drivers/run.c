@@ -589,19 +589,6 @@ static void summary_print(const run_opts *o, const summary_row *rows, int n) {
 
 /* ---------------------------------------------------------------- the command */
 
-/* The case's id if it is already recorded, 0 if not, -1 on error. */
-static int64_t find_case(kv_db *db, int64_t run_id, const char *key) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT id FROM cases WHERE run_id = ? AND case_key = ?", -1, &st, NULL))
-        return -1;
-    sqlite3_bind_int64(st, 1, run_id);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : rc == SQLITE_DONE ? 0 : -1;
-    sqlite3_finalize(st);
-    return id;
-}
-
 static void case_key_of(syn_kind kind, int ctx, double depth, char *buf, size_t len) {
     snprintf(buf, len, "ctx=%d,depth=%.10g,variant=%s", ctx, depth, syn_kind_name(kind));
 }
@@ -774,7 +761,7 @@ int cmd_run(int argc, char **argv) {
                 syn_config_of(&o, o.kinds[k], ctx, o.depths[di], &cfg);
                 char case_key[128];
                 case_key_of(o.kinds[k], ctx, o.depths[di], case_key, sizeof case_key);
-                int64_t case_id = find_case(db, run_id, case_key);
+                int64_t case_id = kvdb_case_find(db, run_id, case_key);
                 int missing = per_case;
                 if (case_id > 0) {
                     missing = 0;

@@ -660,34 +660,10 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
 
 /* ---------------------------------------------------------------- database helpers */
 
-static int64_t find_case(kv_db *db, int64_t run_id, const char *key) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(kvdb_sqlite(db), "SELECT id FROM cases WHERE run_id = ? AND case_key = ?", -1, &st, NULL))
-        return -1;
-    sqlite3_bind_int64(st, 1, run_id);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : rc == SQLITE_DONE ? 0 : -1;
-    sqlite3_finalize(st);
-    return id;
-}
-
-static int64_t count_results(kv_db *db, int64_t run_id) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(kvdb_sqlite(db),
-                           "SELECT count(*) FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?", -1,
-                           &st, NULL))
-        return -1;
-    sqlite3_bind_int64(st, 1, run_id);
-    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_finalize(st);
-    return n;
-}
-
 /* Which pairs of case i are missing: missing[p] = 1. Returns the count, or -1. */
 static int missing_pairs(kv_db *db, int64_t run_id, const rm_opts *o, const char *key, uint8_t *missing,
                          int64_t *case_id) {
-    *case_id = find_case(db, run_id, key);
+    *case_id = kvdb_case_find(db, run_id, key);
     if (*case_id < 0) return run_fail("results db '%s': looking up case %s: %s", o->db_path, key,
                                   sqlite3_errmsg(kvdb_sqlite(db)));
     int n = 0;
@@ -1225,7 +1201,7 @@ int cmd_run_model(int argc, char **argv) {
     }
     if (!rc) {
         if (o.jobs > 1 && o.job_index < 0) {
-            int64_t before = count_results(db, run_id);
+            int64_t before = kvdb_run_result_count(db, run_id);
             kvdb_close(db);   /* the jobs open their own connections */
             db = NULL;
 #ifdef KB_CUDA
@@ -1237,7 +1213,7 @@ int cmd_run_model(int argc, char **argv) {
             char e2[512];
             db = kvdb_open(o.db_path, e2, sizeof e2);
             if (!db) rc = run_fail("%s", e2);
-            else n_new = (int)(count_results(db, run_id) - before);
+            else n_new = (int)(kvdb_run_result_count(db, run_id) - before);
         } else {
             rc = run_cases(&o, model, &cs, db, run_id, &n_new);
         }
