@@ -165,6 +165,11 @@ static int add_depth(const char *flag, const char *s, void *ctx) {
     return 0;
 }
 
+static int syn_unknown(const char *flag) { return run_fail("unknown option '%s' (see kvbench run --help)", flag); }
+/* --flag value or --flag=value (run_args.c); --quiet and --help are taken before it. */
+static const char *const syn_bare[] = {"--quiet", "--help", "-h"};
+static const run_flag_syntax syn_syntax = {syn_bare, 3, usage, syn_unknown};
+
 /* 0 ok, 1 help printed, -1 error printed. */
 static int parse_args(int argc, char **argv, run_opts *o) {
     const char *workload = "synthetic-niah", *methods = "all", *budgets = "0.1", *ctxs = "2048,8192",
@@ -198,22 +203,9 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             continue;
         }
         if (strncmp(a, "--", 2)) return run_fail("unexpected argument '%s' (see kvbench run --help)", a);
-        /* --flag value or --flag=value */
         char flag[64];
-        const char *val, *eq = strchr(a, '=');
-        if (eq) {
-            if ((size_t)(eq - a) >= sizeof flag) return run_fail("unknown option '%s' (see kvbench run --help)", a);
-            memcpy(flag, a, (size_t)(eq - a));
-            flag[eq - a] = 0;
-            val = eq + 1;
-        } else {
-            if (strlen(a) >= sizeof flag) return run_fail("unknown option '%s' (see kvbench run --help)", a);
-            strcpy(flag, a);
-            if (i + 1 >= argc && !run_flag_documented(usage, flag))
-                return run_fail("unknown option '%s' (see kvbench run --help)", flag);
-            if (i + 1 >= argc) return run_fail("%s needs a value", flag);
-            val = argv[++i];
-        }
+        const char *val = NULL;
+        if (run_split_flag(&syn_syntax, argc, argv, &i, flag, sizeof flag, &val)) return -1;
         if (!strcmp(flag, "--workload") || !strcmp(flag, "--workloads")) workload = val;
         else if (!strcmp(flag, "--methods") || !strcmp(flag, "--method")) methods = val;
         else if (!strcmp(flag, "--budget") || !strcmp(flag, "--budgets")) budgets = val;
@@ -223,17 +215,11 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--params")) params = val;
         else if (!strcmp(flag, "--backend")) o->backend = val;
         else if (!strcmp(flag, "--split")) {
-            if (wl_split_parse(val, &o->split)) return run_fail("--split '%s': expected dev or test", val);
+            if (run_parse_split(flag, val, &o->split)) return -1;
         } else if (!strcmp(flag, "--oracle-hints")) { if (run_parse_int(flag, val, 0, 1, &o->oracle_hints)) return -1; }
         else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
-        else if (!strcmp(flag, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (errno || end == val || *end || *val == '-' || v > WL_SPLIT_SEED_MAX)
-                return run_fail("--seed '%s': expected an integer in 0..%llu", val, (unsigned long long)WL_SPLIT_SEED_MAX);
-            o->seed = v;
-        } else if (!strcmp(flag, "--layers")) { if (run_parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
+        else if (!strcmp(flag, "--seed")) { if (run_parse_seed(flag, val, &o->seed)) return -1; }
+        else if (!strcmp(flag, "--layers")) { if (run_parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
         else if (!strcmp(flag, "--steps")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->steps)) return -1; }
         else if (!strcmp(flag, "--decode")) {
             if (kv_decode_parse(val, &o->decode_rule))
@@ -247,7 +233,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
         else if (run_flag_documented(run_model_usage, flag))
             return run_fail("%s applies to text workloads (niah, ruler, ...), not to synthetic-* ones", flag);
-        else return run_fail("unknown option '%s' (see kvbench run --help)", flag);
+        else return syn_unknown(flag);
     }
     if (run_each_item("--workload", workload, add_kind, o) || run_each_item("--methods", methods, add_method, o) ||
         run_each_item("--budget", budgets, add_budget, o) || run_each_item("--ctx", ctxs, add_ctx, o) ||

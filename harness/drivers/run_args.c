@@ -17,6 +17,41 @@ int run_fail(const char *fmt, ...) {
     return -1;
 }
 
+int run_split_flag(const run_flag_syntax *syn, int argc, char **argv, int *i, char *flag, size_t cap,
+                   const char **val) {
+    const char *a = argv[*i], *eq = strchr(a, '=');
+    size_t len = eq ? (size_t)(eq - a) : strlen(a);
+    if (len >= cap) return syn->unknown(a);
+    memcpy(flag, a, len);
+    flag[len] = 0;
+    for (int k = 0; k < syn->n_bare; k++)
+        if (!strcmp(flag, syn->bare[k])) {
+            if (eq) return run_fail("%s takes no value", flag);
+            *val = NULL;
+            return 0;
+        }
+    if (eq) *val = eq + 1;
+    else if (*i + 1 < argc) *val = argv[++*i];
+    else if (!run_flag_documented(syn->usage, flag)) return syn->unknown(flag);
+    else return run_fail("%s needs a value", flag);
+    return 0;
+}
+
+int run_parse_seed(const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-' || v > WL_SPLIT_SEED_MAX)
+        return run_fail("%s '%s': expected an integer in 0..%llu", flag, s, (unsigned long long)WL_SPLIT_SEED_MAX);
+    *out = v;
+    return 0;
+}
+
+int run_parse_split(const char *flag, const char *s, wl_split *out) {
+    if (wl_split_parse(s, out)) return run_fail("%s '%s': expected dev or test", flag, s);
+    return 0;
+}
+
 int run_parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
     char *end;
     errno = 0;

@@ -231,26 +231,9 @@ static int unknown_flag(const char *flag) {
     return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
 }
 
-/* --flag value or --flag=value; *val NULL for a flag without a value. */
-static int split_flag(int argc, char **argv, int *i, char *flag, size_t cap, const char **val) {
-    const char *a = argv[*i], *eq = strchr(a, '=');
-    size_t len = eq ? (size_t)(eq - a) : strlen(a);
-    if (len >= cap) return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", a);
-    memcpy(flag, a, len);
-    flag[len] = 0;
-    static const char *const bare[] = {"--question-after", "--quiet", "--help", "-h"};
-    for (size_t k = 0; k < sizeof bare / sizeof bare[0]; k++)
-        if (!strcmp(flag, bare[k])) {
-            if (eq) return run_fail("%s takes no value", flag);
-            *val = NULL;
-            return 0;
-        }
-    if (eq) *val = eq + 1;
-    else if (*i + 1 < argc) *val = argv[++*i];
-    else if (!run_flag_documented(run_model_usage, flag)) return unknown_flag(flag);
-    else return run_fail("%s needs a value", flag);
-    return 0;
-}
+/* --flag value or --flag=value; these take no value. */
+static const char *const bare_flags[] = {"--question-after", "--quiet", "--help", "-h"};
+static const run_flag_syntax model_syntax = {bare_flags, 4, run_model_usage, unknown_flag};
 
 int run_model_wanted(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
@@ -293,7 +276,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         if (strncmp(argv[i], "-", 1)) return run_fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
         char flag[64];
         const char *val = NULL;
-        if (split_flag(argc, argv, &i, flag, sizeof flag, &val)) return -1;
+        if (run_split_flag(&model_syntax, argc, argv, &i, flag, sizeof flag, &val)) return -1;
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
             run_model_usage(stdout);
             return 1;
@@ -316,7 +299,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
                 return run_fail("--decode '%s': expected append or hold", val);
         }
         else if (!strcmp(flag, "--split")) {
-            if (wl_split_parse(val, &o->wl.split)) return run_fail("--split '%s': expected dev or test", val);
+            if (run_parse_split(flag, val, &o->wl.split)) return -1;
             split_given = 1;
         } else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
         else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
@@ -338,14 +321,8 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         else if (!strcmp(flag, "--question")) o->wl.question = val, niah_only = "--question";
         else if (!strcmp(flag, "--answer")) o->wl.answers = val, niah_only = "--answer";
         else if (!strcmp(flag, "--answer-prefix")) o->wl.answer_prefix = val, niah_only = "--answer-prefix";
-        else if (!strcmp(flag, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (errno || end == val || *end || *val == '-' || v > WL_SPLIT_SEED_MAX)
-                return run_fail("--seed '%s': expected an integer in 0..%llu", val, (unsigned long long)WL_SPLIT_SEED_MAX);
-            o->wl.seed = v;
-        } else return unknown_flag(flag);
+        else if (!strcmp(flag, "--seed")) { if (run_parse_seed(flag, val, &o->wl.seed)) return -1; }
+        else return unknown_flag(flag);
     }
     if (!o->workload) return run_fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
     if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda"))
