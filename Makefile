@@ -39,8 +39,8 @@ CFLAGS  += -fsanitize=fuzzer-no-link $(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS += $(SANITIZE)
 endif
 
-SRC_DIRS := kernels methods methods/sekv workloads harness harness/train results plots model
-LIB_SRC  := $(filter-out harness/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
+SRC_DIRS := kernels methods methods/sekv workloads harness/cli harness/drivers harness/sim harness/identity harness/train results plots model
+LIB_SRC  := $(filter-out harness/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 CU_SRC   := $(wildcard kernels/*.cu)
 ifeq ($(CUDA),1)
 CU_SRC  += $(wildcard model/*.cu)
@@ -62,7 +62,7 @@ KVBENCH := $(if $(filter build,$(patsubst %-cuda,%,$(BUILD))),kvbench,$(BUILD)/k
 # tracked by git or not, generated into $(BUILD)/gen/source_hash.c. It is remade when one
 # of them changes or the list does (a file added or removed), and only its object and the
 # link follow: nothing else is rebuilt for it.
-HASHED_SRC := $(sort Makefile harness/main.c $(LIB_SRC) $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h)) $(CU_SRC))
+HASHED_SRC := $(sort Makefile harness/cli/main.c $(LIB_SRC) $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h)) $(CU_SRC))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(if $(filter 1,$(CUDA)),$(CU_SRC:%.cu=$(BUILD)/%.cu.o)) \
             $(BUILD)/gen/source_hash.o
 
@@ -84,9 +84,9 @@ print-cflags:
 # Every library object is linked in and its symbols exported (-rdynamic), so a plugin
 # (--plugin FILE.so) resolves the helpers it calls (kv_param_int, the cache set, the
 # scorer base) against this binary: one copy of the library in the process.
-$(KVBENCH): $(BUILD)/harness/main.o $(BUILD)/libkvbench.a
+$(KVBENCH): $(BUILD)/harness/cli/main.o $(BUILD)/libkvbench.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $(CFLAGS) -rdynamic -o $@ $(BUILD)/harness/main.o \
+	$(CC) $(LDFLAGS) $(CFLAGS) -rdynamic -o $@ $(BUILD)/harness/cli/main.o \
 	    -Wl,--whole-archive $(BUILD)/libkvbench.a -Wl,--no-whole-archive $(LDLIBS)
 
 $(BUILD)/gen/sources.list: FORCE
@@ -207,7 +207,7 @@ fuzz:
 # scorer base, the conformance checks) under PREFIX: what examples/plugin/ builds against.
 PREFIX ?= /usr/local
 INSTALL_HDR := methods/method.h methods/cacheset.h methods/kvstore.h methods/scorer.h methods/conformance.h \
-               kernels/kvtype.h kernels/core.h
+               kernels/kvtype.h kernels/core.h kernels/model_hash.h
 install: $(KVBENCH) $(BUILD)/libkvbench.a
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/kvbench/methods \
 	    $(DESTDIR)$(PREFIX)/include/kvbench/kernels

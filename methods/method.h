@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../kernels/kvtype.h"
+#include "../kernels/model_hash.h"   /* kv_model_hash: kv_setup.model_hash */
 
 /* What happens to the cache while decoding (kvbench run --decode), the same for every
  * method of a run:
@@ -227,9 +228,5 @@ int kv_param_check(const kv_method *m, const char *params, char *err, size_t err
  * key is not one of the method's parameters. */
 int kv_param_text(const kv_method *m, const char *params, const char *key, char *buf, size_t buflen,
                   char *err, size_t errlen);
-
-/* FNV-1a 64 over a model file's bytes: kv_setup.model_hash, the identity trained state
- * (SeKV's params files) is tied to. */
-uint64_t kv_model_hash(const void *bytes, size_t n);
 
 #endif

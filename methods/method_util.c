@@ -147,13 +147,3 @@ int kv_param_double(const kv_method *m, const char *params, const char *key, dou
     *out = v;
     return 0;
 }
-
-uint64_t kv_model_hash(const void *bytes, size_t n) {
-    const unsigned char *b = bytes;
-    uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a 64 */
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}

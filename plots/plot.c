@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../harness/commands.h"
+#include "plot_cmds.h"
 #include "plot_util.h"
 #include "runinfo.h"
 

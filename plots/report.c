@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../harness/commands.h"
+#include "plot_cmds.h"
 #include "report_tables.h"
 #include "runinfo.h"
 #include "stats.h"

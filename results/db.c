@@ -465,6 +465,14 @@ static int step_done(kv_db *db, sqlite3_stmt *st, const char *what) {
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* Ends a write begun with BEGIN IMMEDIATE: COMMIT when nothing failed, else ROLLBACK,
+ * which keeps the first error in db->err. 0 committed, -1 rolled back. */
+static int finish(kv_db *db, int failed) {
+    if (!failed && !exec(db, "COMMIT")) return 0;
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
 int64_t kvdb_run_begin(kv_db *db, const kvdb_run *r, int *resumed) {
     if (resumed) *resumed = 0;
     if (!r || !r->run_key || !*r->run_key) {
@@ -490,8 +498,7 @@ int64_t kvdb_run_begin(kv_db *db, const kvdb_run *r, int *resumed) {
         bind_u64(st, 10, r->seed);
         id = step_done(db, st, "recording the run") ? -1 : sqlite3_last_insert_rowid(db->h);
     }
-    if (id < 0 || exec(db, "COMMIT")) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
+    if (finish(db, id < 0)) {
         if (resumed) *resumed = 0;
         return -1;
     }
@@ -522,71 +529,83 @@ int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c) {
         else sqlite3_bind_null(st, 10);
         id = step_done(db, st, "recording the case") ? -1 : sqlite3_last_insert_rowid(db->h);
     }
-    if (id < 0 || exec(db, "COMMIT")) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
-        return -1;
-    }
-    return id;
+    return finish(db, id < 0) ? -1 : id;
 }
 
 int kvdb_schema_version(const kv_db *db) { return db->version; }
 
-int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_bytes, double prefill_ms) {
-    sqlite3_stmt *st = NULL;
-    if (prepare(db, &st, "UPDATE cases SET gpu_peak_bytes = ?, gpu_used_bytes = ?, gpu_prefill_ms = ? WHERE id = ?"))
+int64_t kvdb_case_find(kv_db *db, int64_t run_id, const char *case_key) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->h, "SELECT id FROM cases WHERE run_id = ? AND case_key = ?", -1, &st, NULL))
         return -1;
-    if (peak_bytes >= 0) sqlite3_bind_int64(st, 1, peak_bytes);
-    if (used_bytes >= 0) sqlite3_bind_int64(st, 2, used_bytes);
-    bind_real(st, 3, prefill_ms >= 0 ? prefill_ms : NAN);
-    sqlite3_bind_int64(st, 4, case_id);
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, case_key, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : rc == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    return id;
+}
+
+int64_t kvdb_run_result_count(kv_db *db, int64_t run_id) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->h, "SELECT count(*) FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
+                           -1, &st, NULL))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* One value of a case UPDATE: NULL (nothing measured), an integer or a real. */
+typedef struct {
+    enum { V_NULL, V_INT, V_REAL } kind;
+    int64_t i;
+    double d;
+} case_val;
+static case_val v_int(int64_t x, int measured) { return (case_val){measured ? V_INT : V_NULL, x, 0}; }
+static case_val v_real(double x) { return (case_val){isnan(x) ? V_NULL : V_REAL, 0, x}; }
+
+/* The one shape of every per-case measurement: "UPDATE cases SET a = ?, b = ? ... WHERE
+ * id = ?" with vals bound in order and the case id last; it must touch exactly one case.
+ * what names the measurement in the one-line error. 0 or -1 (db->err set). */
+static int update_case(kv_db *db, int64_t case_id, const char *sql, const case_val *vals, int n, const char *what) {
+    sqlite3_stmt *st = NULL;
+    if (prepare(db, &st, sql)) return -1;
+    for (int k = 0; k < n; k++) {
+        if (vals[k].kind == V_INT) sqlite3_bind_int64(st, k + 1, vals[k].i);
+        else if (vals[k].kind == V_REAL) sqlite3_bind_double(st, k + 1, vals[k].d);
+        else sqlite3_bind_null(st, k + 1);
+    }
+    sqlite3_bind_int64(st, n + 1, case_id);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
-        fail(db, "recording the device measurements of case %lld", (long long)case_id);
+        fail(db, "recording the %s of case %lld", what, (long long)case_id);
         return -1;
     }
     if (sqlite3_changes(db->h) != 1) {
-        refuse(db, "device measurements for case %lld: no such case", (long long)case_id);
+        refuse(db, "%s for case %lld: no such case", what, (long long)case_id);
         return -1;
     }
     return 0;
+}
+
+int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_bytes, double prefill_ms) {
+    case_val v[3] = {v_int(peak_bytes, peak_bytes >= 0), v_int(used_bytes, used_bytes >= 0),
+                     v_real(prefill_ms >= 0 ? prefill_ms : NAN)};
+    return update_case(db, case_id, "UPDATE cases SET gpu_peak_bytes = ?, gpu_used_bytes = ?, gpu_prefill_ms = ? WHERE id = ?",
+                       v, 3, "device measurements");
 }
 
 int kvdb_case_rss(kv_db *db, int64_t case_id, int64_t bytes) {
-    sqlite3_stmt *st = NULL;
-    if (prepare(db, &st, "UPDATE cases SET rss_peak = ? WHERE id = ?")) return -1;
-    if (bytes > 0) sqlite3_bind_int64(st, 1, bytes);
-    sqlite3_bind_int64(st, 2, case_id);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        fail(db, "recording the peak RSS of case %lld", (long long)case_id);
-        return -1;
-    }
-    if (sqlite3_changes(db->h) != 1) {
-        refuse(db, "peak RSS for case %lld: no such case", (long long)case_id);
-        return -1;
-    }
-    return 0;
+    case_val v[1] = {v_int(bytes, bytes > 0)};
+    return update_case(db, case_id, "UPDATE cases SET rss_peak = ? WHERE id = ?", v, 1, "peak RSS");
 }
 
 int kvdb_case_load(kv_db *db, int64_t case_id, double load_start, double load_end) {
-    sqlite3_stmt *st = NULL;
-    if (prepare(db, &st, "UPDATE cases SET load_start = ?, load_end = ? WHERE id = ?")) return -1;
-    bind_real(st, 1, load_start);
-    bind_real(st, 2, load_end);
-    sqlite3_bind_int64(st, 3, case_id);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        fail(db, "recording the load average of case %lld", (long long)case_id);
-        return -1;
-    }
-    if (sqlite3_changes(db->h) != 1) {
-        refuse(db, "load average for case %lld: no such case", (long long)case_id);
-        return -1;
-    }
-    return 0;
+    case_val v[2] = {v_real(load_start), v_real(load_end)};
+    return update_case(db, case_id, "UPDATE cases SET load_start = ?, load_end = ? WHERE id = ?", v, 2, "load average");
 }
 
 int kvdb_result_exists(kv_db *db, int64_t case_id, const char *method, double budget) {
@@ -687,10 +706,7 @@ int kvdb_result_put(kv_db *db, int64_t case_id, const kvdb_result *r) {
     }
     if (exec(db, "BEGIN IMMEDIATE")) return -1;
     int rc = put_rows(db, case_id, r);
-    if (rc || exec(db, "COMMIT")) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
-        return rc > 0 ? 1 : -1;
-    }
+    if (finish(db, rc)) return rc > 0 ? 1 : -1;
     return 0;
 }
 
@@ -753,11 +769,7 @@ int kvdb_zoom_put(kv_db *db, int64_t case_id, const char *method, double budget,
     }
     sqlite3_finalize(idq);
     sqlite3_finalize(add);
-    if (rc || exec(db, "COMMIT")) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
-        return -1;
-    }
-    return 0;
+    return finish(db, rc);
 }
 
 int kvdb_note_put(kv_db *db, int64_t case_id, const char *method, double budget, const char *key,
@@ -787,11 +799,7 @@ int kvdb_note_put(kv_db *db, int64_t case_id, const char *method, double budget,
         }
     }
     sqlite3_finalize(add);
-    if (rc || exec(db, "COMMIT")) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
-        return -1;
-    }
-    return 0;
+    return finish(db, rc);
 }
 
 int kvdb_plan_put(kv_db *db, int64_t run_id, const char *const *case_keys, int n_cases, const char *const *methods,
@@ -812,9 +820,5 @@ int kvdb_plan_put(kv_db *db, int64_t run_id, const char *const *case_keys, int n
             rc = step_done(db, st, "recording the run's plan");
         }
     sqlite3_finalize(st);
-    if (rc || exec(db, "COMMIT")) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);   /* keeps db->err */
-        return -1;
-    }
-    return 0;
+    return finish(db, rc);
 }

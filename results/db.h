@@ -55,6 +55,11 @@ typedef struct {
 } kvdb_case;
 /* Insert or find the case; returns its id or -1. */
 int64_t kvdb_case_get(kv_db *db, int64_t run_id, const kvdb_case *c);
+/* The id of the run's case with this key if it is recorded, 0 if not, -1 on error
+ * (kvdb_sqlite's errmsg says why). Reads only: a driver deciding what is left to run. */
+int64_t kvdb_case_find(kv_db *db, int64_t run_id, const char *case_key);
+/* How many results the run holds over all its cases; -1 on error. */
+int64_t kvdb_run_result_count(kv_db *db, int64_t run_id);
 
 /* Device measurements of a case on the CUDA backend: peak_bytes, the allocator's
  * high-water mark over the case (kb_cuda_mem_stats, reset at the case's start);
@@ -97,7 +102,7 @@ typedef struct {
     int n_layers, n_heads;
     const kv_headstat *heads;                /* [n_layers][n_heads] or NULL */
     const double *layer_err;                 /* [n_layers] or NULL */
-    /* Fidelity against FullKV (harness/fidelity.c); stored NULL while the count is 0. */
+    /* Fidelity against FullKV (harness/drivers/fidelity.c); stored NULL while the count is 0. */
     int ans_tokens;                          /* reference answer tokens scored */
     double ans_nll;                          /* their mean -ln p, teacher-forced (nats/token) */
     int fid_steps;                           /* steps of FullKV's greedy answer compared */

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../harness/commands.h"
+#include "../harness/cli/commands.h"
 #include "../results/db.h"
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* harness/fidelity.c on the real model (SmolLM2, `make model`) and a fresh random prompt:
+/* harness/drivers/fidelity.c on the real model (SmolLM2, `make model`) and a fresh random prompt:
  *  - FullKV's reference tokens are the plain engine's greedy tokens (model_generate_plain,
  *    its own cache, no method plumbing);
  *  - FullKV against itself: KL 0, top-1 1 and every layer's attention error 0, exactly;
@@ -8,7 +8,7 @@
  *    from a fresh cache fed the same tokens; KL > 0, layer errors finite and positive;
  *  - outputs start poisoned (NaN / garbage counts) so a metric left unset is caught. */
 #include <unistd.h>
-#include "../harness/fidelity.h"
+#include "../harness/drivers/fidelity.h"
 #include "check.h"
 
 static double logsoftmax_at(const float *x, int n, int id) {

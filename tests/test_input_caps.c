@@ -10,7 +10,7 @@
  * The tokenizer checks need the default model (SKIP without it). */
 #include <unistd.h>
 #include "check.h"
-#include "../harness/run_mem.h"
+#include "../harness/drivers/run_mem.h"
 #include "../model/gguf.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"

@@ -7,7 +7,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <unistd.h>
-#include "../harness/commands.h"
+#include "../harness/cli/commands.h"
 #include "../methods/method.h"
 #include "check.h"
 

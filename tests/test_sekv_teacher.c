@@ -1,4 +1,4 @@
-/* SeKV teacher data on the real model (harness/sekv_teacher.h): the capture method's
+/* SeKV teacher data on the real model (harness/train/sekv_teacher.h): the capture method's
  * decode equals the engine's own exact attention (fullkv over a prefill of [0, t)), its
  * far share follows the window, and a document's training data holds the best-scoring
  * candidates with their captured queries and teacher logits q.k/sqrt(d). */

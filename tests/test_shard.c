@@ -5,7 +5,7 @@
  * bound (mean load + the largest case); zero costs split round-robin; shard_parse takes
  * K/N and refuses the rest. */
 #include "check.h"
-#include "../harness/shard.h"
+#include "../harness/drivers/shard.h"
 
 /* The reference: the same rule, written independently. */
 static void ref_assign(char **keys, const double *cost, int n, int ns, int *owner) {

@@ -14,7 +14,7 @@
 #include "../workloads/niah.h"
 #include "../workloads/ruler.h"
 #include "../workloads/tokspan.h"
-#include "../harness/model_case.h"
+#include "../harness/drivers/model_case.h"
 #include "../workloads/ruler_qa.h"
 
 static const kv_tokenizer *tok;

@@ -3,7 +3,7 @@
  * and checked). Inputs naming a file (params_file) are skipped: they would read
  * arbitrary paths. */
 #include "fuzz.h"
-#include "../../harness/method_params.h"
+#include "../../harness/drivers/method_params.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if (n > 4096) return 0;

@@ -5,7 +5,7 @@
  * default table, every --table and the CSV output are printed to /dev/null. */
 #include <sqlite3.h>
 #include "fuzz.h"
-#include "../../harness/commands.h"
+#include "../../harness/cli/commands.h"
 
 static char dir[64], db[96], wal[112], shm[112];
 

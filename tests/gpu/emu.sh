@@ -44,7 +44,7 @@ done
 # The library files that differ with KB_CUDA (the backend table, the engine's dispatch to
 # the device, the K/V stores' device copies, the run driver's device measurements) are
 # compiled again here and linked ahead of the archive
-for f in $(grep -l KB_CUDA kernels/*.c model/*.c methods/*.c methods/sekv/*.c harness/*.c harness/train/*.c results/*.c workloads/*.c plots/*.c); do
+for f in $(grep -l KB_CUDA kernels/*.c model/*.c methods/*.c methods/sekv/*.c harness/*/*.c results/*.c workloads/*.c plots/*.c); do
     # shellcheck disable=SC2086
     gcc $cflags -DKB_CUDA=1 '-DKB_BUILD_FLAGS="CUDA=1 (emulated)"' -c "$f" -o "$out/$(basename "${f%.*}").o"
     objs+=("$out/$(basename "${f%.*}").o")
@@ -56,7 +56,7 @@ for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv test
 done
 # kvbench itself, for the end-to-end run below
 # shellcheck disable=SC2086
-gcc $cflags -DKB_CUDA=1 '-DKB_BUILD_FLAGS="CUDA=1 (emulated)"' -o "$out/kvbench" harness/main.c "${objs[@]}" "$lib" $ldlibs
+gcc $cflags -DKB_CUDA=1 '-DKB_BUILD_FLAGS="CUDA=1 (emulated)"' -o "$out/kvbench" harness/cli/main.c "${objs[@]}" "$lib" $ldlibs
 [ "$build_only" -eq 1 ] && exit 0
 rc=0
 for t in test_kernels test_cuda test_cuda_model test_cuda_kv test_cuda_sekv test_cuda_prefill_tc; do

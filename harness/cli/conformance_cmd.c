@@ -1,0 +1,73 @@
+/* kvbench conformance: the method interface's rules (methods/conformance.h) checked on
+ * registered methods, a plugin's included: what tests/test_conformance.c runs on the
+ * built-in ones. */
+#include "commands.h"
+#include "../identity/plugin.h"
+#include "../../methods/conformance.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench [--plugin FILE.so]... conformance [--method NAME]... [--seed N] [--trials N]\n"
+            "\n"
+            "Runs the conformance checks every method must pass (rows within the decode rule,\n"
+            "memory() consistent with rows(), the same rows under f32/f16/bf16, finite outputs,\n"
+            "determinism, bad parameters refused with one line) on random scenarios. Without\n"
+            "--method: the methods of the plugins given, or every registered method when none is.\n"
+            "Exit 0 when every check passes, 1 when one fails, 2 on a usage error.\n"
+            "\n"
+            "  --method NAME   check this method (repeatable)\n"
+            "  --seed N        the scenarios' seed (default: from the clock, printed)\n"
+            "  --trials N      random scenarios per decode rule (default 5)\n");
+}
+
+int cmd_conformance(int argc, char **argv) {
+    const kv_method *pick[64];
+    int n = 0, trials = 5;
+    unsigned long long seed = (unsigned long long)time(NULL) ^ ((unsigned long long)clock() << 20);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
+        int known = !strcmp(a, "--method") || !strcmp(a, "--seed") || !strcmp(a, "--trials");
+        if (!known || i + 1 >= argc) {
+            fprintf(stderr, "kvbench conformance: %s '%s' (see kvbench conformance --help)\n",
+                    known ? "missing value for" : "unknown argument", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        char *end;
+        if (!strcmp(a, "--method")) {
+            const kv_method *m = kv_method_find(v);
+            if (!m) {
+                fprintf(stderr, "kvbench conformance: unknown method '%s' (kvbench methods lists them)\n", v);
+                return 2;
+            }
+            if (n < 64) pick[n++] = m;
+        } else if (!strcmp(a, "--seed")) {
+            seed = strtoull(v, &end, 10);
+            if (!*v || *end) return fprintf(stderr, "kvbench conformance: --seed '%s' is not a number\n", v), 2;
+        } else {
+            long t = strtol(v, &end, 10);
+            if (!*v || *end || t < 1 || t > 1000)
+                return fprintf(stderr, "kvbench conformance: --trials '%s': expected 1 to 1000\n", v), 2;
+            trials = (int)t;
+        }
+    }
+    if (!n)   /* the plugins' methods, or all of them */
+        for (int i = 0; i < kv_method_count() && n < 64; i++)
+            if (!kv_plugin_count() || kv_method_origin(kv_method_at(i))) pick[n++] = kv_method_at(i);
+    printf("seed %llu (--seed to replay)\n", seed);
+    long bad = 0, total = 0;
+    for (int i = 0; i < n; i++) {
+        long checks = 0, failed = kv_conformance(pick[i], seed + (uint64_t)i, trials, stdout, &checks);
+        printf("%s%s%s: %ld checks, %ld failed\n", pick[i]->name, kv_method_origin(pick[i]) ? " from " : "",
+               kv_method_origin(pick[i]) ? kv_method_origin(pick[i]) : "", checks, failed);
+        bad += failed, total += checks;
+    }
+    printf("conformance: %d method%s, %ld checks, %ld failed\n", n, n == 1 ? "" : "s", total, bad);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,47 @@
+/* kvbench: one binary, one subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+#include "commands.h"
+#include "../identity/plugin.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "replay a workload over methods and budgets into a SQLite file"},
+    {"report", cmd_report, "print a results table (Markdown, or CSV with --csv)"},
+    {"plot", cmd_plot, "draw figures from a results file with gnuplot"},
+    {"methods", cmd_methods, "list the methods with their parameters and defaults"},
+    {"info", cmd_info, "describe a model (GGUF file or Hugging Face directory)"},
+    {"generate", cmd_generate, "answer a prompt with a model, optionally through a method"},
+    {"train-sekv", cmd_train_sekv, "train SeKV's zoom-in (routing, thresholds, rank gate) on a corpus"},
+    {"merge", cmd_merge, "join the results files of a sharded run (run --shard K/N) into one"},
+    {"slurm-script", cmd_slurm_script, "write a SLURM array script that runs a kvbench run in N shards, then merges"},
+    {"sim", cmd_sim, "memory by tier and decode latency at any context, by the methods' own code, no weights loaded"},
+    {"conformance", cmd_conformance, "check a method (a plugin's too) against the method interface's rules"},
+    {"sekv-probe", cmd_sekv_probe, "SeKV's zoom-in on NIAH dev cases: answer NLL, zoom precision and recall"},
+};
+#define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: kvbench [--plugin FILE.so]... COMMAND [options]   (kvbench COMMAND --help for its options)\n\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    char err[1024];
+    if (kv_plugins_load(&argc, argv, err, sizeof err)) {   /* --plugin FILE on every command */
+        fprintf(stderr, "kvbench: %s\n", err);
+        return 2;
+    }
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "kvbench: unknown command '%s' (commands:", argv[1]);   /* one line */
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(stderr, " %s%s", commands[i].name, i + 1 < N_COMMANDS ? "," : ")\n");
+    return 2;
+}

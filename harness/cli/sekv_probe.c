@@ -1,0 +1,329 @@
+/* kvbench sekv-probe: looks inside SeKV's zoom-in on NIAH cases through the model, for
+ * tuning and tests on dev cases (never the reported grid). Per case it prefills the
+ * prompt once (or, with --question-after, the context alone and the question through
+ * decode steps), then for each parameter setting of sekv it ingests the prefill and
+ * teacher-forces the needle's answer, measuring at every answer step:
+ *   nll        mean -ln p(answer token) over the answer tokens after the first (the
+ *              first comes from the uncompressed prefill's logits)
+ *   precision  share of the (step, layer, query head, span) expansions that hit a span
+ *              holding a needle token
+ *   recall     share of the (step, layer, query head) decisions that expanded a needle span
+ *   rows       mean rows attended per (layer, head) and step, against the budget B
+ *   why        the (step, layer, head, needle span) decisions by outcome: zoomed, below
+ *              the head's tau, longer than the whole room B - P, outranked (the room went
+ *              to higher-scored spans), no routing (sekv_why) */
+#include "commands.h"
+#include "../identity/run_ident.h"
+#include "../../methods/sekv/sekv.h"
+#include "../../model/model.h"
+#include "../../workloads/haystack.h"
+#include "../../workloads/niah.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SETS 8
+#define MAX_LIST 16
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench sekv-probe [--model F] [--haystack PATH] [--ctx LIST] [--depths LIST]\n"
+            "                          [--budget B] [--question-after] --params P [--params P ...]\n"
+            "\n"
+            "Teacher-forces the NIAH answer through sekv for each --params setting (sekv's\n"
+            "key=value list; \"\" = its defaults) on every (ctx, depth) case and prints, per\n"
+            "setting: answer NLL, zoom precision and recall on the needle's spans, rows attended.\n"
+            "Meant for dev cases: use contexts and depths outside the reported grid.\n"
+            "\n"
+            "  --model F          GGUF file or Hugging Face directory (default %s)\n"
+            "  --haystack PATH    essays (default: the `make haystack` cache)\n"
+            "  --ctx LIST         prompt lengths in tokens (default 768)\n"
+            "  --depths LIST      needle depths in %% (default 35)\n"
+            "  --budget B         fraction of the prompt or a token count (default 0.5)\n"
+            "  --question-after   prefill the context, feed the question by decode steps\n"
+            "  --params P         a sekv setting to probe (up to %d)\n",
+            model_default_path(), MAX_SETS);
+}
+
+static int parse_list(const char *flag, const char *s, double *out, int *n) {
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || *n == MAX_LIST || (*end && *end != ',')) {
+            fprintf(stderr, "kvbench sekv-probe: %s '%s': expected up to %d comma-separated numbers\n", flag, s, MAX_LIST);
+            return -1;
+        }
+        out[(*n)++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return *n ? 0 : -1;
+}
+
+typedef struct {
+    double nll, hit, exp, rec_hit, rec_all, rows;
+    double why[SEKV_WHY_OFF + 1];   /* (step, layer, head, needle span) decisions by sekv_why */
+    int n_nll, n_rows, infeasible;
+    double case_sum, case_sq;   /* per-case mean NLLs: their sum and sum of squares */
+    int n_case;
+    char desc[512];         /* sekv_describe of the first case */
+} probe_acc;
+
+/* [lo, hi): the prompt tokens of the needle's answer words ("a sandwich and sit in
+ * Dolores Park"), found by the tokens' text in the context part. -1 if not found. */
+static int needle_tokens(const kv_tokenizer *t, const int32_t *ids, int n_context, int *lo, int *hi) {
+    static const char key[] = "a sandwich and sit in Dolores Park";
+    size_t cap = 1, len = 0;
+    size_t *off = malloc(((size_t)n_context + 1) * sizeof *off);
+    char *text = NULL;
+    if (!off) return -1;
+    for (int i = 0; i < n_context; i++) {
+        int k = tok_piece(t, ids[i], 0, NULL, 0);
+        cap += k > 0 ? (size_t)k : 0;
+    }
+    text = malloc(cap);
+    if (!text) return free(off), -1;
+    for (int i = 0; i < n_context; i++) {
+        off[i] = len;
+        int k = tok_piece(t, ids[i], 0, text + len, (int)(cap - len));
+        len += k > 0 ? (size_t)k : 0;
+    }
+    off[n_context] = len;
+    text[len] = 0;
+    const char *hit = strstr(text, key);
+    int rc = -1;
+    if (hit) {
+        size_t a = (size_t)(hit - text), b = a + sizeof key - 1;
+        *lo = *hi = -1;
+        for (int i = 0; i < n_context; i++) {
+            if (*lo < 0 && off[i + 1] > a) *lo = i;
+            if (off[i] < b) *hi = i + 1;
+        }
+        rc = *lo >= 0 && *hi > *lo ? 0 : -1;
+    }
+    free(off), free(text);
+    return rc;
+}
+
+/* After a decode step: the expansions of every (layer, head) against the needle's spans. */
+static void count_zoom(const kv_state *st, const kv_model_config *cf, int lo, int hi, probe_acc *a, int32_t *buf) {
+    for (int l = 0; l < cf->n_layer; l++)
+        for (int h = 0; h < cf->n_head; h++) {
+            int n = sekv_expanded(st, l, h, buf), any = 0;
+            for (int i = 0; i < n; i++) {
+                sekv_span sp = sekv_span_at(st, l, buf[i]);
+                int on = sp.start < hi && sp.start + sp.len > lo;
+                a->hit += on, any |= on;
+            }
+            for (int s = 0; s < sekv_span_count(st, l); s++) {
+                sekv_span sp = sekv_span_at(st, l, s);
+                if (sp.start < hi && sp.start + sp.len > lo) a->why[sekv_why(st, l, h, s)]++;
+            }
+            a->exp += n;
+            a->rec_hit += any, a->rec_all++;
+            int P, R;
+            sekv_resident(st, l, h / (cf->n_head / cf->n_head_kv), &P, &R);
+            a->rows += P + R, a->n_rows++;
+        }
+}
+
+/* One setting on one prefilled case. */
+static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids, int n, int n_pf, const int32_t *ans,
+                      int n_ans, int lo, int hi, double budget, const char *params, uint64_t hash, probe_acc *a) {
+    const kv_model_config *cf = model_config(m);
+    kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
+                  .head_dim = cf->head_dim, .n_prompt = n_pf, .max_decode = n - n_pf + n_ans + 1,
+                  .params = params, .model_hash = hash};
+    if (budget <= 1) s.budget_frac = budget;
+    else s.budget_tokens = (int)budget;
+    char err[512];
+    kv_state *st = kv_sekv.init(&s, err, sizeof err);
+    float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);
+    int32_t *buf = malloc(((size_t)n + n_ans + 64) * sizeof *buf);
+    double case_nll = 0;
+    int case_n = 0;
+    if (!st || !logits || !buf) {
+        fprintf(stderr, "kvbench sekv-probe: %s\n", st ? "out of memory" : err);
+        a->infeasible++;
+        goto done;
+    }
+    for (int l = 0; l < cf->n_layer; l++) {
+        kv_prefill p = prefill_layer(pf, l);
+        if (kv_sekv.ingest(st, &p, err, sizeof err)) {
+            fprintf(stderr, "kvbench sekv-probe: [%s] %s\n", params, err);
+            a->infeasible++;
+            goto done;
+        }
+    }
+    if (!a->desc[0]) sekv_describe(st, a->desc, sizeof a->desc);
+    memcpy(logits, pf->last_logits, (size_t)cf->n_vocab * sizeof *logits);
+    for (int pos = n_pf; pos < n + n_ans; pos++) {   /* question tokens (question-after), then the answer */
+        int id = pos < n ? ids[pos] : ans[pos - n];
+        if (pos > n) {
+            double s = model_surprisal(m, logits, id);
+            a->nll += s, a->n_nll++, case_nll += s, case_n++;
+        }
+        if (pos == n + n_ans - 1) break;              /* the last answer token is only scored */
+        kv_token info = {pos, (float)model_surprisal(m, logits, id), model_sent_end(m, id)};
+        if (model_decode(m, &kv_sekv, st, id, pos, &info, logits)) {
+            fprintf(stderr, "kvbench sekv-probe: decode failed at %d\n", pos);
+            a->infeasible++;
+            goto done;
+        }
+        if (pos >= n) count_zoom(st, cf, lo, hi, a, buf);
+    }
+    if (case_n) {
+        double c = case_nll / case_n;
+        a->case_sum += c, a->case_sq += c * c, a->n_case++;
+    }
+done:
+    if (st) kv_sekv.free(st);
+    free(logits), free(buf);
+}
+
+int cmd_sekv_probe(int argc, char **argv) {
+    const char *model_path = model_default_path(), *hay_path = NULL, *sets[MAX_SETS];
+    double ctxs[MAX_LIST] = {768}, depths[MAX_LIST] = {35}, budget = 0.5;
+    int n_ctx = 1, n_depth = 1, n_sets = 0, qa = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
+        if (!strcmp(a, "--question-after")) {
+            qa = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kvbench sekv-probe: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        char *end;
+        if (!strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--haystack")) hay_path = v;
+        else if (!strcmp(a, "--ctx")) {
+            if (parse_list(a, v, ctxs, &n_ctx)) return 2;
+        } else if (!strcmp(a, "--depths")) {
+            if (parse_list(a, v, depths, &n_depth)) return 2;
+        } else if (!strcmp(a, "--budget")) {
+            budget = strtod(v, &end);
+            if (end == v || *end || !(budget > 0)) {
+                fprintf(stderr, "kvbench sekv-probe: --budget '%s': expected a fraction in (0,1] or a token count\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--params")) {
+            if (n_sets == MAX_SETS) {
+                fprintf(stderr, "kvbench sekv-probe: at most %d --params\n", MAX_SETS);
+                return 2;
+            }
+            sets[n_sets++] = v;
+        } else {
+            fprintf(stderr, "kvbench sekv-probe: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!n_sets) {
+        fprintf(stderr, "kvbench sekv-probe: give at least one --params setting (\"\" for sekv's defaults)\n");
+        return 2;
+    }
+    char err[512];
+    kv_model *m = model_load(model_path, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "kvbench sekv-probe: %s\n", err);
+        return 1;
+    }
+    char *dir = hay_path ? NULL : haystack_default_dir();
+    size_t hay_len = 0;
+    char *hay = haystack_load(hay_path ? hay_path : dir, &hay_len, err, sizeof err);
+    free(dir);
+    if (!hay) {
+        fprintf(stderr, "kvbench sekv-probe: %s\n", err);
+        model_free(m);
+        return 1;
+    }
+    const kv_tokenizer *tok = model_tokenizer(m);
+    const gguf_file *gf = model_gguf(m);
+    uint64_t hash = sekv_model_hash(gf->base, gf->size);
+    /* a setting sekv refuses (a bad value, a params file of another model) is a usage
+     * error before the first case, as in kvbench run (run_ident.h) */
+    for (int k = 0; k < n_sets; k++) {
+        const kv_model_config *cf = model_config(m);
+        kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
+                      .head_dim = cf->head_dim, .n_prompt = 256, .max_decode = 64, .budget_frac = 0.5,
+                      .params = sets[k], .model_hash = hash};
+        kv_state *st = kv_sekv.init(&s, err, sizeof err);
+        if (!st && kv_init_refused(err)) {
+            fprintf(stderr, "kvbench sekv-probe: --params \"%s\": %s\n", sets[k], err);
+            free(hay);
+            model_free(m);
+            return 2;
+        }
+        if (st) kv_sekv.free(st);
+    }
+    niah_opts no;
+    niah_defaults(&no);
+    no.tok = tok, no.haystack = hay, no.haystack_len = hay_len, no.question_after = qa;
+    int max_ctx = 0;
+    for (int i = 0; i < n_ctx; i++) max_ctx = (int)ctxs[i] > max_ctx ? (int)ctxs[i] : max_ctx;
+    niah_builder *nb = niah_open(&no, max_ctx, err, sizeof err);
+    probe_acc acc[MAX_SETS] = {0};
+    int rc = nb ? 0 : 1, n_cases = 0;
+    if (!nb) fprintf(stderr, "kvbench sekv-probe: %s\n", err);
+    int32_t ans[64];
+    const char *answer = " eat a sandwich and sit in Dolores Park on a sunny day.";
+    int n_ans = tok_encode(tok, answer, strlen(answer), 0, ans, 64);
+    for (int ci = 0; !rc && ci < n_ctx; ci++)
+        for (int di = 0; !rc && di < n_depth; di++) {
+            tc_case tc;
+            int32_t *ids = NULL;
+            int n = 0, n_context = 0, lo, hi;
+            if (niah_build(nb, (int)ctxs[ci], depths[di], &tc, err, sizeof err) ||
+                tc_tokenize(tok, &tc, &ids, &n, &n_context) || needle_tokens(tok, ids, n_context, &lo, &hi)) {
+                fprintf(stderr, "kvbench sekv-probe: case ctx %g depth %g: %s\n", ctxs[ci], depths[di],
+                        *err ? err : "no needle in the tokens");
+                rc = 1;
+                break;
+            }
+            kv_prefill_out pf;
+            kv_needs needs = {0, 0};
+            int n_pf = qa ? n_context : n;
+            if (model_prefill(m, ids, n_pf, &needs, &pf, err, sizeof err)) {
+                fprintf(stderr, "kvbench sekv-probe: %s\n", err);
+                rc = 1;
+            } else {
+                for (int k = 0; k < n_sets; k++)
+                    probe_one(m, &pf, ids, n, n_pf, ans, n_ans, lo, hi, budget, sets[k], hash, &acc[k]);
+                prefill_out_free(&pf);
+                n_cases++;
+                fprintf(stderr, "kvbench sekv-probe: case ctx %g depth %g done (needle tokens %d..%d of %d)\n",
+                        ctxs[ci], depths[di], lo, hi, n);
+            }
+            free(ids);
+            tc_case_free(&tc);
+        }
+    for (int k = 0; !rc && k < n_sets; k++) {
+        const probe_acc *a = &acc[k];
+        /* 95% normal half-width of the mean over cases (each case's NLL is its mean) */
+        double cm = a->n_case ? a->case_sum / a->n_case : NAN, cv = 0;
+        if (a->n_case > 1) cv = (a->case_sq - a->n_case * cm * cm) / (a->n_case - 1);
+        double half = a->n_case > 1 ? 1.96 * sqrt(cv > 0 ? cv : 0) / sqrt(a->n_case) : NAN;
+        double nw = 0;
+        for (int w = 0; w <= SEKV_WHY_OFF; w++) nw += a->why[w];
+        nw = nw > 0 ? nw : NAN;
+        printf("params \"%s\": cases %d, infeasible %d, nll %.4f, precision %.4f, recall %.4f, rows %.1f\n  %s\n"
+               "  answer NLL per case: mean %.3f +- %.3f (95%%, n = %d)\n"
+               "  needle spans: zoomed %.3f, below tau %.3f, longer than the room %.3f, outranked %.3f, no routing %.3f\n",
+               sets[k], n_cases, a->infeasible, a->n_nll ? a->nll / a->n_nll : NAN, a->exp ? a->hit / a->exp : NAN,
+               a->rec_all ? a->rec_hit / a->rec_all : NAN, a->n_rows ? a->rows / a->n_rows : NAN,
+               a->desc[0] ? a->desc : "(no case got past ingest)", cm, half, a->n_case, a->why[SEKV_WHY_ZOOMED] / nw,
+               a->why[SEKV_WHY_BELOW] / nw, a->why[SEKV_WHY_TOO_LONG] / nw, a->why[SEKV_WHY_NO_ROOM] / nw,
+               a->why[SEKV_WHY_OFF] / nw);
+    }
+    if (nb) niah_close(nb);
+    free(hay);
+    model_free(m);
+    return rc;
+}

@@ -1,0 +1,416 @@
+/* One text case through the model for every (method, budget); see model_case.h.
+ *
+ * Timing, per result: prefill_s is the shared prefill (timed once per case) plus, with
+ * question_after, this method's decode steps over the question tokens; compress_s is the
+ * method's ingest of every layer; decode_s covers the generation loop, whose forward
+ * passes (decode_tokens) give tokens_per_s. The first generated token comes from the
+ * prefill's logits, so a generation of k tokens that ends on a stop token takes k passes
+ * and one that hits max_new takes k - 1. */
+#include "model_case.h"
+#include "rss.h"
+#include "../identity/run_ident.h"
+#include "fidelity.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The model file's identity for kv_setup.model_hash: one pass over the file per model
+ * (~0.2 s for SmolLM2), remembered for the model last asked about. */
+static uint64_t model_hash(const kv_model *m) {
+    static const kv_model *seen;
+    static char seen_path[sizeof ((gguf_file *)0)->path];
+    static uint64_t hash;
+    const gguf_file *f = model_gguf(m);
+    if (m != seen || strcmp(seen_path, f->path)) {
+        hash = kv_model_hash(f->base, f->size);
+        seen = m;
+        snprintf(seen_path, sizeof seen_path, "%s", f->path);
+    }
+    return hash;
+}
+
+kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget) {
+    const kv_model_config *cf = model_config(c->model);
+    kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
+                  .head_dim = cf->head_dim, .n_prompt = c->n_pf,
+                  .max_decode = c->max_new + (c->n - c->n_pf), .kv_type = c->kv_type, .params = mparams_get(c->params, m),
+                  .model_hash = model_hash(c->model), .decode_rule = c->decode_rule};
+    if (budget <= 1) s.budget_frac = budget;
+    else s.budget_tokens = (int)budget;
+    return s;
+}
+
+kv_needs mc_union_needs(const mc_case *c, const kv_method *const *methods, const double *budgets, int n_pairs) {
+    kv_needs all = {0, 0};
+    for (int i = 0; i < n_pairs; i++) {
+        kv_setup s = mc_setup(c, methods[i], budgets[i]);
+        char err[256];
+        kv_state *st = methods[i]->init(&s, err, sizeof err);
+        if (!st) continue;
+        methods[i]->free(st);   /* only feasible pairs count */
+        kv_needs nd = {0, 0};
+        methods[i]->needs(&s, &nd);
+        all.col_mass |= nd.col_mass;
+        if (nd.window > all.window) all.window = nd.window;
+    }
+    return all;
+}
+
+int mc_prefill(mc_case *c, const kv_needs *needs, char *err, size_t errlen) {
+    if (model_prefill(c->model, c->ids, c->n_pf, needs, &c->pf, err, errlen)) return -1;
+    c->have_pf = 1;
+    return 0;
+}
+
+/* The streaming prefill's consumers: the pairs' caches, and the layers kept for the
+ * methods that need the surprisal. */
+typedef struct {
+    mc_case *c;
+    float *keep_K, *keep_V;     /* [L][Hkv][n][d], or NULL when no method needs them */
+    double start, said;         /* progress: when the prefill started, when it last spoke */
+} stream_ctx;
+
+static void ingest_one(mc_ingested *p, const kv_prefill *layer) {
+    if (!p->st || p->failed) return;
+    double t0 = now_s();
+    if (p->m->ingest(p->st, layer, p->err, sizeof p->err)) p->failed = 1, p->layer = layer->layer;
+    p->compress_s += now_s() - t0;
+}
+
+static void stream_layer(void *vctx, const kv_prefill *layer) {
+    stream_ctx *sc = vctx;
+    mc_case *c = sc->c;
+    for (int i = 0; i < c->n_pre; i++)
+        if (!c->pre[i].m->needs_surprisal) ingest_one(&c->pre[i], layer);
+    double now = now_s();
+    if (c->progress && now - sc->said >= 15) {   /* an 8B prefill at 8K takes minutes a layer */
+        fprintf(stderr, "%s: prefill layer %d/%d done, %.0fs\n", c->progress, layer->layer + 1,
+                model_config(c->model)->n_layer, now - sc->start);
+        sc->said = now;
+    }
+    if (sc->keep_K) {
+        const kv_model_config *cf = model_config(c->model);
+        size_t per = (size_t)layer->n * cf->head_dim, base = (size_t)layer->layer * cf->n_head_kv * per;
+        for (int j = 0; j < cf->n_head_kv; j++) {
+            memcpy(sc->keep_K + base + j * per, layer->K + j * layer->kv_stride, per * sizeof(float));
+            memcpy(sc->keep_V + base + j * per, layer->V + j * layer->kv_stride, per * sizeof(float));
+        }
+    }
+}
+
+int mc_prefill_streamed(mc_case *c, const kv_needs *needs, const kv_method *const *methods, const double *budgets,
+                        int n_pairs, char *err, size_t errlen) {
+    const kv_model_config *cf = model_config(c->model);
+    c->pre = calloc((size_t)n_pairs + 1, sizeof *c->pre);
+    if (!c->pre) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    c->n_pre = n_pairs;
+    int keep = 0;
+    for (int i = 0; i < n_pairs; i++) {
+        mc_ingested *p = &c->pre[i];
+        p->m = methods[i];
+        p->budget = budgets[i];
+        kv_setup s = mc_setup(c, p->m, p->budget);
+        p->st = p->m->init(&s, p->err, sizeof p->err);
+        keep |= p->st && p->m->needs_surprisal;
+    }
+    stream_ctx sc = {c, NULL, NULL, now_s(), now_s()};
+    size_t kv_n = (size_t)cf->n_layer * cf->n_head_kv * c->n_pf * cf->head_dim;
+    if (keep && (!(sc.keep_K = malloc(kv_n * sizeof(float))) || !(sc.keep_V = malloc(kv_n * sizeof(float))))) {
+        free(sc.keep_K);
+        snprintf(err, errlen, "out of memory for the K/V kept for the methods that need the surprisal");
+        return -1;
+    }
+    int rc = model_prefill_stream(c->model, c->ids, c->n_pf, needs, stream_layer, &sc, &c->pf, err, errlen);
+    if (!rc) {
+        c->have_pf = 1;
+        for (int i = 0; i < n_pairs; i++) c->pf.seconds -= c->pre[i].compress_s;   /* the forward pass alone */
+        for (int l = 0; keep && l < cf->n_layer; l++) {   /* the surprisal exists now */
+            size_t per = (size_t)c->n_pf * cf->head_dim, base = (size_t)l * cf->n_head_kv * per;
+            kv_prefill v = {.layer = l, .n = c->n_pf, .K = sc.keep_K + base, .V = sc.keep_V + base,
+                            .kv_stride = per, .surprisal = c->pf.surprisal, .sent_end = c->pf.sent_end};
+            for (int i = 0; i < n_pairs; i++)
+                if (c->pre[i].m->needs_surprisal) ingest_one(&c->pre[i], &v);
+        }
+    }
+    free(sc.keep_K);
+    free(sc.keep_V);
+    return rc;
+}
+
+void mc_free(mc_case *c) {
+    if (c->have_pf) prefill_out_free(&c->pf);
+    c->have_pf = 0;
+    for (int i = 0; i < c->n_pre; i++)
+        if (c->pre[i].st) c->pre[i].m->free(c->pre[i].st);
+    free(c->pre);
+    c->pre = NULL;
+    c->n_pre = 0;
+}
+
+/* The cache built for (m, budget) during a streamed prefill, or NULL. */
+static mc_ingested *pre_find(mc_case *c, const kv_method *m, double budget) {
+    for (int i = 0; i < c->n_pre; i++)
+        if (c->pre[i].m == m && c->pre[i].budget == budget && !c->pre[i].taken) return &c->pre[i];
+    return NULL;
+}
+
+void mc_result_clear(mc_result *res) {
+    free(res->output);
+    free(res->layer_err);
+    free(res->heads);
+    free(res->zoom);
+    memset(res, 0, sizeof *res);
+}
+
+static void set_reason(mc_result *res, const char *status, const char *fmt, const char *a, const char *b) {
+    char buf[600];
+    snprintf(buf, sizeof buf, fmt, a, b);
+    free(res->output);
+    res->output = strdup(buf);
+    res->r.status = status;
+    res->r.output = res->output;
+}
+
+/* The generated ids as text (special tokens hidden, as a user would read them). */
+static char *ids_text(const kv_tokenizer *t, const int32_t *ids, int n) {
+    size_t cap = 1;
+    for (int i = 0; i < n; i++) {
+        int len = tok_piece(t, ids[i], 0, NULL, 0);
+        cap += len > 0 ? (size_t)len : 0;
+    }
+    char *s = malloc(cap);
+    if (s) tok_decode(t, ids, n, s, cap);
+    return s;
+}
+
+/* 1 if the token's text holds a newline (LongBench samsum stops there). */
+int mc_piece_has_newline(const kv_tokenizer *t, int id) {
+    char buf[256];
+    int len = tok_piece(t, id, 0, buf, sizeof buf);
+    return len > 0 && len < (int)sizeof buf && memchr(buf, '\n', (size_t)len) != NULL;
+}
+
+/* Greedy choice among the tokens that do not end generation: LongBench's samsum passes
+ * min_length = prompt + 1, so HF masks the stop tokens until one token is out. */
+int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int newline) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (best >= 0 && !(logits[i] > logits[best])) continue;
+        if (tok_is_stop(t, i) || (newline && mc_piece_has_newline(t, i))) continue;
+        best = i;
+    }
+    return best >= 0 ? best : model_argmax(logits, n);
+}
+
+/* The method's event log (SeKV: its zoom-ins), into the results' zoom table. */
+static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
+    size_t n = m->events(st, NULL, 0);
+    if (!n) return;
+    kv_event *ev = malloc(n * sizeof *ev);
+    res->zoom = malloc(n * sizeof *res->zoom);
+    if (!ev || !res->zoom) {   /* the events are a bonus; the result stands without them */
+        free(ev), free(res->zoom), res->zoom = NULL;
+        return;
+    }
+    n = m->events(st, ev, n);
+    for (size_t i = 0; i < n; i++) res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].value, ev[i].of};
+    res->n_zoom = n;
+    free(ev);
+}
+
+/* The parameters the method chose for this prompt (SeKV: its fitted alpha), "" if none. */
+static void copy_chosen(const kv_method *m, const kv_state *st, mc_result *res) {
+    res->chosen[0] = 0;
+    m->params_used(st, res->chosen, sizeof res->chosen);
+}
+
+/* The steady (decode-time) fast-tier bytes: the most held after compression and after
+ * every decode step; unlike fast_peak, no prefill transient. */
+static void note_decode_peak(const kv_method *m, const kv_state *st, kvdb_result *r) {
+    if (!m->memory) return;
+    kv_mem mem;
+    m->memory(st, &mem);
+    if ((int64_t)mem.fast_bytes > r->fast_decode_peak) r->fast_decode_peak = (int64_t)mem.fast_bytes;
+}
+
+int mc_feed_question(mc_case *c, const kv_method *m, kv_state *st, float *logits, kvdb_result *peak) {
+    for (int pos = c->n_pf; pos < c->n; pos++) {
+        int id = c->ids[pos];
+        kv_token info = {pos, (float)model_surprisal(c->model, logits, id), model_sent_end(c->model, id)};
+        if (model_decode(c->model, m, st, id, pos, &info, logits)) return -1;
+        if (peak) note_decode_peak(m, st, peak);
+    }
+    return 0;
+}
+
+static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *res) {
+    const kv_model_config *cf = model_config(c->model);
+    const kv_tokenizer *tok = model_tokenizer(c->model);
+    const int L = cf->n_layer, H = cf->n_head;
+    memset(res, 0, sizeof *res);
+    kvdb_result *r = &res->r;
+    r->method = m->name;
+    r->budget = budget;
+    r->score = r->rel_err = NAN;
+    r->prefill_s = c->pf.seconds;
+    r->n_layers = L;
+    r->n_heads = H;
+    kv_setup s = mc_setup(c, m, budget);
+    r->params = s.params;
+    r->budget_tokens = kv_budget(&s);
+
+    char err[512] = "";
+    int rss_rc = rss_reset_peak();
+    mc_ingested *pre = pre_find(c, m, budget);
+    kv_state *st = NULL;
+    if (pre) {   /* built during the streamed prefill: taken over from there */
+        st = pre->st;
+        pre->st = NULL;
+        pre->taken = 1;
+        snprintf(err, sizeof err, "%s", pre->err);
+    } else if (!c->pf.K) {   /* streamed, and this pair's cache was not built (or is used up) */
+        set_reason(res, "error", "the streamed prefill holds no layers to ingest again%s%s", "", "");
+        return;
+    } else st = m->init(&s, err, sizeof err);
+    if (!st) {
+        set_reason(res, kv_init_refused(err) ? MC_REFUSED : "infeasible", "%s%s", *err ? err : "init refused the setup",
+                   "");
+        return;
+    }
+    float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);
+    int32_t *gen = malloc((size_t)(c->max_new > 0 ? c->max_new : 1) * sizeof *gen);
+    res->heads = calloc((size_t)L * H, sizeof *res->heads);
+    if (!logits || !gen || !res->heads) {
+        set_reason(res, "error", "out of memory%s%s", "", "");
+        goto done;
+    }
+
+    double t0 = now_s();
+    int bad_layer = pre && pre->failed ? pre->layer : -1;   /* streamed: ingested already */
+    for (int l = 0; !pre && l < L && bad_layer < 0; l++) {
+        kv_prefill p = prefill_layer(&c->pf, l);
+        if (m->ingest(st, &p, err, sizeof err)) bad_layer = l;
+    }
+    if (bad_layer >= 0) {
+        /* A method that finds at ingest that the budget cannot hold what it must keep
+         * (SeKV's persistent part, known only once the prompt is segmented) says
+         * "infeasible: ..."; that is recorded as infeasible, anything else as an error. */
+        int infeasible = !strncmp(err, "infeasible", 10);
+        char where[32];
+        snprintf(where, sizeof where, "ingest layer %d: ", bad_layer);
+        set_reason(res, infeasible ? "infeasible" : "error", "%s%s", where, err);
+        goto done;
+    }
+    r->compress_s = pre ? pre->compress_s : now_s() - t0;
+    note_decode_peak(m, st, r);
+    memcpy(logits, c->pf.last_logits, (size_t)cf->n_vocab * sizeof *logits);
+
+    /* question_after: the question tokens join the compressed cache through decode steps. */
+    t0 = now_s();
+    if (mc_feed_question(c, m, st, logits, r)) {
+        set_reason(res, "error", "a question token failed in decode%s%s", "", "");
+        goto done;
+    }
+    res->question_s = now_s() - t0;
+    r->prefill_s += res->question_s;
+
+    /* Greedy generation until a stop token, a newline where the task stops there, or max_new;
+     * no stop before min_new_tokens tokens. */
+    int count = 0, steps = 0;
+    t0 = now_s();
+    while (count < c->max_new) {
+        int id = count < c->tc->min_new_tokens ? mc_argmax_no_stop(tok, logits, cf->n_vocab, c->tc->stop_newline)
+                                               : model_argmax(logits, cf->n_vocab);
+        if (tok_is_stop(tok, id) || (c->tc->stop_newline && mc_piece_has_newline(tok, id))) break;
+        gen[count++] = id;
+        if (count == c->max_new) break;
+        int pos = c->n + count - 1;
+        kv_token info = {pos, (float)model_surprisal(c->model, logits, id), model_sent_end(c->model, id)};
+        if (model_decode(c->model, m, st, id, pos, &info, logits)) {
+            char where[32];
+            snprintf(where, sizeof where, "%d", pos);
+            set_reason(res, "error", "decode failed at position %s%s", where, "");
+            goto done;
+        }
+        note_decode_peak(m, st, r);
+        steps++;
+    }
+    r->decode_s = now_s() - t0;
+    r->decode_tokens = steps;
+    r->tokens_per_s = steps && r->decode_s > 0 ? steps / r->decode_s : 0;
+    res->n_generated = count;
+
+    if (m->memory) m->memory(st, &r->mem);
+    r->rss_peak = rss_peak_since(rss_rc);
+    if (m->head_stats)
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++) m->head_stats(st, l, h, &res->heads[(size_t)l * H + h]);
+    r->heads = res->heads;
+    copy_zoom(m, st, res);
+    copy_chosen(m, st, res);
+
+    res->output = ids_text(tok, gen, count);
+    if (!res->output) {
+        set_reason(res, "error", "out of memory%s%s", "", "");
+        goto done;
+    }
+    r->output = res->output;
+    r->score = tc_score(c->tc, res->output) / 100.0;
+    r->status = isfinite(r->score) ? "ok" : "error";
+done:
+    free(logits);
+    free(gen);
+    m->free(st);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* median of x[0..n) (sorts x) and its spread max - min */
+static double median_spread(double *x, int n, double *spread) {
+    qsort(x, n, sizeof *x, cmp_double);
+    *spread = x[n - 1] - x[0];
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res) {
+    run_once(c, m, budget, res);
+    if (!res->r.status || strcmp(res->r.status, "ok")) return;
+    int R = c->repeat > 1 ? c->repeat : 1;
+    res->r.repeats = R;
+    if (R > 1) {
+        double *cs = malloc(sizeof(double) * R), *ds = malloc(sizeof(double) * R);
+        int n = 0;
+        if (cs && ds) {
+            cs[n] = res->r.compress_s, ds[n++] = res->r.decode_s;
+            for (int k = 1; k < R; k++) {   /* the same work again: only the times are kept */
+                mc_result again;
+                run_once(c, m, budget, &again);
+                if (again.r.status && !strcmp(again.r.status, "ok"))
+                    cs[n] = again.r.compress_s, ds[n++] = again.r.decode_s;
+                mc_result_clear(&again);
+            }
+            res->r.repeats = n;
+            res->r.compress_s = median_spread(cs, n, &res->r.compress_spread);
+            res->r.decode_s = median_spread(ds, n, &res->r.decode_spread);
+            int steps = res->r.decode_tokens;
+            res->r.tokens_per_s = steps && res->r.decode_s > 0 ? steps / res->r.decode_s : 0;
+        }
+        free(cs), free(ds);
+    }
+    if (c->ref) fid_measure(c, m, budget, c->ref, res);
+}

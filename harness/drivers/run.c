@@ -1,0 +1,845 @@
+/* kvbench run: replay the synthetic workload over methods and budgets into a results file.
+ *
+ * Per case (workload variant x ctx x depth): generate the Q/K/V streams layer by layer,
+ * run the prefill once with the statistics every method asked for (timed), compute the
+ * FullKV reference outputs of the decode steps, then for every (method, budget) not yet
+ * in the database: init, ingest every layer (compression time), decode (append + attend
+ * per layer), score, and commit the result at once. Rerunning the same command finds the
+ * same run and skips what is committed. */
+#include "run_args.h"
+#include "method_params.h"
+#include "../cli/commands.h"
+#include "../identity/provenance.h"
+#include "rss.h"
+#include "../identity/run_ident.h"
+#include "model_workload.h"
+#include "run_mem.h"
+#include "run_model.h"
+#include "shard.h"
+#include "../../kernels/core.h"
+#include "../../methods/method.h"
+#include "../../results/db.h"
+#include "../../workloads/split.h"
+#include "../../workloads/synthetic.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_LIST = 64, PREFILL_CHUNK = 512 };
+
+typedef struct {
+    syn_kind kinds[3];
+    int n_kinds;
+    const kv_method *methods[MAX_LIST];
+    int n_methods;
+    double budgets[MAX_LIST];
+    int n_budgets;
+    int ctxs[MAX_LIST];
+    int n_ctx;
+    double depths[MAX_LIST];
+    int n_depths;
+    uint64_t seed;
+    const char *db_path;
+    int layers, steps, heads, kv_heads, head_dim, needles, threads;
+    int decode_rule;        /* kv_decode_rule, the same for every method */
+    int kv_type;            /* kb_kvtype of every method's K/V rows */
+    const char *backend;
+    int quiet;
+    method_params params;   /* --params overrides */
+    wl_split split;         /* --split: generator seeds 2*seed (test) or 2*seed+1 (dev) */
+    int oracle_hints;       /* --oracle-hints: needle spans planted in surprisal and sentence ends */
+    shard_spec shard;       /* --shard K/N: only the cases of shard K */
+} run_opts;
+
+static const char *workload_name(syn_kind k) {
+    return k == SYN_MULTIKEY ? "synthetic-multikey" : k == SYN_MULTIVALUE ? "synthetic-multivalue" : "synthetic-niah";
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench run --db FILE [options]\n"
+            "\n"
+            "Replays the synthetic needle workload over methods and budgets; every result is\n"
+            "committed to the SQLite file FILE as soon as it is computed, and rerunning the same\n"
+            "command resumes where it stopped.\n"
+            "\n"
+            "  --workload LIST   synthetic-niah, synthetic-multikey, synthetic-multivalue (default synthetic-niah)\n"
+            "  --methods LIST    all, or method names (kvbench methods lists them) (default all)\n"
+            "  --budget LIST     per layer and kv head: fractions of the prompt in (0,1], or token\n"
+            "                    counts (integers > 1) (default 0.1)\n"
+            "  --ctx LIST        prompt lengths in tokens, each >= 16 (default 2048,8192)\n"
+            "  --depths LIST     needle depths in [0,1] (default 0.1,0.5,0.9)\n"
+            "  --seed N          workload seed (default 1)\n"
+            "  --split S         test (default: reported numbers) or dev (for tuning); the two never\n"
+            "                    share a generator seed (2*seed and 2*seed+1)\n"
+            "  --oracle-hints B  1: plant the needles in the text statistics methods read (needle spans\n"
+            "                    are sentences of their own, highly surprising at their start and needle),\n"
+            "                    an ablation; 0 (default): surprisal and sentence ends ignore the needles\n"
+            "  --db FILE         results file (created if missing; required)\n"
+            "  --params SPEC     per-method overrides METHOD:key=value[,..][;METHOD:..], e.g.\n"
+            "                    sekv:zoom=0 (kvbench methods lists them); part of the run's identity\n"
+            "  --layers N        layers (default 3: retrieval heads live in layers >= 1)\n"
+            "  --steps N         decode steps after the prompt (default 8)\n"
+            "  --decode RULE     append (default): each method compresses the prompt once and keeps\n"
+            "                    decoded tokens at full resolution (streamingllm and h2o still evict:\n"
+            "                    their papers); hold: fast-tier rows within the budget at every step\n"
+            RUN_KV_TYPE_HELP
+            "  --heads N, --kv-heads N, --head-dim N   attention shape (default 8, 2, 64)\n"
+            "  --needles N       needles of multikey/multivalue (default 4)\n"
+            "  --threads N       worker threads (default: online CPUs)\n"
+            "  --backend NAME    cpu or cuda (default cpu)\n"
+            "  --shard K/N       run only shard K (0..N-1) of the cases, split by estimated cost\n"
+            "                    (ctx^2); every shard records the same run and the whole plan,\n"
+            "                    `kvbench merge` joins the shard files (kvbench slurm-script)\n"
+            "  --quiet           no progress lines\n"
+            "  --help            this text\n"
+            "\n"
+            "LIST is comma-separated. The run is identified by the workload and its shape, seed,\n"
+            "split, oracle hints, K/V type, backend, the code (git commit, and a hash of uncommitted edits)\n"
+            "and every method's effective parameters (defaults with --params applied); methods,\n"
+            "budgets, ctx and depths only select which results to add. A bad --params value or\n"
+            "params file stops the run before its first case (exit 2, nothing stored).\n"
+            "Score: the fraction of (retrieval head, asked needle) probes whose attention output\n"
+            "is nearest the needle's value (see workloads/synthetic.h).\n"
+            "\n"
+            "With --model, or a text workload (niah, ruler[:TASK,..], longbench:DIR,\n"
+            "infinitebench:DIR, gsm8k:FILE), the run goes through the model instead:\n"
+            "\n");
+    run_model_usage(f);
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+static int add_kind(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    syn_kind k;
+    mw_spec text;
+    char e[256];
+    if (strncmp(s, "synthetic-", 10) && mw_parse(s, &text, e, sizeof e) == 0)
+        return run_fail("%s: '%s' is a text workload; synthetic and text workloads go in separate runs", flag, s);
+    if (strncmp(s, "synthetic-", 10) || syn_kind_parse(s, &k))
+        return run_fail("%s '%s': unknown workload (valid: synthetic-niah, synthetic-multikey, synthetic-multivalue)",
+                        flag, s);
+    if (!o) return 0;                      /* checking only */
+    for (int i = 0; i < o->n_kinds; i++)
+        if (o->kinds[i] == k) return 0;
+    o->kinds[o->n_kinds++] = k;
+    return 0;
+}
+
+static int add_method(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    return run_add_method(flag, s, o->methods, &o->n_methods, MAX_LIST);
+}
+
+static int add_budget(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    return run_add_budget(flag, s, o->budgets, &o->n_budgets, MAX_LIST);
+}
+
+static int add_ctx(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    int v = 0;
+    if (run_parse_int(flag, s, 16, 1 << 22, &v)) return -1;   /* "expected an integer in 16..4194304" */
+    for (int i = 0; i < o->n_ctx; i++)
+        if (o->ctxs[i] == v) return 0;
+    if (o->n_ctx == MAX_LIST) return run_fail("%s: more than %d contexts", flag, MAX_LIST);
+    o->ctxs[o->n_ctx++] = v;
+    return 0;
+}
+
+static int add_depth(const char *flag, const char *s, void *ctx) {
+    run_opts *o = ctx;
+    double v = 0;
+    if (run_parse_double(s, &v) || v < 0 || v > 1) return run_fail("%s '%s': a depth must be a number in [0,1]", flag, s);
+    for (int i = 0; i < o->n_depths; i++)
+        if (o->depths[i] == v) return 0;
+    if (o->n_depths == MAX_LIST) return run_fail("%s: more than %d depths", flag, MAX_LIST);
+    o->depths[o->n_depths++] = v;
+    return 0;
+}
+
+static int syn_unknown(const char *flag) { return run_fail("unknown option '%s' (see kvbench run --help)", flag); }
+/* --flag value or --flag=value (run_args.c); --quiet and --help are taken before it. */
+static const char *const syn_bare[] = {"--quiet", "--help", "-h"};
+static const run_flag_syntax syn_syntax = {syn_bare, 3, usage, syn_unknown};
+
+/* 0 ok, 1 help printed, -1 error printed. */
+static int parse_args(int argc, char **argv, run_opts *o) {
+    const char *workload = "synthetic-niah", *methods = "all", *budgets = "0.1", *ctxs = "2048,8192",
+               *depths = "0.1,0.5,0.9", *params = NULL;
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->layers = 3;
+    o->steps = 8;
+    o->heads = 8;
+    o->kv_heads = 2;
+    o->head_dim = 64;
+    o->needles = 4;
+    o->backend = "cpu";
+    o->kv_type = -1;   /* not given: by the backend (run_kv_type_backend) */
+    /* An unknown workload is the first thing to report, before options it lacks. */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *w = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) break;
+        if (!strncmp(a, "--workload=", 11) || !strncmp(a, "--workloads=", 12)) w = strchr(a, '=') + 1;
+        else if ((!strcmp(a, "--workload") || !strcmp(a, "--workloads")) && i + 1 < argc) w = argv[++i];
+        if (w && run_each_item("--workload", w, add_kind, NULL)) return -1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2)) return run_fail("unexpected argument '%s' (see kvbench run --help)", a);
+        char flag[64];
+        const char *val = NULL;
+        if (run_split_flag(&syn_syntax, argc, argv, &i, flag, sizeof flag, &val)) return -1;
+        if (!strcmp(flag, "--workload") || !strcmp(flag, "--workloads")) workload = val;
+        else if (!strcmp(flag, "--methods") || !strcmp(flag, "--method")) methods = val;
+        else if (!strcmp(flag, "--budget") || !strcmp(flag, "--budgets")) budgets = val;
+        else if (!strcmp(flag, "--ctx")) ctxs = val;
+        else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) depths = val;
+        else if (!strcmp(flag, "--db")) o->db_path = val;
+        else if (!strcmp(flag, "--params")) params = val;
+        else if (!strcmp(flag, "--backend")) o->backend = val;
+        else if (!strcmp(flag, "--split")) {
+            if (run_parse_split(flag, val, &o->split)) return -1;
+        } else if (!strcmp(flag, "--oracle-hints")) { if (run_parse_int(flag, val, 0, 1, &o->oracle_hints)) return -1; }
+        else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
+        else if (!strcmp(flag, "--seed")) { if (run_parse_seed(flag, val, &o->seed)) return -1; }
+        else if (!strcmp(flag, "--layers")) { if (run_parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
+        else if (!strcmp(flag, "--steps")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->steps)) return -1; }
+        else if (!strcmp(flag, "--decode")) {
+            if (kv_decode_parse(val, &o->decode_rule))
+                return run_fail("--decode '%s': expected append or hold (the step count is --steps N)", val);
+        }
+        else if (!strcmp(flag, "--kv-type")) { if (run_parse_kv_type(flag, val, &o->kv_type)) return -1; }
+        else if (!strcmp(flag, "--heads")) { if (run_parse_int(flag, val, 1, 1024, &o->heads)) return -1; }
+        else if (!strcmp(flag, "--kv-heads")) { if (run_parse_int(flag, val, 1, 1024, &o->kv_heads)) return -1; }
+        else if (!strcmp(flag, "--head-dim")) { if (run_parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
+        else if (!strcmp(flag, "--needles")) { if (run_parse_int(flag, val, 2, SYN_MAX_NEEDLES, &o->needles)) return -1; }
+        else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
+        else if (run_flag_documented(run_model_usage, flag))
+            return run_fail("%s applies to text workloads (niah, ruler, ...), not to synthetic-* ones", flag);
+        else return syn_unknown(flag);
+    }
+    if (run_each_item("--workload", workload, add_kind, o) || run_each_item("--methods", methods, add_method, o) ||
+        run_each_item("--budget", budgets, add_budget, o) || run_each_item("--ctx", ctxs, add_ctx, o) ||
+        run_each_item("--depths", depths, add_depth, o))
+        return -1;
+    if (!o->db_path || !*o->db_path) return run_fail("--db FILE is required (the results file to write)");
+    char perr[512];
+    if (mparams_parse(&o->params, params, perr, sizeof perr)) return run_fail("%s", perr);
+    if (o->heads % o->kv_heads)
+        return run_fail("--heads %d is not a multiple of --kv-heads %d", o->heads, o->kv_heads);
+    if (o->n_methods == 0) return run_fail("--methods: no methods are built into this kvbench");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- timing, strings */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fmt_bytes(char *buf, size_t len, double b) {
+    if (b >= 1 << 20) snprintf(buf, len, "%.2f MiB", b / (1 << 20));
+    else if (b >= 1 << 10) snprintf(buf, len, "%.1f KiB", b / (1 << 10));
+    else snprintf(buf, len, "%.0f B", b);
+}
+
+static void fmt_budget(char *buf, size_t len, double b) { snprintf(buf, len, "%.10g", b); }
+
+static void syn_config_of(const run_opts *o, syn_kind kind, int ctx, double depth, syn_config *c) {
+    syn_defaults(c);
+    c->n_layers = o->layers;
+    c->n_heads = o->heads;
+    c->n_kv_heads = o->kv_heads;
+    c->head_dim = o->head_dim;
+    c->ctx = ctx;
+    c->n_decode = o->steps;
+    c->depth = depth;
+    c->kind = kind;
+    c->n_needles = o->needles;
+    c->seed = wl_split_seed(o->seed, o->split);
+    c->oracle_hints = o->oracle_hints;
+}
+
+/* The run's identity: everything that changes the numbers of a result (the code and every
+ * method's effective parameters included, see run_ident.h), nothing that only selects
+ * which results exist (methods, budgets, ctx, depths) or how fast (threads). 0, or -1
+ * when it does not fit. */
+static int run_key(const run_opts *o, syn_kind kind, const char *code, char *buf, size_t len) {
+    char dflt[4096], mp[2048];
+    if (run_ident_methods(NULL, dflt, sizeof dflt)) return -1;
+    mparams_canon(&o->params, mp, sizeof mp);
+    int n = snprintf(buf, len,
+             "synthetic/v2;workload=%s;seed=%llu;split=%s;oracle_hints=%d;layers=%d;heads=%d;kv_heads=%d;"
+             "head_dim=%d;steps=%d;needles=%d;kv_type=%s;elem_bytes=%d;backend=%s;decode_rule=%s;code=%s;methods=%s%s%s",
+             workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split), o->oracle_hints, o->layers,
+             o->heads, o->kv_heads, o->head_dim, o->steps, kind == SYN_SINGLE ? 1 : o->needles,
+             kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type),
+             o->backend, kv_decode_name(o->decode_rule), code, dflt, *mp ? ";params=" : "", mp);
+    return n >= 0 && (size_t)n < len ? 0 : -1;
+}
+
+static void config_json(const run_opts *o, syn_kind kind, char *buf, size_t len) {
+    size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
+    PUT("{\"workload\":\"%s\",\"generator\":\"synthetic/v2\",\"seed\":%llu,\"split\":\"%s\","
+        "\"generator_seed\":%llu,\"oracle_hints\":%d,\"layers\":%d,\"heads\":%d,"
+        "\"kv_heads\":%d,\"head_dim\":%d,\"steps\":%d,\"needles\":%d,\"kv_type\":\"%s\",\"elem_bytes\":%d,"
+        "\"backend\":\"%s\",\"decode_rule\":\"%s\",\"threads\":%d,\"methods\":[",
+        workload_name(kind), (unsigned long long)o->seed, wl_split_name(o->split),
+        (unsigned long long)wl_split_seed(o->seed, o->split), o->oracle_hints, o->layers, o->heads, o->kv_heads,
+        o->head_dim, o->steps, kind == SYN_SINGLE ? 1 : o->needles, kb_kvtype_name(o->kv_type),
+        kb_kvtype_bytes(o->kv_type), o->backend,
+        kv_decode_name(o->decode_rule), kb_threads());
+    for (int i = 0; i < o->n_methods; i++) PUT("%s\"%s\"", i ? "," : "", o->methods[i]->name);
+    PUT("],\"budgets\":[");
+    for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
+    PUT("],\"ctx\":[");
+    for (int i = 0; i < o->n_ctx; i++) PUT("%s%d", i ? "," : "", o->ctxs[i]);
+    PUT("],\"depths\":[");
+    for (int i = 0; i < o->n_depths; i++) PUT("%s%.10g", i ? "," : "", o->depths[i]);
+    char mp[4096];   /* names, parameter names and values: no characters JSON must escape */
+    run_ident_methods(&o->params, mp, sizeof mp);
+    PUT("],\"method_params\":\"%s\"}", mp);
+#undef PUT
+}
+
+static kv_setup setup_of(const run_opts *o, const kv_method *m, int ctx, double budget) {
+    kv_setup s = {.n_layers = o->layers, .n_heads = o->heads, .n_kv_heads = o->kv_heads, .head_dim = o->head_dim,
+                  .n_prompt = ctx, .max_decode = o->steps, .kv_type = o->kv_type, .decode_rule = o->decode_rule,
+                  .params = mparams_get(&o->params, m)};
+    if (budget <= 1) s.budget_frac = budget;
+    else s.budget_tokens = (int)budget;
+    return s;
+}
+
+/* ---------------------------------------------------------------- one case */
+
+/* Everything a case holds for its methods: all layers' K/V (prompt + decode tokens), the
+ * decode queries, the prefill statistics and the FullKV reference outputs. */
+typedef struct {
+    syn_workload *w;
+    int L, H, Hkv, d, n, ctx, T;
+    size_t kv_stride;          /* n * d */
+    float **K, **V;            /* [L] -> [Hkv][n][d] */
+    float *Qdec;               /* [L][T][H][d] */
+    float *col_mass;           /* [L][H][ctx] or NULL */
+    float *win_probs;          /* [L][H][win][ctx] or NULL */
+    int win;
+    float *ref;                /* [L][T][H][d] */
+    double prefill_s;
+} case_data;
+
+static void case_free(case_data *c) {
+    if (c->K)
+        for (int l = 0; l < c->L; l++) free(c->K[l]);
+    free(c->K);
+    free(c->V);
+    free(c->Qdec);
+    free(c->col_mass);
+    free(c->win_probs);
+    free(c->ref);
+    syn_free(c->w);
+    memset(c, 0, sizeof *c);
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        fprintf(stderr, "kvbench run: out of memory (%zu bytes)\n", n * size);
+        exit(1);
+    }
+    return p;
+}
+
+/* Generates every layer and runs the timed prefill with the statistics asked for. */
+static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *needs) {
+    char err[256];
+    memset(c, 0, sizeof *c);
+    c->w = syn_create(cfg, err, sizeof err);
+    if (!c->w) return run_fail("%s", err);
+    c->L = cfg->n_layers, c->H = cfg->n_heads, c->Hkv = cfg->n_kv_heads, c->d = cfg->head_dim;
+    c->ctx = cfg->ctx, c->T = cfg->n_decode, c->n = c->w->n_total;
+    c->kv_stride = (size_t)c->n * c->d;
+    c->win = needs->window > c->ctx ? c->ctx : needs->window;
+    const size_t hd = (size_t)c->H * c->d;
+    c->K = xcalloc((size_t)c->L, sizeof *c->K);
+    c->V = xcalloc((size_t)c->L, sizeof *c->V);
+    c->Qdec = xcalloc((size_t)c->L * c->T * hd, sizeof(float));
+    c->ref = xcalloc((size_t)c->L * c->T * hd, sizeof(float));
+    if (needs->col_mass) c->col_mass = xcalloc((size_t)c->L * c->H * c->ctx, sizeof(float));
+    if (c->win > 0) c->win_probs = xcalloc((size_t)c->L * c->H * c->win * c->ctx, sizeof(float));
+    float *Q = xcalloc((size_t)c->n * hd, sizeof(float));
+    float *out = xcalloc((size_t)PREFILL_CHUNK * hd, sizeof(float));
+    const kb_backend *be = kb_get();
+    for (int l = 0; l < c->L; l++) {
+        c->K[l] = xcalloc(2 * (size_t)c->Hkv * c->kv_stride, sizeof(float));
+        c->V[l] = c->K[l] + (size_t)c->Hkv * c->kv_stride;
+        syn_layer(c->w, l, Q, c->K[l], c->V[l], c->kv_stride);
+        memcpy(c->Qdec + (size_t)l * c->T * hd, Q + (size_t)c->ctx * hd, (size_t)c->T * hd * sizeof(float));
+        double t0 = now_s();
+        for (int t0q = 0; t0q < c->ctx; t0q += PREFILL_CHUNK) {
+            kb_prefill_args a = {
+                .H = c->H, .Hkv = c->Hkv, .d = c->d, .t0 = t0q,
+                .m = c->ctx - t0q < PREFILL_CHUNK ? c->ctx - t0q : PREFILL_CHUNK,
+                .Q = Q + (size_t)t0q * hd, .K = c->K[l], .V = c->V[l], .kv_stride = c->kv_stride, .out = out,
+                .col_mass = c->col_mass ? c->col_mass + (size_t)l * c->H * c->ctx : NULL, .mass_ld = (size_t)c->ctx,
+                .win_probs = c->win_probs ? c->win_probs + (size_t)l * c->H * c->win * c->ctx : NULL,
+                .win = c->win, .win_start = c->ctx - c->win, .win_ld = (size_t)c->ctx,
+            };
+            be->prefill(&a);
+        }
+        c->prefill_s += now_s() - t0;
+    }
+    free(out);
+    free(Q);
+
+    /* FullKV reference: exact attention of each decode query over every token up to itself. */
+    const int g = c->H / c->Hkv;
+    for (int l = 0; l < c->L; l++)
+        for (int s = 0; s < c->T; s++)
+            for (int j = 0; j < c->Hkv; j++) {
+                size_t at = ((size_t)l * c->T + s) * hd + (size_t)j * g * c->d;
+                kb_decode_args a = {.g = g, .d = c->d, .n = c->ctx + s + 1, .q = c->Qdec + at,
+                                    .K = c->K[l] + (size_t)j * c->kv_stride, .V = c->V[l] + (size_t)j * c->kv_stride,
+                                    .out = c->ref + at};
+                be->decode(&a);
+            }
+    return 0;
+}
+
+/* One (method, budget) on a prepared case, filling r (the strings point into buffers). */
+typedef struct {
+    kvdb_result r;
+    char output[512];
+    kv_headstat *heads;
+    double *layer_err;
+} method_result;
+
+static void run_method(const run_opts *o, case_data *c, const kv_method *m, double budget, method_result *mr) {
+    const int L = c->L, H = c->H, Hkv = c->Hkv, d = c->d, T = c->T;
+    const size_t hd = (size_t)H * d;
+    kvdb_result *r = &mr->r;
+    memset(r, 0, sizeof *r);
+    r->method = m->name;
+    r->budget = budget;
+    r->prefill_s = c->prefill_s;
+    r->n_layers = L;
+    r->n_heads = H;
+    r->score = r->rel_err = NAN;
+    kv_setup setup = setup_of(o, m, c->ctx, budget);
+    r->params = setup.params;
+    r->budget_tokens = kv_budget(&setup);
+    char err[256] = "";
+    int rss_rc = rss_reset_peak();
+    kv_state *st = m->init(&setup, err, sizeof err);
+    if (!st) {
+        r->status = kv_init_refused(err) ? "refused" : "infeasible";
+        snprintf(mr->output, sizeof mr->output, "%s", *err ? err : "init refused the setup");
+        r->output = mr->output;
+        return;
+    }
+    const syn_workload *w = c->w;
+    double t0 = now_s();
+    for (int l = 0; l < L; l++) {
+        kv_prefill p = {
+            .layer = l, .n = c->ctx, .K = c->K[l], .V = c->V[l], .kv_stride = c->kv_stride,
+            .col_mass = c->col_mass ? c->col_mass + (size_t)l * H * c->ctx : NULL,
+            .win_probs = c->win_probs ? c->win_probs + (size_t)l * H * c->win * c->ctx : NULL,
+            .win = c->win_probs ? c->win : 0, .surprisal = w->surprisal, .sent_end = w->sent_end,
+        };
+        if (m->ingest(st, &p, err, sizeof err)) {
+            r->status = "error";
+            snprintf(mr->output, sizeof mr->output, "ingest layer %d: %s", l, err);
+            r->output = mr->output;
+            m->free(st);
+            return;
+        }
+    }
+    double t1 = now_s();
+    kv_mem mem;
+    m->memory(st, &mem);   /* the steady (decode-time) fast tier: after compression, after each step */
+    r->fast_decode_peak = (int64_t)mem.fast_bytes;
+    float *out = xcalloc((size_t)L * T * hd, sizeof(float));
+    for (size_t i = 0; i < (size_t)L * T * hd; i++) out[i] = NAN;   /* an unwritten output fails */
+    float *k = xcalloc(2 * (size_t)Hkv * d, sizeof(float)), *v = k + (size_t)Hkv * d;
+    for (int s = 0; s < T; s++) {
+        int pos = c->ctx + s;
+        kv_token tok = {.pos = pos, .surprisal = w->surprisal[pos], .sent_end = w->sent_end[pos]};
+        for (int l = 0; l < L; l++) {
+            for (int j = 0; j < Hkv; j++) {
+                memcpy(k + (size_t)j * d, c->K[l] + j * c->kv_stride + (size_t)pos * d, (size_t)d * sizeof(float));
+                memcpy(v + (size_t)j * d, c->V[l] + j * c->kv_stride + (size_t)pos * d, (size_t)d * sizeof(float));
+            }
+            m->append(st, l, k, v, &tok);
+            size_t at = ((size_t)l * T + s) * hd;
+            m->attend(st, l, c->Qdec + at, out + at);
+        }
+        m->memory(st, &mem);
+        if ((int64_t)mem.fast_bytes > r->fast_decode_peak) r->fast_decode_peak = (int64_t)mem.fast_bytes;
+    }
+    double t2 = now_s();
+    free(k);
+    m->memory(st, &r->mem);
+    r->rss_peak = rss_peak_since(rss_rc);
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) m->head_stats(st, l, h, &mr->heads[(size_t)l * H + h]);
+    m->free(st);
+
+    int hits = 0, probes = 0;
+    r->score = syn_score(w, (const float *const *)c->V, c->kv_stride, out, &hits, &probes);
+    r->rel_err = syn_layer_errors(w, out, c->ref, mr->layer_err);
+    free(out);
+    r->compress_s = t1 - t0;
+    r->decode_s = t2 - t1;
+    r->decode_tokens = T;
+    r->tokens_per_s = r->decode_s > 0 ? T / r->decode_s : 0;
+    r->heads = mr->heads;
+    r->layer_err = mr->layer_err;
+    if (isfinite(r->rel_err)) {
+        r->status = "ok";
+        snprintf(mr->output, sizeof mr->output, "retrieved %d/%d", hits, probes);
+    } else {
+        r->status = "error";
+        snprintf(mr->output, sizeof mr->output, "non-finite attention output");
+    }
+    r->output = mr->output;
+}
+
+/* ---------------------------------------------------------------- summary */
+
+typedef struct {
+    syn_kind kind;
+    const char *method;
+    double budget;
+    int n_ok, n_other;
+    double score, err, fast;
+} summary_row;
+
+static void summary_add(summary_row *rows, int *n, int cap, syn_kind kind, const kvdb_result *r) {
+    summary_row *row = NULL;
+    for (int i = 0; i < *n && !row; i++)
+        if (rows[i].kind == kind && rows[i].method == r->method && rows[i].budget == r->budget) row = &rows[i];
+    if (!row) {
+        if (*n == cap) return;
+        row = &rows[(*n)++];
+        *row = (summary_row){.kind = kind, .method = r->method, .budget = r->budget};
+    }
+    if (strcmp(r->status, "ok")) {
+        row->n_other++;
+        return;
+    }
+    row->n_ok++;
+    row->score += r->score;
+    row->err += r->rel_err;
+    row->fast += (double)r->fast_decode_peak;
+}
+
+static void summary_print(const run_opts *o, const summary_row *rows, int n) {
+    printf("\nsplit %s, oracle hints %s, seed %llu; decode rule: %s; fast KV decode: the most fast-tier bytes "
+           "from compression through decode\n",
+           wl_split_name(o->split), o->oracle_hints ? "on" : "off", (unsigned long long)o->seed,
+           kv_decode_name(o->decode_rule));
+    printf("\n%-22s %-14s %-8s %6s %9s %14s\n", "workload", "method", "budget", "score", "rel_err", "fast KV decode");
+    for (int i = 0; i < n; i++) {
+        const summary_row *r = &rows[i];
+        char b[32], f[32];
+        fmt_budget(b, sizeof b, r->budget);
+        if (!r->n_ok) {
+            printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", "infeasible");
+            continue;
+        }
+        fmt_bytes(f, sizeof f, r->fast / r->n_ok);
+        printf("%-22s %-14s %-8s %6.3f %9.4f %14s%s\n", workload_name(r->kind), r->method, b, r->score / r->n_ok,
+               r->err / r->n_ok, f, r->n_other ? "  (some cases not ok)" : "");
+    }
+}
+
+/* ---------------------------------------------------------------- the command */
+
+static void case_key_of(syn_kind kind, int ctx, double depth, char *buf, size_t len) {
+    snprintf(buf, len, "ctx=%d,depth=%.10g,variant=%s", ctx, depth, syn_kind_name(kind));
+}
+
+/* The shard of every case, index (k * n_ctx + c) * n_depths + d; all 0 when not sharded. */
+static int *shard_owners(const run_opts *o) {
+    int n = o->n_kinds * o->n_ctx * o->n_depths;
+    int *owner = xcalloc((size_t)n, sizeof *owner);
+    if (!o->shard.n) return owner;
+    char (*keys)[128] = xcalloc((size_t)n, sizeof *keys);
+    const char **kp = xcalloc((size_t)n, sizeof *kp);
+    double *cost = xcalloc((size_t)n, sizeof *cost);
+    for (int k = 0, i = 0; k < o->n_kinds; k++)
+        for (int c = 0; c < o->n_ctx; c++)
+            for (int d = 0; d < o->n_depths; d++, i++) {
+                case_key_of(o->kinds[k], o->ctxs[c], o->depths[d], keys[i], sizeof keys[i]);
+                kp[i] = keys[i];
+                cost[i] = (double)o->ctxs[c] * o->ctxs[c];
+            }
+    if (shard_assign(kp, cost, n, o->shard.n, owner)) {
+        fprintf(stderr, "kvbench run: out of memory\n");
+        exit(1);
+    }
+    free(keys), free(kp), free(cost);
+    return owner;
+}
+
+/* Records the run's whole plan (every shard's cases) for `kvbench merge`. */
+static int put_plan(kv_db *db, int64_t run_id, const run_opts *o, syn_kind kind) {
+    int n = o->n_ctx * o->n_depths, np = o->n_methods * o->n_budgets;
+    char (*keys)[128] = xcalloc((size_t)n, sizeof *keys);
+    const char **kp = xcalloc((size_t)n, sizeof *kp), **mp = xcalloc((size_t)np, sizeof *mp);
+    double *bp = xcalloc((size_t)np, sizeof *bp);
+    for (int c = 0, i = 0; c < o->n_ctx; c++)
+        for (int d = 0; d < o->n_depths; d++, i++) {
+            case_key_of(kind, o->ctxs[c], o->depths[d], keys[i], sizeof keys[i]);
+            kp[i] = keys[i];
+        }
+    for (int m = 0, p = 0; m < o->n_methods; m++)
+        for (int b = 0; b < o->n_budgets; b++, p++) mp[p] = o->methods[m]->name, bp[p] = o->budgets[b];
+    int rc = kvdb_plan_put(db, run_id, kp, n, mp, bp, np);
+    free(keys), free(kp), free(mp), free(bp);
+    return rc;
+}
+
+/* The statistics every (method, budget) asks for at this context length. */
+static kv_needs union_needs(const run_opts *o, int ctx) {
+    kv_needs all = {0, 0};
+    for (int i = 0; i < o->n_methods; i++)
+        for (int b = 0; b < o->n_budgets; b++) {
+            kv_setup s = setup_of(o, o->methods[i], ctx, o->budgets[b]);
+            char err[256];
+            kv_state *st = o->methods[i]->init(&s, err, sizeof err);
+            if (!st) continue;   /* recorded as infeasible when its turn comes */
+            o->methods[i]->free(st);   /* only feasible pairs count */
+            kv_needs nd = {0, 0};
+            o->methods[i]->needs(&s, &nd);
+            all.col_mass |= nd.col_mass;
+            if (nd.window > all.window) all.window = nd.window;
+        }
+    return all;
+}
+
+/* Refuses (message printed, -1) a context whose case cannot fit in this machine's
+ * memory; the window statistics are sized by the largest window a chosen method asks
+ * for (kv_method.needs) at any budget. */
+static int check_memory(const run_opts *o) {
+    char err[512];
+    for (int c = 0; c < o->n_ctx; c++) {
+        int win = 0;
+        for (int i = 0; i < o->n_methods; i++)
+            for (int b = 0; b < o->n_budgets; b++) {
+                kv_setup s = setup_of(o, o->methods[i], o->ctxs[c], o->budgets[b]);
+                kv_needs nd = {0, 0};
+                o->methods[i]->needs(&s, &nd);
+                if (nd.window > win) win = nd.window;
+            }
+        double need = run_mem_synthetic(o->layers, o->heads, o->kv_heads, o->head_dim, o->ctxs[c], o->steps, win);
+        char what[128];
+        snprintf(what, sizeof what, "K/V of %d layers, queries, prefill statistics, a method's cache", o->layers);
+        if (run_mem_check(need, what, err, sizeof err))
+            return run_fail("--ctx %d: a synthetic case %s; lower --ctx, --layers, --heads or --head-dim", o->ctxs[c], err);
+    }
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    if (run_model_wanted(argc, argv)) return cmd_run_model(argc, argv);
+    run_opts o;
+    int pr = parse_args(argc, argv, &o);
+    if (pr) return pr > 0 ? 0 : 2;
+
+    /* Every configuration must be generable before anything starts. */
+    char err[512];
+    for (int k = 0; k < o.n_kinds; k++)
+        for (int c = 0; c < o.n_ctx; c++) {
+            syn_config cfg;
+            syn_config_of(&o, o.kinds[k], o.ctxs[c], 0.5, &cfg);
+            if (syn_check(&cfg, err, sizeof err)) return run_fail("%s: %s", workload_name(o.kinds[k]), err), 2;
+        }
+    /* ... and fit in this machine's memory (--ctx 4000000 would need tens of GB). */
+    if (check_memory(&o)) return 2;
+    if (run_kv_type_backend(&o.kv_type, o.backend)) return 2;
+    const char *why = NULL;
+    if (kb_select(o.backend, &why))
+        return run_fail("--backend %s: %s", o.backend, why ? why : "not available (cpu or cuda)"), 2;
+    /* Every method must accept its parameters before anything is stored: a setup of the
+     * run's shape at its largest context (at most 4096 tokens) and half of it kept. */
+    int check_ctx = 0;
+    for (int c = 0; c < o.n_ctx; c++) check_ctx = o.ctxs[c] > check_ctx ? o.ctxs[c] : check_ctx;
+    kv_setup shape = setup_of(&o, o.methods[0], check_ctx < 4096 ? check_ctx : 4096, 0.5);
+    if (run_check_methods(o.methods, o.n_methods, &o.params, &shape, err, sizeof err)) return run_fail("%s", err), 2;
+    if (o.threads) kb_set_threads(o.threads);
+    kv_db *db = kvdb_open(o.db_path, err, sizeof err);
+    if (!db) return run_fail("%s", err), 1;
+
+    provenance prov;
+    provenance_get(&prov);
+    int *owner = shard_owners(&o);
+    int n_cases = 0, per_case = o.n_methods * o.n_budgets;
+    double total_w = 0, done_w = 0;
+    for (int k = 0, i = 0; k < o.n_kinds; k++)
+        for (int c = 0; c < o.n_ctx; c++)
+            for (int d = 0; d < o.n_depths; d++, i++)
+                if (owner[i] == o.shard.k) n_cases++, total_w += (double)o.ctxs[c] * o.ctxs[c];
+    if (o.shard.n && !o.quiet)
+        fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", o.shard.k, o.shard.n, n_cases,
+                o.n_kinds * o.n_ctx * o.n_depths);
+    double start = now_s();
+    int case_i = 0, n_new = 0, n_skipped = 0, rc = 0;
+    summary_row *rows = xcalloc((size_t)o.n_kinds * per_case, sizeof *rows);
+    int n_rows = 0;
+    method_result mr;
+    mr.heads = xcalloc((size_t)o.layers * o.heads, sizeof *mr.heads);
+    mr.layer_err = xcalloc((size_t)o.layers, sizeof *mr.layer_err);
+
+    /* Every workload's run and plan first: a shard stopped early still holds all the runs
+     * of the command (kvbench merge compares the runs of its inputs). */
+    int64_t run_ids[3] = {0, 0, 0};
+    for (int k = 0; k < o.n_kinds && !rc; k++) {
+        char key[8192], json[16384];
+        if (run_key(&o, o.kinds[k], prov.code, key, sizeof key)) {
+            rc = run_fail("the run key is too long (too many --params)");
+            break;
+        }
+        config_json(&o, o.kinds[k], json, sizeof json);
+        kvdb_run run = {.run_key = key, .config_json = json, .workload = workload_name(o.kinds[k]),
+                        .model = "synthetic", .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS,
+                        .host = prov.host, .cpu = prov.cpu, .backend = o.backend, .seed = o.seed};
+        int resumed = 0;
+        run_ids[k] = kvdb_run_begin(db, &run, &resumed);
+        if (run_ids[k] < 0 || put_plan(db, run_ids[k], &o, o.kinds[k])) {
+            rc = run_fail("%s", kvdb_errmsg(db));
+            break;
+        }
+        if (resumed && !o.quiet)
+            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_ids[k], workload_name(o.kinds[k]));
+    }
+    for (int k = 0; k < o.n_kinds && !rc; k++) {
+        const int64_t run_id = run_ids[k];
+        for (int c = 0; c < o.n_ctx && !rc; c++) {
+            int ctx = o.ctxs[c];
+            int needs_known = 0;
+            kv_needs needs = {0, 0};
+            for (int di = 0; di < o.n_depths && !rc; di++) {
+                if (owner[(k * o.n_ctx + c) * o.n_depths + di] != o.shard.k) continue;
+                case_i++;
+                double w_case = (double)ctx * ctx;
+                syn_config cfg;
+                syn_config_of(&o, o.kinds[k], ctx, o.depths[di], &cfg);
+                char case_key[128];
+                case_key_of(o.kinds[k], ctx, o.depths[di], case_key, sizeof case_key);
+                int64_t case_id = kvdb_case_find(db, run_id, case_key);
+                int missing = per_case;
+                if (case_id > 0) {
+                    missing = 0;
+                    for (int i = 0; i < o.n_methods && !rc; i++)
+                        for (int b = 0; b < o.n_budgets && !rc; b++) {
+                            int e = kvdb_result_exists(db, case_id, o.methods[i]->name, o.budgets[b]);
+                            if (e < 0) rc = run_fail("%s", kvdb_errmsg(db));
+                            missing += e == 0;
+                        }
+                } else if (case_id < 0) {
+                    rc = run_fail("results db '%s': looking up case %s: %s", o.db_path, case_key,
+                              sqlite3_errmsg(kvdb_sqlite(db)));
+                }
+                if (rc) break;
+                n_skipped += per_case - missing;
+                if (!missing) {
+                    done_w += w_case;
+                    if (!o.quiet)
+                        fprintf(stderr, "[case %d/%d] %s %s: all %d results present, skipped\n", case_i, n_cases,
+                                workload_name(o.kinds[k]), case_key, per_case);
+                    continue;
+                }
+                if (!needs_known) {
+                    needs = union_needs(&o, ctx);
+                    needs_known = 1;
+                }
+                case_data cd;
+                if (case_prepare(&cd, &cfg, &needs)) {
+                    rc = -1;
+                    break;
+                }
+                kvdb_case kc = {.case_key = case_key, .workload = workload_name(o.kinds[k]), .ctx = ctx,
+                                .depth = o.depths[di], .variant = syn_kind_name(o.kinds[k]), .seed = cfg.seed,
+                                .prefill_s = cd.prefill_s};
+                if (case_id == 0) case_id = kvdb_case_get(db, run_id, &kc);
+                if (case_id < 0) {
+                    rc = run_fail("%s", kvdb_errmsg(db));
+                    case_free(&cd);
+                    break;
+                }
+                int done_here = 0;
+                for (int i = 0; i < o.n_methods && !rc; i++)
+                    for (int b = 0; b < o.n_budgets && !rc; b++) {
+                        const kv_method *m = o.methods[i];
+                        int e = kvdb_result_exists(db, case_id, m->name, o.budgets[b]);
+                        if (e) {
+                            if (e < 0) rc = run_fail("%s", kvdb_errmsg(db));
+                            continue;
+                        }
+                        run_method(&o, &cd, m, o.budgets[b], &mr);
+                        if (!strcmp(mr.r.status, "refused")) {   /* passed the check, refused now */
+                            rc = run_fail("case %s: %s refused its configuration (it passed before the first "
+                                          "case): %s; nothing stored", case_key, m->name, mr.output);
+                            break;
+                        }
+                        int put = kvdb_result_put(db, case_id, &mr.r);
+                        if (put < 0) {
+                            rc = run_fail("%s", kvdb_errmsg(db));
+                            break;
+                        }
+                        if (put > 0) {          /* another run on this file recorded it first */
+                            n_skipped++;
+                            continue;
+                        }
+                        n_new++;
+                        done_here++;
+                        summary_add(rows, &n_rows, o.n_kinds * per_case, o.kinds[k], &mr.r);
+                        if (!o.quiet) {
+                            double el = now_s() - start;
+                            double frac = (done_w + w_case * done_here / missing) / total_w;
+                            char b_s[32];
+                            fmt_budget(b_s, sizeof b_s, o.budgets[b]);
+                            fprintf(stderr, "[case %d/%d] %s %s  %-12s budget %-6s %-10s score %.2f err %.3g  "
+                                    "%.1fs elapsed, ETA %.0fs\n", case_i, n_cases, workload_name(o.kinds[k]),
+                                    case_key, m->name, b_s, mr.r.status, mr.r.score, mr.r.rel_err, el,
+                                    frac > 0 ? el * (1 - frac) / frac : 0.0);
+                        }
+                    }
+                done_w += w_case;
+                case_free(&cd);
+            }
+        }
+    }
+    if (!rc) {
+        if (n_rows) summary_print(&o, rows, n_rows);
+        printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
+               n_skipped, now_s() - start, o.db_path);
+    }
+    free(rows);
+    free(owner);
+    free(mr.heads);
+    free(mr.layer_err);
+    kvdb_close(db);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,147 @@
+/* kvbench sim --check-run DB: the CPU engine's memory model (sim_engine_memory) against
+ * the peak RSS a model run measured, per case (over the shared prefill) and per result
+ * (over one method's compression and decode). The method term is the result's own
+ * accounting (steady fast tier + slow-tier peak, f32 rows as the engine stores them). */
+#include "sim.h"
+#include "../../results/db.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The "model" value of the run's configuration (the path or random: spec it was run with). */
+static int config_model(const char *json, char *out, size_t n) {
+    const char *k = json ? strstr(json, "\"model\":\"") : NULL;
+    if (!k) return -1;
+    k += 9;
+    const char *e = strchr(k, '"');
+    if (!e || (size_t)(e - k) >= n) return -1;
+    memcpy(out, k, (size_t)(e - k));
+    out[e - k] = 0;
+    return 0;
+}
+
+static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c, int n) {
+    kv_needs all = {0, 0};
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s, "SELECT method, budget, params FROM results WHERE case_id = ?", -1, &st, NULL)) return all;
+    sqlite3_bind_int64(st, 1, case_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const kv_method *m = kv_method_find((const char *)sqlite3_column_text(st, 0));
+        if (!m) continue;
+        double b = sqlite3_column_double(st, 1);
+        kv_setup su = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
+                       .head_dim = c->head_dim, .n_prompt = n, .max_decode = 1,
+                       .params = (const char *)sqlite3_column_text(st, 2)};
+        if (b <= 1) su.budget_frac = b;
+        else su.budget_tokens = (int)b;
+        char err[256];
+        kv_state *k = m->init(&su, err, sizeof err);
+        if (!k) continue;
+        kv_needs nd = {0, 0};
+        m->needs(&su, &nd);
+        m->free(k);
+        all.col_mass |= nd.col_mass;
+        if (nd.window > all.window) all.window = nd.window;
+    }
+    sqlite3_finalize(st);
+    return all;
+}
+
+/* The stores of the case's finished methods, summed: all, and those that ingest only
+ * after the last layer (late); *any_late: one such method is in the case; *most: the
+ * largest one. */
+static void case_stores(sqlite3 *s, int64_t case_id, double *all, double *late, int *any_late, double *most) {
+    *all = *late = *most = 0, *any_late = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s, "SELECT method, fast_decode_peak + slow_peak FROM results WHERE case_id = ? AND status = 'ok'",
+                           -1, &st, NULL))
+        return;
+    sqlite3_bind_int64(st, 1, case_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const kv_method *m = kv_method_find((const char *)sqlite3_column_text(st, 0));
+        double b = sqlite3_column_double(st, 1);
+        *all += b;
+        if (b > *most) *most = b;
+        if (m && m->needs_surprisal) *late += b, *any_late = 1;
+    }
+    sqlite3_finalize(st);
+}
+
+static double mib(double b) { return b / 1048576.0; }
+
+int sim_check_run(const char *db_path, char *err, size_t errlen) {
+    kv_db *db = kvdb_open_readonly(db_path, err, errlen);
+    if (!db) return -1;
+    sqlite3 *s = kvdb_sqlite(db);
+    sqlite3_stmt *st;
+    int rc = -1, rows = 0;
+    if (sqlite3_prepare_v2(s,
+                           "SELECT c.id, c.prompt_tokens, c.rss_peak, ru.config_json, r.method, r.budget,"
+                           " r.fast_decode_peak, r.slow_peak, r.rss_peak FROM results r JOIN cases c ON c.id = r.case_id"
+                           " JOIN runs ru ON ru.id = c.run_id WHERE r.status = 'ok' AND r.rss_peak IS NOT NULL"
+                           " AND c.prompt_tokens > 0 ORDER BY c.id, r.id",
+                           -1, &st, NULL)) {
+        snprintf(err, errlen, "%s: %s", db_path, sqlite3_errmsg(s));
+        kvdb_close(db);
+        return -1;
+    }
+    printf("| case | n | prefill | method | measured RSS MiB | model MiB | error | weights | K/V held | stats | method"
+           " (all methods) | runtime |\n|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    int64_t last_case = -1;
+    double sum_abs = 0, worst = 0, done_before = 0;   /* streamed: stores of the case's results freed so far */
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t cid = sqlite3_column_int64(st, 0);
+        int n = sqlite3_column_int(st, 1);
+        char model[512];
+        if (config_model((const char *)sqlite3_column_text(st, 3), model, sizeof model)) continue;
+        sim_shape sh;
+        if (sim_shape_open(model, &sh, err, errlen)) goto done;
+        sh.cfg.n_params = (int64_t)sh.n_params;
+        kv_needs nd = case_needs(s, cid, &sh.cfg, n);
+        const char *cfg = (const char *)sqlite3_column_text(st, 3);
+        int streamed = cfg && strstr(cfg, "\"prefill\":\"streamed\"");
+        double method = sqlite3_column_double(st, 6) + sqlite3_column_double(st, 7), all, late, most;
+        int any_late;
+        case_stores(s, cid, &all, &late, &any_late, &most);
+        if (cid != last_case) done_before = 0;
+        /* streamed: each result frees its method's store when it ends, so result i's peak
+         * holds the stores of results i, i+1, ... (in result order) */
+        sim_engine_mem em;
+        sim_engine_memory(&sh.cfg, sh.is_random ? sh.random_weight_bytes : sh.file_weight_bytes, n, &nd, method,
+                          streamed, all - done_before, late, any_late, &em);
+        done_before += method;
+        const char *mode = streamed ? "streamed" : "kept";
+        if (cid != last_case && sqlite3_column_type(st, 2) != SQLITE_NULL) {
+            /* cases.rss_peak: the whole case, its prefill and every result after it */
+            sim_engine_mem big;
+            sim_engine_memory(&sh.cfg, sh.is_random ? sh.random_weight_bytes : sh.file_weight_bytes, n, &nd, most,
+                              streamed, all, late, any_late, &big);
+            double model = em.peak_prefill > big.peak_method ? em.peak_prefill : big.peak_method;
+            double meas = sqlite3_column_double(st, 2), e = model / meas - 1;
+            printf("| %lld | %d | %s | (case) | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | act %.1f (%.1f) | %.1f |\n",
+                   (long long)cid, n, mode, mib(meas), mib(model), 100 * e, mib(em.weights_mapped),
+                   mib(em.kv_held), mib(em.stats), mib(em.act_prefill + em.tiles), mib(em.methods_all), mib(em.runtime));
+            sum_abs += fabs(e), worst = fabs(e) > worst ? fabs(e) : worst, rows++;
+        }
+        last_case = cid;
+        double meas = sqlite3_column_double(st, 8), e = em.peak_method / meas - 1;
+        printf("| %lld | %d | %s | %s | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | %.1f (%.1f) | %.1f |\n",
+               (long long)cid, n, mode, (const char *)sqlite3_column_text(st, 4), mib(meas), mib(em.peak_method),
+               100 * e, mib(em.weights_mapped), streamed ? 0.0 : mib(em.kv_held), streamed ? 0.0 : mib(em.stats),
+               mib(em.method), mib(em.methods_all), mib(em.runtime));
+        sum_abs += fabs(e), worst = fabs(e) > worst ? fabs(e) : worst, rows++;
+    }
+    if (!rows) {
+        snprintf(err, errlen, "%s: no finished model results with a measured peak RSS", db_path);
+        goto done;
+    }
+    printf("\nmean |error| %.2f%%, worst %.2f%% over %d peaks\n", 100 * sum_abs / rows, 100 * worst, rows);
+    rc = 0;
+done:
+    sqlite3_finalize(st);
+    kvdb_close(db);
+    return rc;
+}
