@@ -133,6 +133,12 @@ size_t sekv_door_trained(const kv_setup *s, char *detail, size_t len);
 #define SEKV_DOOR_HOOKS                                                                                \
     .slow_rows = sekv_door_slow_rows, .params_used = sekv_params_used, .events = sekv_door_events,   \
     .describe = sekv_describe, .trained_params = sekv_door_trained
+/* Everything of a SeKV table after name, summary, params and init: the same code for sekv,
+ * sekv-ref and sekv-spread, which differ only in their defaults. */
+#define SEKV_TABLE_REST                                                                              \
+    .needs = sekv_needs, .ingest = sekv_ingest, .needs_surprisal = 1, .append = sekv_append,         \
+    .attend = sekv_attend, .memory = sekv_memory, .head_stats = sekv_head_stats, .rows = sekv_kv_rows, \
+    .free = sekv_free, SEKV_DOOR_HOOKS
 int  sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen);
 void sekv_memory(const kv_state *st, kv_mem *out);
 void sekv_head_stats(const kv_state *st, int layer, int head, kv_headstat *out);
