@@ -22,6 +22,7 @@
 #include "plot_cmds.h"
 #include "plot_util.h"
 #include "runinfo.h"
+#include "../results/query.h"
 
 extern char **environ;
 
@@ -52,56 +53,33 @@ static int panel_cmp(const void *a, const void *b) {
     return c ? c : (x->budget > y->budget) - (x->budget < y->budget);
 }
 
-/* The heatmap's metrics: the cell value and which results it averages. */
+/* The heatmap's metrics: the cell value (kvq_niah_cells says which results it averages). */
 static const struct {
-    const char *name, *value, *where, *title, *fmt;
+    const char *name;
+    enum kvq_niah q;
+    const char *title, *fmt;
     int pct;
 } METRICS[] = {
-    {"score", "100.0 * avg(CASE WHEN r.status = 'ok' THEN r.score ELSE 0 END)", "(r.status <> 'ok' OR r.score IS NOT NULL)",
-     "NIAH score (%; infeasible and failed count as 0)", "%.0f", 1},
-    {"nll", "avg(r.ans_nll)", "r.status = 'ok' AND r.ans_nll IS NOT NULL",
-     "NIAH answer NLL (nats per token, teacher-forced; lower is better)", "%.2f", 0},
-    {"kl", "avg(r.kl)", "r.status = 'ok' AND r.kl IS NOT NULL",
-     "NIAH KL(FullKV || method) over FullKV's greedy answer (nats; lower is better)", "%.2f", 0},
-    {"top1", "100.0 * avg(CASE WHEN r.status = 'ok' THEN r.top1 ELSE 0 END)", "(r.status <> 'ok' OR r.top1 IS NOT NULL)",
-     "NIAH top-1 agreement with FullKV's greedy answer (%)", "%.0f", 1},
+    {"score", KVQ_NIAH_SCORE, "NIAH score (%; infeasible and failed count as 0)", "%.0f", 1},
+    {"nll", KVQ_NIAH_NLL, "NIAH answer NLL (nats per token, teacher-forced; lower is better)", "%.2f", 0},
+    {"kl", KVQ_NIAH_KL, "NIAH KL(FullKV || method) over FullKV's greedy answer (nats; lower is better)", "%.2f", 0},
+    {"top1", KVQ_NIAH_TOP1, "NIAH top-1 agreement with FullKV's greedy answer (%)", "%.0f", 1},
 };
 static int metric_ix = 0;
 
 /* Loads the cells; -1 after printing why. variant: NULL for all. */
 static int load_niah(sqlite3 *h, int64_t run, const char *variant, heatmap *m) {
-    char cell_sql[1024];
-    snprintf(cell_sql, sizeof cell_sql,
-             "SELECT r.method, r.budget, c.ctx, c.depth, %s FROM results r JOIN cases c ON c.id = r.case_id"
-             " WHERE c.run_id = ?1 AND %s AND c.ctx > 0 AND c.depth IS NOT NULL"
-             " AND (?2 IS NULL OR c.variant = ?2) GROUP BY 1, 2, 3, 4",
-             METRICS[metric_ix].value, METRICS[metric_ix].where);
     if (metric_ix) {   /* the fidelity columns exist from schema version 3 on */
-        sqlite3_stmt *q = NULL;
-        int have = sqlite3_prepare_v2(h, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'kl'", -1,
-                                      &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0);
-        sqlite3_finalize(q);
-        if (!have) {
+        if (!kvq_has_column(h, "results", "kl")) {
             fprintf(stderr, "kvbench plot: --metric %s: this results file predates the fidelity metrics (schema 3)\n",
                     METRICS[metric_ix].name);
             return -1;
         }
     }
-    static const char *axis_sql[2] = {
-        "SELECT DISTINCT c.ctx FROM cases c JOIN results r ON r.case_id = c.id WHERE c.run_id = ?1 AND c.ctx > 0"
-        " AND c.depth IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) ORDER BY 1",
-        "SELECT DISTINCT c.depth FROM cases c JOIN results r ON r.case_id = c.id WHERE c.run_id = ?1 AND c.ctx > 0"
-        " AND c.depth IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) ORDER BY 1",
-    };
-    static const char *panel_sql =
-        "SELECT DISTINCT r.method, r.budget FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?1"
-        " AND c.ctx > 0 AND c.depth IS NOT NULL AND (?2 IS NULL OR c.variant = ?2)";
     sqlite3_stmt *st = NULL;
     int cap;
     for (int a = 0; a < 2; a++) {
-        if (sqlite3_prepare_v2(h, axis_sql[a], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
-        sqlite3_bind_int64(st, 1, run);
-        if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
+        if (!(st = kvq_niah_axis(h, a, run, variant))) goto sqlerr;
         cap = 0;
         int n = 0;
         while (sqlite3_step(st) == SQLITE_ROW) {
@@ -121,9 +99,7 @@ static int load_niah(sqlite3 *h, int64_t run, const char *variant, heatmap *m) {
         else m->ny = n;
     }
     m->pct = m->ny && m->depth[m->ny - 1] > 1 ? 1 : 100;
-    if (sqlite3_prepare_v2(h, panel_sql, -1, &st, NULL) != SQLITE_OK) goto sqlerr;
-    sqlite3_bind_int64(st, 1, run);
-    if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
+    if (!(st = kvq_niah_panels(h, run, variant))) goto sqlerr;
     cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (m->np == cap) {
@@ -142,9 +118,7 @@ static int load_niah(sqlite3 *h, int64_t run, const char *variant, heatmap *m) {
     m->score = malloc((ncell + 1) * sizeof *m->score);
     if (!m->score) goto oom;
     for (size_t i = 0; i < ncell; i++) m->score[i] = NAN;
-    if (sqlite3_prepare_v2(h, cell_sql, -1, &st, NULL) != SQLITE_OK) goto sqlerr;
-    sqlite3_bind_int64(st, 1, run);
-    if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
+    if (!(st = kvq_niah_cells(h, METRICS[metric_ix].q, run, variant))) goto sqlerr;
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
         double budget = sqlite3_column_double(st, 1), depth = sqlite3_column_double(st, 3);

@@ -20,6 +20,7 @@
 #include "plot_util.h"
 #include "stats.h"
 #include "zoom_rate.h"
+#include "../results/query.h"
 
 typedef struct {
     char *method;
@@ -81,20 +82,18 @@ static int series_cmp(const void *a, const void *b) {
     return (x->budget > y->budget) - (x->budget < y->budget);
 }
 
-/* The figures' queries: method, budget, x, y per result; the points average y over the
- * results of each (series, x). score: y is a score (Wilson when binary). */
+/* The figures: kvq_fig_points gives method, budget, x, y per result; the points average y
+ * over the results of each (series, x). score: y is a score (Wilson when binary). */
 static const struct {
-    const char *name, *x, *y, *where, *title, *xlabel, *ylabel;
+    const char *name;
+    enum kvq_fig q;
+    const char *title, *xlabel, *ylabel;
     int per_method;   /* 1: one series per method over its budgets */
     int score;
 } FIGS[] = {
-    {"memory", "c.ctx", "r.fast_peak / 1048576.0", "r.status = 'ok' AND c.ctx > 0 AND r.fast_peak IS NOT NULL",
-     "fast-tier KV cache peak", "context length (tokens)", "fast-tier KV peak (MiB)", 0, 0},
-    {"latency", "c.ctx", "1000.0 * r.decode_s / r.decode_tokens", "r.status = 'ok' AND c.ctx > 0 AND r.decode_tokens > 0",
-     "decode latency", "context length (tokens)", "decode time per token (ms)", 0, 0},
-    {"budget", "r.budget", "CASE WHEN r.status = 'ok' THEN r.score ELSE 0 END",
-     "(r.status <> 'ok' OR r.score IS NOT NULL)", "score vs KV budget (infeasible and failed count as 0)", NULL,
-     "mean score (%)", 1, 1},
+    {"memory", KVQ_FIG_MEMORY, "fast-tier KV cache peak", "context length (tokens)", "fast-tier KV peak (MiB)", 0, 0},
+    {"latency", KVQ_FIG_LATENCY, "decode latency", "context length (tokens)", "decode time per token (ms)", 0, 0},
+    {"budget", KVQ_FIG_BUDGET, "score vs KV budget (infeasible and failed count as 0)", NULL, "mean score (%)", 1, 1},
 };
 enum { N_FIGS = sizeof FIGS / sizeof FIGS[0] };
 
@@ -105,18 +104,11 @@ int plot_lines_known(const char *figure) {
 }
 
 static int load_series(sqlite3 *h, int fig, int64_t run, const char *variant, series_set *ss) {
-    char sql[1024];
-    snprintf(sql, sizeof sql,
-             "SELECT r.method, r.budget, %s, %s FROM results r JOIN cases c ON c.id = r.case_id"
-             " WHERE c.run_id = ?1 AND (?2 IS NULL OR c.variant = ?2) AND %s ORDER BY 1, 2, 3",
-             FIGS[fig].x, FIGS[fig].y, FIGS[fig].where);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+    sqlite3_stmt *st = kvq_fig_points(h, FIGS[fig].q, run, variant);
+    if (!st) {
         fprintf(stderr, "kvbench plot: reading results: %s\n", sqlite3_errmsg(h));
         return -1;
     }
-    sqlite3_bind_int64(st, 1, run);
-    if (variant) sqlite3_bind_text(st, 2, variant, -1, SQLITE_TRANSIENT);
     /* rows come ordered by (method, budget, x): each run of equal keys is one point */
     int rc = 0, n = 0, cap = 0, more = 1;
     double *ys = NULL, px = NAN, pb = NAN;

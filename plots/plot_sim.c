@@ -11,6 +11,7 @@
 #include <string.h>
 #include "paper_memory.h"
 #include "plot_util.h"
+#include "../results/query.h"
 
 typedef struct {
     char method[64];
@@ -20,16 +21,11 @@ typedef struct {
 } sim_series;
 
 int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const char *gp, const char *dat) {
-    static const char *sql =
-        "SELECT r.method, r.budget, c.ctx, s.total_peak, r.fast_decode_peak FROM results r"
-        " JOIN cases c ON c.id = r.case_id JOIN sim_mem s ON s.case_id = r.case_id AND s.method = r.method"
-        " AND s.budget = r.budget WHERE c.run_id = ?1 AND r.status = 'ok' ORDER BY 1, 2, 3";
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+    sqlite3_stmt *st = kvq_sim_memory(h, ri->id);
+    if (!st) {
         fprintf(stderr, "kvbench plot: reading sim results: %s\n", sqlite3_errmsg(h));
         return -1;
     }
-    sqlite3_bind_int64(st, 1, ri->id);
     sim_series ss[64];
     int ns = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -83,10 +79,8 @@ int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const cha
     gp_open(f, "memory", gp, out, 1100, 700);
     /* methods without a finished point (infeasible at this budget, failed) are named */
     char missing[512] = "";
-    sqlite3_stmt *mq;
-    if (sqlite3_prepare_v2(h, "SELECT DISTINCT r.method || ' ' || r.status FROM results r JOIN cases c ON c.id = r.case_id"
-                              " WHERE c.run_id = ?1 AND r.status <> 'ok' ORDER BY 1", -1, &mq, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(mq, 1, ri->id);
+    sqlite3_stmt *mq = kvq_unfinished(h, ri->id);
+    if (mq) {
         while (sqlite3_step(mq) == SQLITE_ROW)
             snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", *missing ? ", " : "; not drawn: ",
                      (const char *)sqlite3_column_text(mq, 0));

@@ -14,8 +14,9 @@
 #include "report_tables.h"
 #include "runinfo.h"
 #include "stats.h"
+#include "../results/query.h"
 
-enum by { BY_VARIANT, BY_BUDGET, BY_CTX };
+enum by { BY_VARIANT = KVQ_BY_VARIANT, BY_BUDGET = KVQ_BY_BUDGET, BY_CTX = KVQ_BY_CTX };
 
 typedef struct {
     char *method;
@@ -45,31 +46,6 @@ typedef struct {
     int n_infeasible, n_error;
     int metric;           /* RT_M_*: what the score column averages */
 } table;
-
-/* The three groupings, as fixed SQL; the run id is the only bound value. */
-static const char *rows_sql[] = {
-    [BY_VARIANT] = "SELECT DISTINCT r.method, r.budget FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
-    [BY_BUDGET] = "SELECT DISTINCT r.method, NULL FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
-    [BY_CTX] = "SELECT DISTINCT r.method, r.budget FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
-};
-static const char *cols_sql[] = {
-    [BY_VARIANT] = "SELECT ifnull(c.variant, '-'), NULL FROM cases c JOIN results r ON r.case_id = c.id"
-                   " WHERE c.run_id = ? GROUP BY 1 ORDER BY min(c.id)",
-    [BY_BUDGET] = "SELECT r.budget, r.budget FROM cases c JOIN results r ON r.case_id = c.id"
-                  " WHERE c.run_id = ? GROUP BY 1 ORDER BY 1",
-    [BY_CTX] = "SELECT c.ctx, c.ctx FROM cases c JOIN results r ON r.case_id = c.id"
-               " WHERE c.run_id = ? GROUP BY 1 ORDER BY 1",
-};
-/* One line per result; %s: the fidelity columns (schema v3) or NULLs. */
-#define CELL_ROWS                                                                                    \
-    " r.status, r.score, r.fast_peak,"                                                                \
-    " CASE WHEN r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END, c.id, %s"         \
-    " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? ORDER BY c.id, r.id"
-static const char *cells_sql[] = {
-    [BY_VARIANT] = "SELECT r.method, r.budget, ifnull(c.variant, '-')," CELL_ROWS,
-    [BY_BUDGET] = "SELECT r.method, NULL, r.budget," CELL_ROWS,
-    [BY_CTX] = "SELECT r.method, r.budget, c.ctx," CELL_ROWS,
-};
 
 static int row_cmp(const void *a, const void *b) {
     const row_key *x = a, *y = b;
@@ -112,8 +88,7 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
     sqlite3_stmt *st = NULL;
     int cap;
     /* rows */
-    if (sqlite3_prepare_v2(h, rows_sql[by], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
-    sqlite3_bind_int64(st, 1, run);
+    if (!(st = kvq_report_rows(h, (enum kvq_by)by, run))) goto sqlerr;
     cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (t->nr == cap) {
@@ -129,8 +104,7 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
     sqlite3_finalize(st);
     if (t->nr) qsort(t->rows, t->nr, sizeof *t->rows, row_cmp);
     /* columns */
-    if (sqlite3_prepare_v2(h, cols_sql[by], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
-    sqlite3_bind_int64(st, 1, run);
+    if (!(st = kvq_report_cols(h, (enum kvq_by)by, run))) goto sqlerr;
     cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (t->nc == cap) {
@@ -151,20 +125,12 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
         }
     }
     sqlite3_finalize(st);
+    st = NULL;
     /* cells */
     t->cells = calloc((size_t)t->nr * (t->nc + 1) + 1, sizeof *t->cells);
     if (!t->cells) goto oom;
     for (int i = 0; i < t->nr * (t->nc + 1); i++) t->cells[i] = (cell){.score = NAN, .lo = NAN, .hi = NAN};
-    int have_v3 = 0;
-    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'kl'", -1, &st, NULL) ==
-            SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        have_v3 = sqlite3_column_int(st, 0) > 0;
-    sqlite3_finalize(st);
-    char sql[1024];
-    snprintf(sql, sizeof sql, cells_sql[by], have_v3 ? "r.ans_nll, r.kl, r.top1" : "NULL, NULL, NULL");
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) goto sqlerr;
-    sqlite3_bind_int64(st, 1, run);
+    if (!(st = kvq_report_cells(h, (enum kvq_by)by, run))) goto sqlerr;
     /* per cell: the metric of every result (failures 0, or left out), the means of the
      * finished results' KV bytes and ms/token */
     double *kv = calloc((size_t)t->nr * (t->nc + 1) * 4 + 1, sizeof *kv);
@@ -212,12 +178,7 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
     }
     free(kv);
     /* what was left out */
-    if (sqlite3_prepare_v2(h,
-                           "SELECT sum(r.status = 'infeasible'), sum(r.status = 'error') FROM results r"
-                           " JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?",
-                           -1, &st, NULL) != SQLITE_OK)
-        goto sqlerr;
-    sqlite3_bind_int64(st, 1, run);
+    if (!(st = kvq_report_left_out(h, run))) goto sqlerr;
     if (sqlite3_step(st) == SQLITE_ROW) t->n_infeasible = sqlite3_column_int(st, 0), t->n_error = sqlite3_column_int(st, 1);
     sqlite3_finalize(st);
     return 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "report_tables.h"
 #include "stats.h"
+#include "../results/query.h"
 
 const char *const rt_metric_names[] = {"score", "nll", "kl", "top1"};
 
@@ -207,10 +208,7 @@ static int idents_differ(sqlite3 *h, int64_t run_id) {
     sqlite3_stmt *st = NULL;
     char first[256] = "", id[256];
     int differ = 0, any = 0;
-    if (run_id > 0 || sqlite3_prepare_v2(h, "SELECT ifnull(git_commit, '?'), ifnull(run_key, '') FROM runs ru WHERE"
-                                            " EXISTS (SELECT 1 FROM cases c JOIN results r ON r.case_id = c.id"
-                                            " WHERE c.run_id = ru.id)", -1, &st, NULL) != SQLITE_OK)
-        return 0;
+    if (run_id > 0 || !(st = kvq_runs_with_results(h))) return 0;
     while (!differ && sqlite3_step(st) == SQLITE_ROW) {
         run_ident((const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1), id, sizeof id);
         if (any) differ = strcmp(first, id) != 0;
@@ -220,36 +218,8 @@ static int idents_differ(sqlite3 *h, int64_t run_id) {
     return differ;
 }
 
-/* 1 if table results has the column (newer schema versions), else 0. */
-static int has_column(sqlite3 *h, const char *name) {
-    sqlite3_stmt *st = NULL;
-    int have = 0;
-    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM pragma_table_info('results') WHERE name = ?", -1, &st, NULL) ==
-        SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW) have = sqlite3_column_int(st, 0) > 0;
-    }
-    sqlite3_finalize(st);
-    return have;
-}
-
 int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
-    /* results.gpu_peak_bytes exists from schema version 2 on, fast_decode_peak and rss_peak
-     * from 3 on; older files read as NULL */
-    int have_gpu = has_column(h, "gpu_peak_bytes"), have_v3 = has_column(h, "fast_decode_peak"),
-        have_fid = has_column(h, "kl");   /* the fidelity columns and the load average: also 3 */
     sqlite3_stmt *st = NULL;
-    char sql[1536];
-    snprintf(sql, sizeof sql,
-             "SELECT ifnull(ru.model, '?'), ifnull(c.workload, ifnull(ru.workload, '?')), c.variant, ifnull(c.ctx, 0),"
-             " c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak, r.fast_tokens,"
-             " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s, c.case_key, c.id, %s, %s,"
-             " ifnull(ru.git_commit, '?'), ifnull(ru.run_key, '')"
-             " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id"
-             " WHERE ?1 <= 0 OR c.run_id = ?1 ORDER BY c.id, r.id",
-             have_gpu ? "r.gpu_peak_bytes" : "NULL",
-             have_fid ? "r.ans_nll, r.kl, r.top1, c.load_start, c.load_end" : "NULL, NULL, NULL, NULL, NULL",
-             have_v3 ? "r.fast_decode_peak, r.rss_peak" : "NULL, NULL");
     int tag = idents_differ(h, run_id);
     memset(d, 0, sizeof *d);
     int cap_fam = 0, cap_row = 0, cap_wl = 0, cap_rec = 0, cap_ctx = 0, cap_depth = 0, last_row = -1;
@@ -259,11 +229,10 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
     int last_cas = -1;
     double *raw_depth = NULL;
     void *tmp;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+    if (!(st = kvq_report_records(h, run_id))) {
         fprintf(stderr, "kvbench report: reading results: %s\n", sqlite3_errmsg(h));
         return -1;
     }
-    sqlite3_bind_int64(st, 1, run_id);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *model = text(st, 0, "?"), *workload = text(st, 1, "?"), *variant = text(st, 2, NULL);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 #include "../methods/method.h"
+#include "../results/query.h"
 
 static char *col_dup(sqlite3_stmt *st, int i) {
     const unsigned char *s = sqlite3_column_text(st, i);
@@ -17,8 +18,6 @@ void kv_runinfo_free(kv_runinfo *ri) {
     free(ri->backend), free(ri->build_flags), free(ri->created);
     memset(ri, 0, sizeof *ri);
 }
-
-#define RUN_COLUMNS "SELECT id, run_key, workload, model, git_commit, backend, build_flags, created, seed FROM runs"
 
 static void read_run(sqlite3_stmt *st, kv_runinfo *ri) {
     ri->id = sqlite3_column_int64(st, 0);
@@ -44,9 +43,8 @@ kv_db *kv_report_open(const char *cmd, const char *path, int64_t run_id, kv_runi
         return NULL;
     }
     sqlite3 *h = kvdb_sqlite(db);
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h, "SELECT count(*), max(id) FROM runs", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW) {
+    sqlite3_stmt *st = kvq_run_count(h);
+    if (!st || sqlite3_step(st) != SQLITE_ROW) {
         fprintf(stderr, "kvbench %s: results db '%s': %s\n", cmd, path, sqlite3_errmsg(h));
         goto bad;
     }
@@ -59,13 +57,10 @@ kv_db *kv_report_open(const char *cmd, const char *path, int64_t run_id, kv_runi
         goto bad;
     }
     if (run_id <= 0) run_id = latest;
-    if (sqlite3_prepare_v2(h,
-                           RUN_COLUMNS " WHERE id = ?",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (!(st = kvq_run(h, run_id))) {
         fprintf(stderr, "kvbench %s: results db '%s': %s\n", cmd, path, sqlite3_errmsg(h));
         goto bad;
     }
-    sqlite3_bind_int64(st, 1, run_id);
     if (sqlite3_step(st) != SQLITE_ROW) {
         fprintf(stderr, "kvbench %s: results db '%s' has no run %lld (latest is %lld)\n", cmd, path,
                 (long long)run_id, (long long)latest);
@@ -87,7 +82,7 @@ kv_runinfo *kv_runinfo_all(const char *cmd, kv_db *db, int *n) {
     kv_runinfo *all = NULL;
     int cap = 0, rc;
     *n = 0;
-    if (sqlite3_prepare_v2(h, RUN_COLUMNS " ORDER BY id", -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+    if (!(st = kvq_runs(h))) goto sqlerr;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;

@@ -1,18 +1,11 @@
 /* Zoom rates per (layer, head) from a results file: see zoom_rate.h. */
 #include "zoom_rate.h"
+#include "../results/query.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int has_table(sqlite3 *h, const char *sql) {
-    sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(h, sql, -1, &q, NULL) != SQLITE_OK) return 0;
-    int ok = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) > 0;
-    sqlite3_finalize(q);
-    return ok;
-}
 
 void zr_free(zr_panel *p, int n) {
     for (int i = 0; p && i < n; i++) free(p[i].rate), free(p[i].expanded);
@@ -25,36 +18,16 @@ void zr_free(zr_panel *p, int n) {
 int zr_load(sqlite3 *h, int64_t run_id, const char *variant, const char *model, zr_panel **out, int *n, char *why,
             size_t wn) {
     *out = NULL, *n = 0;
-    int zt = has_table(h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'zoom_events'");
-    if (zt && !has_table(h, "SELECT count(*) FROM pragma_table_info('zoom_events') WHERE name = 'spans'")) {
+    int zt = kvq_has_table(h, "zoom_events");
+    if (zt && !kvq_has_column(h, "zoom_events", "spans")) {
         snprintf(why, wn, "the file's zoom events predate zoom rates (no zoom_events.spans column): rerun the SeKV results");
         return -1;
     }
-    char sql[2048];
-    snprintf(sql, sizeof sql,
-             "SELECT r.method, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s, ifnull(ru.model, '?')"
-             " FROM head_stats hs JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id"
-             " JOIN runs ru ON ru.id = c.run_id%s"
-             " WHERE (?1 <= 0 OR c.run_id = ?1) AND r.method IN ('sekv', 'sekv-ref', 'sekv-spread')"
-             " AND (r.params IS NULL OR r.params = '') AND r.status = 'ok' AND r.decode_tokens > 0"
-             " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) AND (?3 IS NULL OR ifnull(ru.model, '?') = ?3)%s"
-             " ORDER BY ifnull(ru.model, '?'), CASE r.method WHEN 'sekv' THEN 0 WHEN 'sekv-ref' THEN 1 ELSE 2 END, r.budget, r.id,"
-             " hs.layer, hs.head",
-             zt ? "coalesce(z.s, 0)" : "0",
-             zt ? " LEFT JOIN (SELECT result_id, layer, head, total(expanded * 1.0 / spans) AS s FROM zoom_events"
-                  " GROUP BY 1, 2, 3) z ON z.result_id = r.id AND z.layer = hs.layer AND z.head = hs.head"
-                : "",
-             zt ? " AND NOT EXISTS (SELECT 1 FROM zoom_events e WHERE e.result_id = r.id AND e.spans IS NULL)" : "");
-    sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(h, sql, -1, &q, NULL) != SQLITE_OK) {
+    sqlite3_stmt *q = kvq_zoom_rates(h, zt, run_id, variant, model);
+    if (!q) {
         snprintf(why, wn, "reading zoom rates: %s", sqlite3_errmsg(h));
         return -1;
     }
-    sqlite3_bind_int64(q, 1, run_id);
-    if (variant) sqlite3_bind_text(q, 2, variant, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(q, 2);
-    if (model) sqlite3_bind_text(q, 3, model, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(q, 3);
     zr_panel *p = NULL;
     int np = 0, rc = 0;
     int64_t last_id = -1;

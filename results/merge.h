@@ -41,6 +41,11 @@ typedef struct {
  * budget and column, and nothing is written); the plan rows are unioned. 0 or -1 with err. */
 int merge_file(kv_db *out, const char *in_path, merge_stats *st, char *err, size_t errlen);
 
+/* Settings for a merge into out: a large page cache and in-memory temporary tables (the
+ * id maps and the unique indexes of a growing output are what a merge of many files
+ * spends its time on). Best effort: nothing fails if SQLite declines. */
+void merge_speed_up(kv_db *out);
+
 /* One run's completeness against its plan. */
 typedef struct {
     int64_t run_id;

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "../../results/db.h"
 #include "../../results/merge.h"
+#include "../../results/query.h"
 
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -139,9 +140,7 @@ int cmd_merge(int argc, char **argv) {
     merge_runs_free(ref);
     kv_db *out = rc ? NULL : kvdb_open(out_path, err, sizeof err);
     if (!rc && !out) rc = fail(1, "%s", err);
-    /* a large page cache and in-memory temporary tables: the id maps and the unique
-     * indexes of a growing output are what a merge of many files spends its time on */
-    if (!rc) sqlite3_exec(kvdb_sqlite(out), "PRAGMA cache_size = -262144; PRAGMA temp_store = MEMORY", NULL, NULL, NULL);
+    if (!rc) merge_speed_up(out);
 
     double t0 = now_s();
     merge_stats total = {0};
@@ -161,9 +160,9 @@ int cmd_merge(int argc, char **argv) {
     }
     if (!rc) {
         /* completeness of every run against its plan */
-        sqlite3_stmt *q = NULL;
+        sqlite3_stmt *q = kvq_run_ids(kvdb_sqlite(out));
         int any_missing = 0;
-        if (sqlite3_prepare_v2(kvdb_sqlite(out), "SELECT id FROM runs ORDER BY id", -1, &q, NULL) != SQLITE_OK)
+        if (!q)
             rc = fail(1, "results db '%s': %s", out_path, sqlite3_errmsg(kvdb_sqlite(out)));
         while (!rc && sqlite3_step(q) == SQLITE_ROW) {
             int64_t run_id = sqlite3_column_int64(q, 0);

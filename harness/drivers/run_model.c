@@ -25,6 +25,7 @@
 #include "../../methods/method.h"
 #include "../../model/model.h"
 #include "../../results/db.h"
+#include "../../results/query.h"
 #ifdef KB_CUDA
 #include "../../kernels/cuda_backend.h"
 #include "../../kernels/cuda_mem.h"
@@ -662,17 +663,8 @@ static int missing_pairs(kv_db *db, int64_t run_id, const rm_opts *o, const char
 
 /* Mean score, memory and latency per (method, budget) of the run, from the database. */
 static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
-    static const char *sql =
-        "SELECT r.method, r.budget, count(*), sum(r.status = 'ok'),"
-        " avg(CASE WHEN r.status = 'ok' THEN r.score ELSE 0 END), avg(CASE WHEN r.status = 'ok' THEN r.fast_peak END),"
-        " avg(CASE WHEN r.status = 'ok' THEN r.prefill_s END), avg(CASE WHEN r.status = 'ok' THEN r.compress_s END),"
-        " avg(CASE WHEN r.status = 'ok' AND r.decode_tokens > 0 THEN 1000.0 * r.decode_s / r.decode_tokens END),"
-        " avg(CASE WHEN r.status = 'ok' THEN r.fast_decode_peak END), avg(CASE WHEN r.status = 'ok' THEN r.rss_peak END),"
-        " avg(CASE WHEN r.status = 'ok' THEN r.ans_nll END), avg(CASE WHEN r.status = 'ok' THEN r.kl END)"
-        " FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ? GROUP BY 1, 2";
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(kvdb_sqlite(db), sql, -1, &st, NULL)) return;
-    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_stmt *st = kvq_run_summary(kvdb_sqlite(db), run_id);
+    if (!st) return;
     typedef struct {
         char method[64];
         double budget, score, peak, pf, comp, ms, steady, rss, nll, kl;

@@ -10,10 +10,10 @@
 #include "sim.h"
 #include "../../kernels/kvtype.h"
 #include "../../results/db.h"
+#include "../../results/sim_mem.h"
 
 #include <errno.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,18 +276,6 @@ static int layers_to_hold(const sim_opts *o, const sim_shape *sh, int ctx, const
 
 /* ------------------------------------------------ results file */
 
-static int sim_table(sqlite3 *db) {
-    return sqlite3_exec(db,
-                        "CREATE TABLE IF NOT EXISTS sim_mem(case_id INTEGER NOT NULL, method TEXT NOT NULL,"
-                        " budget REAL NOT NULL, weights REAL, act_prefill REAL, act_decode REAL, stats REAL,"
-                        " fast_prefill_peak REAL, total_steady REAL, total_peak REAL, measured_layers INTEGER,"
-                        " n_layers INTEGER, batched INTEGER, kv_read REAL, slow_read REAL, cpu_ms REAL, gpu_ms REAL,"
-                        " PRIMARY KEY(case_id, method, budget))",
-                        NULL, NULL, NULL) == SQLITE_OK
-               ? 0
-               : -1;
-}
-
 typedef struct {
     double total_steady, total_peak, cpu_ms, gpu_ms;
 } sim_totals;
@@ -302,27 +290,13 @@ static int sim_put(kv_db *db, int64_t case_id, const kv_method *m, double budget
     int rc = kvdb_result_put(db, case_id, &row);
     if (rc < 0) return -1;
     if (rc == 1 || strcmp(r->status, "ok")) return 0;
-    sqlite3 *s = kvdb_sqlite(db);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s, "INSERT OR REPLACE INTO sim_mem VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st,
-                           NULL) != SQLITE_OK)
-        return -1;
-    double vals[] = {ot->weights, ot->act_prefill, ot->act_decode, ot->stats, r->fast_prefill_peak, t->total_steady,
-                     t->total_peak};
-    sqlite3_bind_int64(st, 1, case_id);
-    sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 3, row.budget);
-    for (int k = 0; k < 7; k++) sqlite3_bind_double(st, 4 + k, vals[k]);
-    sqlite3_bind_int(st, 11, r->measured);
-    sqlite3_bind_int(st, 12, r->n_layers_model);
-    sqlite3_bind_int(st, 13, r->batched);
-    sqlite3_bind_double(st, 14, r->fast_kv_read);
-    sqlite3_bind_double(st, 15, r->slow_read);
-    if (t->cpu_ms >= 0) sqlite3_bind_double(st, 16, t->cpu_ms);
-    if (t->gpu_ms >= 0) sqlite3_bind_double(st, 17, t->gpu_ms);
-    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-    sqlite3_finalize(st);
-    return rc;
+    kvdb_sim_mem sm = {.case_id = case_id, .method = m->name, .budget = row.budget, .weights = ot->weights,
+                       .act_prefill = ot->act_prefill, .act_decode = ot->act_decode, .stats = ot->stats,
+                       .fast_prefill_peak = r->fast_prefill_peak, .total_steady = t->total_steady,
+                       .total_peak = t->total_peak, .measured_layers = r->measured, .n_layers = r->n_layers_model,
+                       .batched = r->batched, .kv_read = r->fast_kv_read, .slow_read = r->slow_read,
+                       .cpu_ms = t->cpu_ms, .gpu_ms = t->gpu_ms};
+    return kvdb_sim_mem_put(db, &sm);
 }
 
 /* ------------------------------------------------ the command */
@@ -379,7 +353,7 @@ int cmd_sim(int argc, char **argv) {
     int64_t run_id = -1;
     if (o.out) {
         if (!(db = kvdb_open(o.out, err, sizeof err))) return fail("%s", err), 2;
-        if (sim_table(kvdb_sqlite(db))) {
+        if (kvdb_sim_mem_table(db)) {
             kvdb_close(db);
             return fail("%s: cannot create table sim_mem", o.out), 1;
         }

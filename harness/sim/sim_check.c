@@ -4,6 +4,7 @@
  * accounting (steady fast tier + slow-tier peak, f32 rows as the engine stores them). */
 #include "sim.h"
 #include "../../results/db.h"
+#include "../../results/query.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -25,9 +26,8 @@ static int config_model(const char *json, char *out, size_t n) {
 
 static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c, int n) {
     kv_needs all = {0, 0};
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s, "SELECT method, budget, params FROM results WHERE case_id = ?", -1, &st, NULL)) return all;
-    sqlite3_bind_int64(st, 1, case_id);
+    sqlite3_stmt *st = kvq_case_results(s, case_id);
+    if (!st) return all;
     while (sqlite3_step(st) == SQLITE_ROW) {
         const kv_method *m = kv_method_find((const char *)sqlite3_column_text(st, 0));
         if (!m) continue;
@@ -55,11 +55,8 @@ static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c
  * largest one. */
 static void case_stores(sqlite3 *s, int64_t case_id, double *all, double *late, int *any_late, double *most) {
     *all = *late = *most = 0, *any_late = 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s, "SELECT method, fast_decode_peak + slow_peak FROM results WHERE case_id = ? AND status = 'ok'",
-                           -1, &st, NULL))
-        return;
-    sqlite3_bind_int64(st, 1, case_id);
+    sqlite3_stmt *st = kvq_case_stores(s, case_id);
+    if (!st) return;
     while (sqlite3_step(st) == SQLITE_ROW) {
         const kv_method *m = kv_method_find((const char *)sqlite3_column_text(st, 0));
         double b = sqlite3_column_double(st, 1);
@@ -76,14 +73,9 @@ int sim_check_run(const char *db_path, char *err, size_t errlen) {
     kv_db *db = kvdb_open_readonly(db_path, err, errlen);
     if (!db) return -1;
     sqlite3 *s = kvdb_sqlite(db);
-    sqlite3_stmt *st;
     int rc = -1, rows = 0;
-    if (sqlite3_prepare_v2(s,
-                           "SELECT c.id, c.prompt_tokens, c.rss_peak, ru.config_json, r.method, r.budget,"
-                           " r.fast_decode_peak, r.slow_peak, r.rss_peak FROM results r JOIN cases c ON c.id = r.case_id"
-                           " JOIN runs ru ON ru.id = c.run_id WHERE r.status = 'ok' AND r.rss_peak IS NOT NULL"
-                           " AND c.prompt_tokens > 0 ORDER BY c.id, r.id",
-                           -1, &st, NULL)) {
+    sqlite3_stmt *st = kvq_rss_results(s);
+    if (!st) {
         snprintf(err, errlen, "%s: %s", db_path, sqlite3_errmsg(s));
         kvdb_close(db);
         return -1;
