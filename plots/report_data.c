@@ -311,6 +311,8 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
             .compress_s = real(st, 14), .ms_tok = dt > 0 ? 1000.0 * real(st, 15) / dt : NAN,
             .tok_s = dt > 0 ? real(st, 17) : NAN, .gpu_peak = real(st, 18), .cas = cas, .nll = real(st, 21),
             .kl = real(st, 22), .top1 = real(st, 23), .fast_decode = real(st, 26), .rss_peak = real(st, 27),
+            .pf_gpu_peak = real(st, 30), .pf_gpu_driver = real(st, 31), .pf_gpu_ms = real(st, 32),
+            .gpu_driver = real(st, 33),
             /* noisy: the 1-minute load average moved by more than 1 or by a quarter */
             .noisy = !isnan(l0) && !isnan(l1) && fabs(l1 - l0) > fmax(1.0, 0.25 * l0)};
         d->n_gpu += ok && !isnan(d->rec[d->nrec - 1].gpu_peak);
@@ -318,6 +320,9 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
         d->rec[d->nrec - 1].infeasible = !strcmp(status, "infeasible");
         d->n_decode += ok && !isnan(d->rec[d->nrec - 1].fast_decode);
         d->n_rss += ok && !isnan(d->rec[d->nrec - 1].rss_peak);
+        const rt_rec *lr = &d->rec[d->nrec - 1];
+        d->n_gpu_driver += ok && !isnan(lr->gpu_driver);
+        d->n_pf_gpu += ok && (!isnan(lr->pf_gpu_peak) || !isnan(lr->pf_gpu_driver) || !isnan(lr->pf_gpu_ms));
     }
     sqlite3_finalize(st);
     st = NULL;

@@ -75,7 +75,7 @@ enum { MAX_GRIDS = 64 };
 typedef struct {
     rt_grid g[MAX_GRIDS];
     int n;
-    char units[1024];
+    char units[2048];
 } rt_out;
 
 static void set_col(rt_col *c, int fmt, int better, const char *label, ...) __attribute__((format(printf, 4, 5)));
@@ -386,12 +386,14 @@ done:
  * by workload, failures included. */
 typedef struct {
     rt_samples *fast, *slow, *tok, *pf, *comp, *ms, *tps, *gpu, *dec, *rss, *score;
+    rt_samples *gdrv, *pf_gpu, *pf_drv, *pf_ms;   /* device: driver's view; the case's prefill */
     size_t n;
 } per_ctx;
 
 static void per_ctx_free(per_ctx *p) {
-    rt_samples *all[] = {p->fast, p->slow, p->tok, p->pf, p->comp, p->ms, p->tps, p->gpu, p->dec, p->rss, p->score};
-    for (int k = 0; k < 11; k++) samples_free_all(all[k], p->n);
+    rt_samples *all[] = {p->fast, p->slow, p->tok, p->pf,  p->comp,   p->ms,     p->tps,   p->gpu,
+                         p->dec,  p->rss,  p->score, p->gdrv, p->pf_gpu, p->pf_drv, p->pf_ms};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) samples_free_all(all[k], p->n);
 }
 
 static double mean_of(const rt_samples *s) { return rt_samples_mean(s); }
@@ -399,9 +401,9 @@ static double mean_of(const rt_samples *s) { return rt_samples_mean(s); }
 static int per_ctx_fill(const rt_data *d, per_ctx *p) {
     size_t n = (size_t)d->nrow * d->nctx + 1;
     p->n = n;
-    rt_samples **all[] = {&p->fast, &p->slow, &p->tok, &p->pf, &p->comp, &p->ms, &p->tps, &p->gpu, &p->dec, &p->rss,
-                          &p->score};
-    for (int k = 0; k < 11; k++)
+    rt_samples **all[] = {&p->fast, &p->slow, &p->tok, &p->pf,  &p->comp,   &p->ms,     &p->tps,   &p->gpu,
+                          &p->dec,  &p->rss,  &p->score, &p->gdrv, &p->pf_gpu, &p->pf_drv, &p->pf_ms};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         if (!(*all[k] = calloc(n, sizeof(rt_samples)))) return -1;
     for (int k = 0; k < d->nrec; k++) {
         const rt_rec *r = &d->rec[k];
@@ -412,6 +414,8 @@ static int per_ctx_fill(const rt_data *d, per_ctx *p) {
         push_x(&p->pf[i], r, r->prefill_s), push_x(&p->comp[i], r, r->compress_s);
         push_x(&p->ms[i], r, r->ms_tok), push_x(&p->tps[i], r, r->tok_s), push_x(&p->gpu[i], r, r->gpu_peak);
         push_x(&p->dec[i], r, r->fast_decode), push_x(&p->rss[i], r, r->rss_peak);
+        push_x(&p->gdrv[i], r, r->gpu_driver), push_x(&p->pf_gpu[i], r, r->pf_gpu_peak);
+        push_x(&p->pf_drv[i], r, r->pf_gpu_driver), push_x(&p->pf_ms[i], r, r->pf_gpu_ms);
     }
     return 0;
 }
@@ -588,7 +592,10 @@ static int t_memory(rt_out *o, const rt_data *d) {
         ctx_grid(o, d, p.slow, "slow-tier KV peak", RT_BYTES, 0) &&
         ctx_grid(o, d, p.tok, "fast-tier resident tokens", RT_COUNT, 0) && !ratio_grid(o, d, &p) &&
         !iso_section(o, d, &p) &&
-        (!d->n_gpu || ctx_grid(o, d, p.gpu, "device peak, measured (CUDA runs)", RT_BYTES, -1)))
+        (!d->n_gpu || ctx_grid(o, d, p.gpu, "device peak, measured (CUDA runs)", RT_BYTES, -1)) &&
+        (!d->n_gpu_driver || ctx_grid(o, d, p.gdrv, "device peak, driver view (CUDA runs)", RT_BYTES, -1)) &&
+        (!d->n_pf_gpu || (ctx_grid(o, d, p.pf_gpu, "device prefill peak, allocator (CUDA runs)", RT_BYTES, 0) &&
+                          ctx_grid(o, d, p.pf_drv, "device prefill peak, driver view (CUDA runs)", RT_BYTES, 0))))
         rc = 0;
     snprintf(o->units, sizeof o->units,
              "Memory per context length, means over the finished cases: fast-tier (GPU) and slow-tier (host) KV"
@@ -596,12 +603,17 @@ static int t_memory(rt_out *o, const rt_data *d) {
              " FullKV's at the same context. Iso-memory: %s at the budget chosen per context, that budget, and its"
              " fast-tier peak. The fast-tier peak (the headline figure, also in the main report) includes the"
              " one uncompressed layer the layer-by-layer prefill holds; the steady figure is the most held from the"
-             " end of compression through decode.%s%s", metric == RT_M_SCORE ? "score (%)" : rt_metric_names[metric],
+             " end of compression through decode.%s%s%s%s", metric == RT_M_SCORE ? "score (%)" : rt_metric_names[metric],
              d->n_rss ? " Peak RSS: the process's measured high-water mark (VmHWM) over each method's compression"
                         " and decode, model weights and the case's prefill outputs included: what the accounting"
                         " leaves out." : "",
              d->n_gpu ? " Device peak (runs on the CUDA backend only): the allocator's high-water mark over each"
-                        " method's compression and decode, weights included." : "");
+                        " method's compression and decode, weights included." : "",
+             d->n_gpu_driver ? " Driver view: cudaMemGetInfo's device memory in use, sampled at every allocation"
+                               " over the same span (the CUDA context, cuBLAS, cuSOLVER and other processes"
+                               " included)." : "",
+             d->n_pf_gpu ? " Device prefill peak: the case's shared prefill, the same for every row of a case"
+                           " (allocator and driver view; - where not measured)." : "");
     per_ctx_free(&p);
     return rc;
 }
@@ -611,7 +623,8 @@ static int t_latency(rt_out *o, const rt_data *d) {
     int rc = -1;
     if (!per_ctx_fill(d, &p) && ctx_grid(o, d, p.pf, "prefill (s)", RT_NUM, 0) &&
         ctx_grid(o, d, p.comp, "compression (s)", RT_NUM, -1) &&
-        ctx_grid(o, d, p.ms, "decode (ms/token)", RT_NUM, -1) && ctx_grid(o, d, p.tps, "decode (tokens/s)", RT_NUM, +1))
+        ctx_grid(o, d, p.ms, "decode (ms/token)", RT_NUM, -1) && ctx_grid(o, d, p.tps, "decode (tokens/s)", RT_NUM, +1) &&
+        (!d->n_pf_gpu || ctx_grid(o, d, p.pf_ms, "device prefill (ms, CUDA events)", RT_NUM, 0)))
         rc = 0;
     snprintf(o->units, sizeof o->units,
              "Latency per context length, means over the finished cases: the shared prefill (s), the method's"

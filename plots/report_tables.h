@@ -45,6 +45,11 @@ typedef struct {
     double gpu_peak;    /* measured device peak (CUDA runs; NAN on the CPU and in version-1 files) */
     double fast_decode; /* steady fast-tier bytes: compression through decode (NAN before schema 3) */
     double rss_peak;    /* measured process peak RSS over the method's run (NAN: not measured) */
+    double gpu_driver;  /* the driver's view of the device peak over the method's run
+                           (cudaMemGetInfo sampled; CUDA runs from schema 4 on, else NAN) */
+    /* the case's shared prefill on the device (CUDA runs, else NAN): the allocator's peak,
+     * the driver's sampled peak (schema 4 on), its time by CUDA events (ms) */
+    double pf_gpu_peak, pf_gpu_driver, pf_gpu_ms;
 } rt_rec;
 
 typedef struct {
@@ -63,6 +68,8 @@ typedef struct {
     int n_models, n_infeasible, n_error;
     int n_gpu;          /* finished results with a measured device peak */
     int n_decode, n_rss; /* finished results with a steady fast-tier figure, a measured RSS */
+    int n_gpu_driver;   /* finished results with the driver's view of the device peak */
+    int n_pf_gpu;       /* finished results whose case has a device prefill measurement */
     int ncase;          /* distinct cases (rt_rec.cas) */
     int n_noisy;        /* finished results of cases whose load average moved */
 } rt_data;

@@ -45,7 +45,7 @@ static const char *schema_sql =
     " case_key TEXT NOT NULL, workload TEXT, ctx INTEGER, depth REAL, variant TEXT,"
     " seed INTEGER, prefill_s REAL,"
     " gpu_peak_bytes INTEGER, gpu_used_bytes INTEGER, gpu_prefill_ms REAL, rss_peak INTEGER,"
-    " prompt_sha256 TEXT, prompt_tokens INTEGER, load_start REAL, load_end REAL,"
+    " prompt_sha256 TEXT, prompt_tokens INTEGER, load_start REAL, load_end REAL, gpu_driver_peak_bytes INTEGER,"
     " UNIQUE(run_id, case_key));"
     "CREATE TABLE IF NOT EXISTS results("
     " id INTEGER PRIMARY KEY,"
@@ -59,7 +59,7 @@ static const char *schema_sql =
     " slow_bytes INTEGER, slow_peak INTEGER, fast_tokens INTEGER,"
     " output TEXT, gpu_peak_bytes INTEGER, fast_decode_peak INTEGER, rss_peak INTEGER,"
     " ans_tokens INTEGER, ans_nll REAL, fid_steps INTEGER, kl REAL, top1 REAL, repeats INTEGER,"
-    " compress_spread REAL, decode_spread REAL,"
+    " compress_spread REAL, decode_spread REAL, gpu_driver_peak_bytes INTEGER,"
     " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
     " UNIQUE(case_id, method, budget));"
     "CREATE TABLE IF NOT EXISTS head_stats("
@@ -102,6 +102,15 @@ static const char *migrate_v3_sql =
     "ALTER TABLE cases ADD COLUMN load_start REAL;"
     "ALTER TABLE cases ADD COLUMN load_end REAL;"
     PLAN_SQL "UPDATE version SET schema = 3;";
+
+/* Version 3 -> 4: the driver's view of the device peak, per case and per result. */
+static const char *migrate_v4_sql =
+    "ALTER TABLE cases ADD COLUMN gpu_driver_peak_bytes INTEGER;"
+    "ALTER TABLE results ADD COLUMN gpu_driver_peak_bytes INTEGER;"
+    "UPDATE version SET schema = 4;";
+
+/* migrate_sql[v]: version v to v + 1. */
+static const char *const *migrate_sql[] = {NULL, &migrate_v2_sql, &migrate_v3_sql, &migrate_v4_sql};
 
 /* "results db 'F': what: sqlite message" into db->err (after a failed SQLite call). */
 static void fail(kv_db *db, const char *what, ...) {
@@ -357,17 +366,6 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
         if (sqlite3_step(st) == SQLITE_ROW) have = sqlite3_column_int(st, 0);
         sqlite3_finalize(st);
     }
-    if (have) {   /* an older file: migrate it inside this transaction (one process does) */
-        int v = 0;
-        if (prepare(db, &st, "SELECT schema FROM version") == 0) {
-            if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int(st, 0);
-            sqlite3_finalize(st);
-        }
-        if ((v == 1 && exec(db, migrate_v2_sql)) || ((v == 1 || v == 2) && exec(db, migrate_v3_sql))) {
-            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-            goto bad;
-        }
-    }
     if (!have) {
         if (prepare(db, &st, "INSERT INTO version(schema) VALUES (?)") == 0) {
             sqlite3_bind_int(st, 1, KVDB_SCHEMA_VERSION);
@@ -387,10 +385,11 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
             if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int(st, 0);
             sqlite3_finalize(st);
         }
-        if ((v == 1 && exec(db, migrate_v2_sql)) || (v <= 2 && v >= 1 && exec(db, migrate_v3_sql))) {
-            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-            goto bad;
-        }
+        for (int k = v; k >= 1 && k < KVDB_SCHEMA_VERSION; k++)
+            if (exec(db, *migrate_sql[k])) {
+                sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+                goto bad;
+            }
     }
     if (exec(db, "COMMIT")) goto bad;
     if (check_version(db, 0)) goto bad;
@@ -408,7 +407,7 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
                 "INSERT INTO results(case_id, method, params, status, budget, budget_tokens, score, rel_err,"
                 " prefill_s, compress_s, decode_s, decode_tokens, tokens_per_s, fast_bytes, fast_peak,"
                 " fast_aux_bytes, slow_bytes, slow_peak, fast_tokens, output, gpu_peak_bytes, fast_decode_peak,"
-                " rss_peak) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
+                " rss_peak, gpu_driver_peak_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") ||
         prepare(db, &db->head_add, "INSERT INTO head_stats(result_id, layer, head, kept, events) VALUES (?,?,?,?,?)") ||
         prepare(db, &db->layer_add, "INSERT INTO layer_err(result_id, layer, rel_err) VALUES (?,?,?)") ||
         prepare(db, &db->res_v3,
@@ -598,6 +597,12 @@ int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_b
                        v, 3, "device measurements");
 }
 
+int kvdb_case_gpu_driver(kv_db *db, int64_t case_id, int64_t bytes) {
+    case_val v[1] = {v_int(bytes, bytes > 0)};
+    return update_case(db, case_id, "UPDATE cases SET gpu_driver_peak_bytes = ? WHERE id = ?", v, 1,
+                       "device driver peak");
+}
+
 int kvdb_case_rss(kv_db *db, int64_t case_id, int64_t bytes) {
     case_val v[1] = {v_int(bytes, bytes > 0)};
     return update_case(db, case_id, "UPDATE cases SET rss_peak = ? WHERE id = ?", v, 1, "peak RSS");
@@ -648,6 +653,8 @@ static int put_rows(kv_db *db, int64_t case_id, const kvdb_result *r) {
     if (r->fast_decode_peak > 0) sqlite3_bind_int64(st, i, r->fast_decode_peak);
     i++;
     if (r->rss_peak > 0) sqlite3_bind_int64(st, i, r->rss_peak);
+    i++;
+    if (r->gpu_driver_peak_bytes > 0) sqlite3_bind_int64(st, i, r->gpu_driver_peak_bytes);
     i++;
     int rc = sqlite3_step(st);
     sqlite3_reset(st);

@@ -19,8 +19,12 @@ typedef struct kv_db kv_db;
  * gained the fidelity metrics (ans_tokens, ans_nll, fid_steps, kl, top1) and the repeated
  * timings (repeats, compress_spread, decode_spread); cases gained the load average at
  * their start and end (load_start, load_end). NULL in rows written before.
+ * 4: cases and results gained gpu_driver_peak_bytes: the driver's view of the device
+ * peak (cudaMemGetInfo's total - free, sampled; the CUDA context, the libraries and other
+ * processes included), beside the allocator's gpu_peak_bytes; NULL on the CPU and in rows
+ * written before.
  * kvdb_open migrates older files in place; kvdb_open_readonly reads any of them. */
-#define KVDB_SCHEMA_VERSION 3
+#define KVDB_SCHEMA_VERSION 4
 
 /* Opens or creates the file and its schema. NULL with a one-line reason naming the file. */
 kv_db *kvdb_open(const char *path, char *err, size_t errlen);
@@ -67,12 +71,16 @@ int64_t kvdb_run_result_count(kv_db *db, int64_t run_id);
  * prefill_ms, the shared prefill timed by CUDA events. A negative value (NaN for
  * prefill_ms) stores NULL; the columns stay NULL for CPU runs. 0 or -1. */
 int kvdb_case_gpu(kv_db *db, int64_t case_id, int64_t peak_bytes, int64_t used_bytes, double prefill_ms);
+/* The driver's view of the device peak over a case's shared prefill (CUDA backend:
+ * cudaMemGetInfo sampled at every allocation, kb_cuda_mem_sample); bytes <= 0 stores NULL
+ * (CPU runs never call it). 0 or -1. */
+int kvdb_case_gpu_driver(kv_db *db, int64_t case_id, int64_t bytes);
 /* The process's peak resident set over a case's shared prefill (Linux VmHWM, reset at the
  * prefill's start); bytes <= 0 stores NULL. 0 or -1. */
 int kvdb_case_rss(kv_db *db, int64_t case_id, int64_t bytes);
 /* The 1-minute load average at a case's start and end (getloadavg); 0 or -1. */
 int kvdb_case_load(kv_db *db, int64_t case_id, double load_start, double load_end);
-/* The file's schema version (1 or 2 for an old file opened read-only, else KVDB_SCHEMA_VERSION). */
+/* The file's schema version (1 to 3 for an old file opened read-only, else KVDB_SCHEMA_VERSION). */
 int kvdb_schema_version(const kv_db *db);
 
 /* 1 if (case, method, budget) is already recorded, 0 if not, -1 on error. */
@@ -91,6 +99,8 @@ typedef struct {
     int64_t gpu_peak_bytes;                  /* CUDA backend: the allocator's high-water mark over
                                                 this method's compression and decode (weights
                                                 included); <= 0 stores NULL (CPU runs) */
+    int64_t gpu_driver_peak_bytes;           /* CUDA backend: the driver's view of the same
+                                                (cudaMemGetInfo sampled); <= 0 stores NULL */
     int64_t fast_decode_peak;                /* most fast-tier bytes from the end of compression
                                                 through the last decode step (no prefill
                                                 transient); <= 0 stores NULL */

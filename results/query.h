@@ -60,6 +60,7 @@ sqlite3_stmt *kvq_report_left_out(sqlite3 *h, int64_t run_id);
  *   20 case id  21 ans_nll  22 kl  23 top1  24 load_start  25 load_end
  *   26 fast_decode_peak  27 results.rss_peak  28 git_commit  29 run_key
  *   30 cases.gpu_peak_bytes  31 cases.gpu_driver_peak_bytes  32 cases.gpu_prefill_ms
+ *   33 results.gpu_driver_peak_bytes
  * (model and workload '?' when unknown; columns newer than the file NULL). */
 sqlite3_stmt *kvq_report_records(sqlite3 *h, int64_t run_id);
 

@@ -66,13 +66,14 @@ sqlite3_stmt *kvq_report_records(sqlite3 *h, int64_t run_id) {
              "SELECT ifnull(ru.model, '?'), ifnull(c.workload, ifnull(ru.workload, '?')), c.variant, ifnull(c.ctx, 0),"
              " c.depth, r.method, r.params, r.budget, r.status, r.score, r.fast_peak, r.slow_peak, r.fast_tokens,"
              " r.prefill_s, r.compress_s, r.decode_s, r.decode_tokens, r.tokens_per_s, %s, c.case_key, c.id, %s, %s,"
-             " ifnull(ru.git_commit, '?'), ifnull(ru.run_key, ''), %s, %s"
+             " ifnull(ru.git_commit, '?'), ifnull(ru.run_key, ''), %s, %s, %s"
              " FROM results r JOIN cases c ON c.id = r.case_id JOIN runs ru ON ru.id = c.run_id"
              " WHERE ?1 <= 0 OR c.run_id = ?1 ORDER BY c.id, r.id",
              have_gpu ? "r.gpu_peak_bytes" : "NULL",
              have_fid ? "r.ans_nll, r.kl, r.top1, c.load_start, c.load_end" : "NULL, NULL, NULL, NULL, NULL",
              have_v3 ? "r.fast_decode_peak, r.rss_peak" : "NULL, NULL",
              have_gpu ? "c.gpu_peak_bytes" : "NULL",
-             have_drv ? "c.gpu_driver_peak_bytes, c.gpu_prefill_ms" : have_gpu ? "NULL, c.gpu_prefill_ms" : "NULL, NULL");
+             have_drv ? "c.gpu_driver_peak_bytes, c.gpu_prefill_ms" : have_gpu ? "NULL, c.gpu_prefill_ms" : "NULL, NULL",
+             have_drv ? "r.gpu_driver_peak_bytes" : "NULL");
     return prep_run(h, sql, run_id);
 }

@@ -1,12 +1,13 @@
-/* Results schema versions 2 (the device columns of cases) and 3 (steady fast-tier bytes,
+/* Results schema versions 2 (the device columns of cases), 3 (steady fast-tier bytes,
  * measured peak RSS, the prompt hash and token count of cases, the plan table, fidelity metrics, repeated timings,
- * load average) and the migrations: a version-1 file written here with raw SQL (the old
+ * load average) and 4 (the driver's view of the device peak, per case and per result) and the migrations: a version-1 file written here with raw SQL (the old
  * schema, a run, a case, a result) is read as it is by kvdb_open_readonly; kvdb_open
- * migrates it in place through both steps (rows kept, the new columns NULL, version 3), a
- * second open migrates nothing; a version-2 file migrates to 3 the same way; kvdb_case_gpu
- * and kvdb_case_rss store values and NULLs and refuse an unknown case; a fresh file starts
- * at version 3 with NULLs for a case that was never measured (a CPU run), and a result's
- * fast_decode_peak / rss_peak read back (<= 0: NULL); a file from a newer kvbench is refused. */
+ * migrates it in place through every step (rows kept, the new columns NULL), a second
+ * open migrates nothing; a version-2 file and a version-3 file migrate the same way;
+ * kvdb_case_gpu, kvdb_case_gpu_driver and kvdb_case_rss store values and NULLs and refuse
+ * an unknown case; a fresh file starts at the current version with NULLs for a case that
+ * was never measured (a CPU run), and a result's fast_decode_peak / rss_peak /
+ * gpu_driver_peak_bytes read back (<= 0: NULL); a file from a newer kvbench is refused. */
 #include <sqlite3.h>
 #include <unistd.h>
 #include "../results/db.h"
@@ -165,10 +166,22 @@ int main(void) {
               "kvdb_case_rss(-1) must store NULL");
         CHECK(kvdb_case_rss(db, 99, 1) == -1 && strstr(kvdb_errmsg(db), "no such case"), "rss of an unknown case: '%s'",
               kvdb_errmsg(db));
+        /* version 4: the driver's view of the prefill's device peak, NULL in old rows */
+        if (round == 0)
+            CHECK(q_int(db, "SELECT gpu_driver_peak_bytes FROM cases WHERE id = 1") == -1 &&
+                      q_int(db, "SELECT gpu_driver_peak_bytes FROM results") == -1,
+                  "an old case's and result's driver peak must be NULL");
+        long long drv = (long long)test_int(1, 1 << 30) << 11;
+        CHECK(kvdb_case_gpu_driver(db, 1, drv) == 0 && q_int(db, "SELECT gpu_driver_peak_bytes FROM cases WHERE id = 1") == drv,
+              "kvdb_case_gpu_driver: %s", kvdb_errmsg(db));
+        CHECK(kvdb_case_gpu_driver(db, 1, 0) == 0 && q_int(db, "SELECT gpu_driver_peak_bytes FROM cases WHERE id = 1") == -1,
+              "kvdb_case_gpu_driver(0) must store NULL");
+        CHECK(kvdb_case_gpu_driver(db, 99, 1) == -1 && strstr(kvdb_errmsg(db), "no such case"),
+              "driver peak of an unknown case: '%s'", kvdb_errmsg(db));
         kvdb_close(db);
     }
 
-    /* a version-2 file (version 1 plus the device columns) migrates to 3 */
+    /* a version-2 file (version 1 plus the device columns) migrates to the current version */
     CHECK(raw_exec(v2, v1_sql) == 0 && raw_exec(v2, rows) == 0 &&
               raw_exec(v2, "ALTER TABLE cases ADD COLUMN gpu_peak_bytes INTEGER;"
                            "ALTER TABLE cases ADD COLUMN gpu_used_bytes INTEGER;"
@@ -180,14 +193,34 @@ int main(void) {
     CHECK(db && kvdb_schema_version(db) == 2, "read-only open of a version-2 file: %s", db ? "" : err);
     kvdb_close(db);
     db = kvdb_open(v2, err, sizeof err);
-    CHECK(db && kvdb_schema_version(db) == 3 && q_int(db, "SELECT schema FROM version") == 3 &&
+    CHECK(db && kvdb_schema_version(db) == KVDB_SCHEMA_VERSION && q_int(db, "SELECT schema FROM version") == KVDB_SCHEMA_VERSION &&
+              q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name = 'gpu_driver_peak_bytes'") == 1 &&
               q_int(db, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'rss_peak'") == 1 &&
               q_int(db, "SELECT count(*) FROM pragma_table_info('cases') WHERE name IN ('prompt_sha256','prompt_tokens')") == 2 &&
               q_int(db, "SELECT prefill_s FROM cases WHERE id = 1") == prefill_bits,
-          "version 2 -> 3: %s", db ? kvdb_errmsg(db) : err);
+          "version 2 -> %d: %s", KVDB_SCHEMA_VERSION, db ? kvdb_errmsg(db) : err);
     kvdb_close(db);
 
-    /* a fresh file: version 3, a case never measured has NULLs */
+    /* a version-3 file (the version-4 columns dropped from the file above) migrates to 4,
+     * its device columns kept and the driver's peak NULL */
+    CHECK(raw_exec(v2, "UPDATE cases SET gpu_peak_bytes = 4096 WHERE id = 1;"
+                       "ALTER TABLE cases DROP COLUMN gpu_driver_peak_bytes;"
+                       "ALTER TABLE results DROP COLUMN gpu_driver_peak_bytes;"
+                       "UPDATE version SET schema = 3;") == 0,
+          "writing a version-3 file");
+    db = kvdb_open_readonly(v2, err, sizeof err);
+    CHECK(db && kvdb_schema_version(db) == 3, "read-only open of a version-3 file: %s", db ? "" : err);
+    kvdb_close(db);
+    db = kvdb_open(v2, err, sizeof err);
+    CHECK(db && kvdb_schema_version(db) == 4 && q_int(db, "SELECT schema FROM version") == 4 &&
+              q_int(db, "SELECT gpu_peak_bytes FROM cases WHERE id = 1") == 4096 &&
+              q_int(db, "SELECT gpu_driver_peak_bytes FROM cases WHERE id = 1") == -1 &&
+              q_int(db, "SELECT gpu_driver_peak_bytes FROM results") == -1 &&
+              q_int(db, "SELECT prefill_s FROM cases WHERE id = 1") == prefill_bits,
+          "version 3 -> 4: %s", db ? kvdb_errmsg(db) : err);
+    kvdb_close(db);
+
+    /* a fresh file: the current version, a case never measured has NULLs */
     db = kvdb_open(fresh, err, sizeof err);
     CHECK(db != NULL, "fresh file: %s", err);
     if (db) {
@@ -199,19 +232,21 @@ int main(void) {
         CHECK(kvdb_schema_version(db) == KVDB_SCHEMA_VERSION && cid > 0, "fresh file: version %d, case %lld (%s)", kvdb_schema_version(db),
               (long long)cid, kvdb_errmsg(db));
         CHECK(q_int(db, "SELECT count(*) FROM cases WHERE gpu_peak_bytes IS NULL AND gpu_used_bytes IS NULL AND "
-                        "gpu_prefill_ms IS NULL AND rss_peak IS NULL") == 1,
+                        "gpu_prefill_ms IS NULL AND rss_peak IS NULL AND gpu_driver_peak_bytes IS NULL") == 1,
               "a CPU case must have NULL device columns");
         long long dec = (long long)test_int(1, 1 << 30) << 4, rss = (long long)test_int(1, 1 << 30) << 12;
         kvdb_result a = {.method = "snapkv", .status = "ok", .budget = 0.1, .score = 1, .fast_decode_peak = dec,
-                         .rss_peak = rss};
+                         .rss_peak = rss, .gpu_driver_peak_bytes = rss + 1};
         kvdb_result b = {.method = "h2o", .status = "ok", .budget = 0.1, .score = 0, .fast_decode_peak = 0,
                          .rss_peak = -5};
         CHECK(kvdb_result_put(db, cid, &a) == 0 && kvdb_result_put(db, cid, &b) == 0, "results: %s", kvdb_errmsg(db));
         CHECK(q_int(db, "SELECT fast_decode_peak FROM results WHERE method = 'snapkv'") == dec &&
                   q_int(db, "SELECT rss_peak FROM results WHERE method = 'snapkv'") == rss &&
                   q_int(db, "SELECT fast_decode_peak FROM results WHERE method = 'h2o'") == -1 &&
-                  q_int(db, "SELECT rss_peak FROM results WHERE method = 'h2o'") == -1,
-              "fast_decode_peak / rss_peak read back (or NULL for <= 0)");
+                  q_int(db, "SELECT rss_peak FROM results WHERE method = 'h2o'") == -1 &&
+                  q_int(db, "SELECT gpu_driver_peak_bytes FROM results WHERE method = 'snapkv'") == rss + 1 &&
+                  q_int(db, "SELECT gpu_driver_peak_bytes FROM results WHERE method = 'h2o'") == -1,
+              "fast_decode_peak / rss_peak / gpu_driver_peak_bytes read back (or NULL for <= 0)");
         CHECK(q_int(db, "SELECT count(*) FROM cases WHERE prompt_sha256 = "
                         "'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' AND prompt_tokens = 77") == 1,
               "the prompt columns as given");

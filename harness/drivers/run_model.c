@@ -765,9 +765,9 @@ static int scan_missing(kv_db *db, int64_t run_id, const rm_opts *o, const case_
 }
 
 #ifdef KB_CUDA
-/* The device measurements of a finished case (CUDA backend): the allocator's peak over
- * the shared prefill (peak), cudaMemGetInfo's used bytes at the prefill's peak or now (the larger),
- * and the prefill's time by CUDA events. */
+/* The device measurements of a case's shared prefill (CUDA backend): the allocator's peak
+ * (peak), cudaMemGetInfo's used bytes at the prefill's peak or now (the larger), the
+ * driver's sampled peak (drv_peak; 0: no sample) and the prefill's time by CUDA events. */
 static void record_gpu(kv_db *db, int64_t case_id, const kv_model *model, size_t peak, size_t drv_peak,
                        const char *prefix, const char *key, int quiet) {
     size_t fr = 0, tot = 0;
@@ -778,6 +778,8 @@ static void record_gpu(kv_db *db, int64_t case_id, const kv_model *model, size_t
     if (kvdb_case_gpu(db, case_id, mem ? (int64_t)peak : -1, mem || have ? (int64_t)used : -1,
                       have ? info.prefill_ms : NAN))
         fprintf(stderr, "%skvbench run: device measurements not recorded: %s\n", prefix, kvdb_errmsg(db));
+    if (kvdb_case_gpu_driver(db, case_id, (int64_t)drv_peak))
+        fprintf(stderr, "%skvbench run: device driver peak not recorded: %s\n", prefix, kvdb_errmsg(db));
     if (!quiet) {
         char pk[32], us[32];
         fmt_bytes(pk, sizeof pk, (double)peak);
@@ -882,7 +884,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         int64_t pf_rss = rss_peak_since(rss_rc);
 #ifdef KB_CUDA
         size_t case_peak = 0, case_drv = 0;   /* the prefill's peaks, before the methods reset them */
-        if (gpu) kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL), kb_cuda_mem_sample(&case_drv);
+        if (gpu && (kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL), kb_cuda_mem_sample(&case_drv)))
+            case_drv = 0;   /* no sample: stored NULL */
 #endif
         pg.pf_cost += cs->cost[i];
         pg.left_pf_cost -= cs->cost[i];
@@ -931,9 +934,11 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
 #ifdef KB_CUDA
             size_t mpeak = 0, mdrv = 0;
             if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
-            /* the driver's view apart from the allocator's (the results file holds the
-             * allocator's; tests/gpu/paper_table.py reads this line) */
-            if (gpu && !o->quiet && kb_cuda_mem_sample(&mdrv) == 0)
+            /* the driver's view apart from the allocator's, both stored (and logged:
+             * tests/gpu/paper_table.py reads this line) */
+            int have_drv = gpu && kb_cuda_mem_sample(&mdrv) == 0;
+            if (have_drv) res.r.gpu_driver_peak_bytes = (int64_t)mdrv;
+            if (have_drv && !o->quiet)
                 fprintf(stderr, "%s[device] ctx %d %s @ %g: allocator peak %zu B, driver peak %zu B\n", pg.prefix,
                         mc.tc->length > 0 ? mc.tc->length : mc.n, m->name, o->pair_b[p], mpeak, mdrv);
 #endif
