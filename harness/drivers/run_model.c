@@ -884,8 +884,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         int64_t pf_rss = rss_peak_since(rss_rc);
 #ifdef KB_CUDA
         size_t case_peak = 0, case_drv = 0;   /* the prefill's peaks, before the methods reset them */
-        if (gpu && (kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL), kb_cuda_mem_sample(&case_drv)))
-            case_drv = 0;   /* no sample: stored NULL */
+        if (gpu) kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL);
+        if (gpu && kb_cuda_mem_sample(&case_drv)) case_drv = 0;   /* no sample: stored NULL */
 #endif
         pg.pf_cost += cs->cost[i];
         pg.left_pf_cost -= cs->cost[i];

@@ -85,13 +85,18 @@ n, peaks = db.execute("SELECT count(*), count(gpu_peak_bytes) FROM results WHERE
 total, other = db.execute("SELECT count(*), sum(status NOT IN ('ok', 'infeasible')) FROM results").fetchone()
 if total != int(sys.argv[2]) or other or n < total - 2 or peaks != n:
     bad.append("%d results of %s methods, %d ok, %d with a device peak, %d neither ok nor infeasible" % (total, sys.argv[2], n, peaks, other or 0))
-c = db.execute("SELECT gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms FROM cases").fetchall()
+c = db.execute("SELECT gpu_peak_bytes, gpu_used_bytes, gpu_prefill_ms, gpu_driver_peak_bytes FROM cases").fetchall()
 if len(c) != 1 or any(v is None or v <= 0 for v in c[0]): bad.append("case device measurements: %r" % (c,))
+# the driver's view is stored beside the allocator's: per case (above) and per finished result
+drv = db.execute("SELECT count(gpu_driver_peak_bytes) FROM results WHERE status = 'ok'").fetchone()[0]
+if drv != n: bad.append("%d of %d finished results with the driver's device peak" % (drv, n))
 print("e2e: " + ("; ".join(bad) if bad else "%d of %d methods ok, run recorded as cuda, device peaks per case and method" % (n, total)))
 sys.exit(1 if bad else 0)
 PY
-    "$out/kvbench" report --db "$e2e" --table memory | grep -q "device peak, measured" ||
-        { echo "e2e: report --table memory lacks the measured device peak"; rc=1; }
+    "$out/kvbench" report --db "$e2e" --table memory >"$out/e2e.mem"
+    for t in "device peak, measured" "device peak, driver view" "device prefill peak, driver view"; do
+        grep -q "^### $t" "$out/e2e.mem" || { echo "e2e: report --table memory lacks '$t'"; rc=1; }
+    done
     nd=$(grep -cE '^\[device\] ctx 450 [a-z0-9-]+ @ 0.1: allocator peak [0-9]+ B, driver peak [1-9][0-9]* B' "$out/e2e.log")
     grep -qE '^\[device\] ctx 450 prefill: allocator peak [1-9][0-9]* B, driver peak [1-9][0-9]* B' "$out/e2e.log" &&
         [ "$nd" -ge 8 ] || { echo "e2e: the driver's peaks are not logged (prefill, and $nd of 8 methods)"; rc=1; }
