@@ -51,7 +51,8 @@ enum { MAX_LIST = 64, MAX_PAIRS = MAX_LIST * MAX_LIST, MAX_JOBS = 64 };
 
 typedef struct {
     const char *model_path, *workload, *db_path, *backend;
-    char sekv_params_sha[65];  /* run_ident_sekv_params: part of the run key */
+    run_trained trained[8];    /* run_ident_trained: part of the run key */
+    int n_trained;
     mw_spec wl;
     const kv_method *methods[MAX_LIST];
     int n_methods;
@@ -560,8 +561,10 @@ static int run_key(const rm_opts *o, const kv_model *model, const char *ident, c
              tc_template_name(model_tokenizer(model)), kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type), o->q8_act ? "q8" : "f32", backend, kv_decode_name(o->decode_rule), code, dflt,
              *mp ? ";params=" : "", mp);
     if (k < 0 || (size_t)k >= n) return -1;
-    k += snprintf(buf + k, n - (size_t)k, ";sekv_params_sha256=%s", o->sekv_params_sha);
-    if (k < 0 || (size_t)k >= n) return -1;
+    for (int i = 0; i < o->n_trained; i++) {
+        k += snprintf(buf + k, n - (size_t)k, ";%s_params_sha256=%s", o->trained[i].method, o->trained[i].hex);
+        if (k < 0 || (size_t)k >= n) return -1;
+    }
     if (o->wl.kind == MW_NIAH) {
         char ni[256];
         mw_niah_ident(&o->wl, ni, sizeof ni);
@@ -620,7 +623,7 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     PUT("],\"params\":"), STR(mp);
     run_ident_methods(&o->params, mp, sizeof mp);
     PUT(",\"method_params\":"), STR(mp);
-    PUT(",\"sekv_params_sha256\":"), STR(o->sekv_params_sha);
+    for (int i = 0; i < o->n_trained; i++) PUT(",\"%s_params_sha256\":", o->trained[i].method), STR(o->trained[i].hex);
     PUT(",\"split\":"), STR(wl_split_name(o->wl.split));
     PUT(",\"budgets\":[");
     for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
@@ -1080,7 +1083,7 @@ int cmd_run_model(int argc, char **argv) {
             model_free(model);
             return 2;
         }
-        run_ident_sekv_params(&o.params, &shape, o.sekv_params_sha);
+        o.n_trained = run_ident_trained(&o.params, &shape, o.trained, 8);
     }
     int rc = 0;
     case_set cs;
