@@ -163,6 +163,7 @@ typedef struct {
     const char *uncapped_intro;      /* the uncapped claims' opening paragraph (Markdown) */
     const char *memory_model;        /* the backbone of the memory points ("llama3-8b"; matched in the
                                         run's model name) */
+    const char *memory_label;        /* how a figure names it ("Llama-3-8B, GPU") */
     const kv_paper_mem *memory;      /* terminated by {NULL} */
 } kv_paper;
 

@@ -55,7 +55,7 @@ static int no_trained_file(const kv_setup *s, char *path, size_t len) {
 static const char *const no_names[] = {NULL};
 static const kv_claim no_claims[] = {{NULL, NULL, NULL, 0, 0, NULL, NULL}};
 static const kv_paper_mem no_memory[] = {{NULL, 0, 0}};
-static const kv_paper no_paper = {"", "", no_names, no_claims, "", NULL, "", "", no_memory};
+static const kv_paper no_paper = {"", "", no_names, no_claims, "", NULL, "", "", "", no_memory};
 
 static int name_ok(const char *s) {
     if (!s || !*s || strlen(s) > 48) return 0;

@@ -1,5 +1,6 @@
 /* Zoom rates per (layer, head) from a results file: see zoom_rate.h. */
 #include "zoom_rate.h"
+#include "paper_rows.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,24 +28,35 @@ int zr_load(sqlite3 *h, int64_t run_id, const char *variant, const char *model, 
     *out = NULL, *n = 0;
     int zt = has_table(h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'zoom_events'");
     if (zt && !has_table(h, "SELECT count(*) FROM pragma_table_info('zoom_events') WHERE name = 'spans'")) {
-        snprintf(why, wn, "the file's zoom events predate zoom rates (no zoom_events.spans column): rerun the SeKV results");
+        snprintf(why, wn, "the file's zoom events predate zoom rates (no zoom_events.spans column): rerun those results");
         return -1;
     }
-    char sql[2048];
+    /* the methods with a zoom claim in their paper, in registry order (names are
+     * [a-z0-9_.-], so they sit in the SQL text as they are) */
+    const char *zm[16];   /* at most 16 names of at most 48 characters fit in[] and order[] */
+    int nz = pr_methods(KV_CLAIM_ZOOM, zm, 16);
+    char in[1024] = "''", order[1536] = "0";
+    for (int i = 0, a = 0, b = 0; i < nz; i++) {
+        a += snprintf(in + a, sizeof in - (size_t)a, "%s'%s'", i ? ", " : "", zm[i]);
+        b += snprintf(order + b, sizeof order - (size_t)b, "%sWHEN '%s' THEN %d", i ? " " : "CASE r.method ", zm[i], i);
+    }
+    if (nz) snprintf(order + strlen(order), sizeof order - strlen(order), " ELSE %d END", nz);
+    char sql[4096];
     snprintf(sql, sizeof sql,
              "SELECT r.method, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s, ifnull(ru.model, '?')"
              " FROM head_stats hs JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id"
              " JOIN runs ru ON ru.id = c.run_id%s"
-             " WHERE (?1 <= 0 OR c.run_id = ?1) AND r.method IN ('sekv', 'sekv-ref', 'sekv-spread')"
+             " WHERE (?1 <= 0 OR c.run_id = ?1) AND r.method IN (%s)"
              " AND (r.params IS NULL OR r.params = '') AND r.status = 'ok' AND r.decode_tokens > 0"
              " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) AND (?3 IS NULL OR ifnull(ru.model, '?') = ?3)%s"
-             " ORDER BY ifnull(ru.model, '?'), CASE r.method WHEN 'sekv' THEN 0 WHEN 'sekv-ref' THEN 1 ELSE 2 END, r.budget, r.id,"
+             " ORDER BY ifnull(ru.model, '?'), %s, r.budget, r.id,"
              " hs.layer, hs.head",
              zt ? "coalesce(z.s, 0)" : "0",
              zt ? " LEFT JOIN (SELECT result_id, layer, head, total(expanded * 1.0 / spans) AS s FROM zoom_events"
                   " GROUP BY 1, 2, 3) z ON z.result_id = r.id AND z.layer = hs.layer AND z.head = hs.head"
                 : "",
-             zt ? " AND NOT EXISTS (SELECT 1 FROM zoom_events e WHERE e.result_id = r.id AND e.spans IS NULL)" : "");
+             in, zt ? " AND NOT EXISTS (SELECT 1 FROM zoom_events e WHERE e.result_id = r.id AND e.spans IS NULL)" : "",
+             order);
     sqlite3_stmt *q;
     if (sqlite3_prepare_v2(h, sql, -1, &q, NULL) != SQLITE_OK) {
         snprintf(why, wn, "reading zoom rates: %s", sqlite3_errmsg(h));

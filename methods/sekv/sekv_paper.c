@@ -55,5 +55,6 @@ const kv_paper sekv_paper = {
                       "baselines are in the iso-memory section below); ablations are `uncapped=1` plus that "
                       "parameter.\n\n",
     .memory_model = "llama3-8b",
+    .memory_label = "Llama-3-8B, GPU",
     .memory = memory,
 };
