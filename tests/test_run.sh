@@ -131,7 +131,7 @@ bad "--depths 'x'" --depths x "${OK[@]}"
 bad "synthetic-bogus" --workload synthetic-bogus "${OK[@]}"
 bad "--layers '0'" --layers 0 --ctx 64 --db "$T/never.db"
 bad "--threads 'two'" --threads two "${OK[@]}"
-bad "--backend tpu" --backend tpu "${OK[@]}"
+bad "--backend 'tpu'" --backend tpu "${OK[@]}"
 bad "--frobnicate" --frobnicate 1 "${OK[@]}"
 bad "--db FILE is required" --ctx 64
 bad "--seed" --seed -1 "${OK[@]}"
