@@ -39,7 +39,7 @@ CFLAGS  += -fsanitize=fuzzer-no-link $(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS += $(SANITIZE)
 endif
 
-SRC_DIRS := kernels methods methods/sekv workloads harness/cli harness/drivers harness/sim harness/identity harness/train results plots model
+SRC_DIRS := kernels methods methods/sekv methods/sekv/tools workloads harness/cli harness/drivers harness/sim harness/identity harness/train results plots model
 LIB_SRC  := $(filter-out harness/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 CU_SRC   := $(wildcard kernels/*.cu)
 ifeq ($(CUDA),1)

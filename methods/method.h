@@ -114,13 +114,67 @@ typedef struct {
     int32_t of;   /* what value is out of (SeKV: the compressed spans the head could expand), 0 = unknown */
 } kv_event;
 
+/* A command a method brings to the command line (kvbench NAME ...): its tools beside it.
+ * fn gets argv[0] = NAME and returns the exit status (2 for bad input). */
+typedef struct {
+    const char *name;   /* [a-z0-9-], unique among every command */
+    const char *help;   /* one line for `kvbench --help` */
+    int (*fn)(int argc, char **argv);
+} kv_command;
+
+/* What a method's paper reports, for `kvbench report --table paper` and the memory
+ * figure: the claims a run can test, judged for every method whose table points at the
+ * same kv_paper (its rows, in registry order; the first is the primary row), and the
+ * GPU memory the paper prints. Names in it (baselines, memory points) are other methods'
+ * names as the registry spells them. */
+typedef enum {
+    KV_CLAIM_BEST,       /* the row above every baseline at `budget` (NIAH cells) */
+    KV_CLAIM_MARGIN,     /* the row above the method `other` at `budget` */
+    KV_CLAIM_DROP,       /* the row with the one setting `other` ("zoom=0") lower; other = "KEY=" (a
+                            trailing '='): one claim per value of KEY in the file */
+    KV_CLAIM_RANK,       /* the setting `other` ("rank=8") lower, `other2` ("rank=64") adds less */
+    KV_CLAIM_SATURATE,   /* from `budget`/2 to `budget` adds more than from `budget` to 2*`budget` */
+    KV_CLAIM_WORKLOADS,  /* KV_CLAIM_BEST on each workload of the file, over its cases */
+    KV_CLAIM_ZOOM        /* from the event log: sparse (half the heads below 0.05 events per chance),
+                            in few heads (the top 10% take 30%), more in middle/late layers */
+} kv_claim_kind;
+
+typedef struct {
+    const char *id, *claim, *paper;   /* "C3", what the paper says, its figure ("91.17 (best)") */
+    int kind;                         /* kv_claim_kind */
+    double budget;
+    const char *other, *other2;       /* see kv_claim_kind; NULL when unused */
+} kv_claim;
+
+typedef struct {
+    const char *method;   /* whose memory (this method's name, or a baseline's) */
+    int ctx;              /* tokens */
+    double gb;            /* GPU memory as the paper prints it (GB, weights included) */
+} kv_paper_mem;
+
+typedef struct {
+    const char *title;               /* the method as the paper's prose names it ("SeKV") */
+    const char *intro;               /* the claims table's opening paragraph (Markdown) */
+    const char *const *baselines;    /* the compressed methods the paper compares with; NULL-terminated */
+    const kv_claim *claims;          /* terminated by {NULL} */
+    const char *each_workload;       /* KV_CLAIM_WORKLOADS: the per-workload claim's text */
+    const char *uncapped;            /* the primary row's setting that runs past the budget ("uncapped=1"):
+                                        its claims again and an iso-memory view; NULL = none */
+    const char *uncapped_intro;      /* the uncapped claims' opening paragraph (Markdown) */
+    const char *memory_model;        /* the backbone of the memory points ("llama3-8b"; matched in the
+                                        run's model name) */
+    const char *memory_label;        /* how a figure names it ("Llama-3-8B, GPU") */
+    const kv_paper_mem *memory;      /* terminated by {NULL} */
+} kv_paper;
+
 /* The door's version. A table records the version it was built against (abi) and its
  * size; the registry accepts 1 <= abi <= KV_METHOD_ABI and size >= the size of version 1
  * (the members up to `trained_params`), copies the table into a zeroed full one and fills
  * the defaults of every optional member it lacks (kv_method_resolve). Members are only
  * ever appended, each new one optional, and KV_METHOD_ABI grows by one with each batch.
- * Every table starts with KV_METHOD_HEAD. */
-#define KV_METHOD_ABI 1
+ * Every table starts with KV_METHOD_HEAD. Version 1: the members up to trained_params;
+ * version 2 adds commands, trained_file and paper. */
+#define KV_METHOD_ABI 2
 #define KV_METHOD_HEAD .abi = KV_METHOD_ABI, .size = sizeof(kv_method)
 
 /* R = required (the registry refuses a table without it); O = optional, its default in
@@ -182,7 +236,18 @@ typedef struct kv_method {
     /* O: trainable parameters a setup of this shape carries (0 = none), and a short
      * breakdown in detail ("" if none), for `kvbench methods` [0]. */
     size_t (*trained_params)(const kv_setup *s, char *detail, size_t len);
-    /* Version 2 members go here, after this line: only ever append. */
+    /* Version 2 (the members below; a version-1 table gets their defaults). */
+    /* O: commands the method brings (kvbench NAME ...), terminated by {NULL} [none]. */
+    const kv_command *commands;
+    /* O: the file of trained state a state of this setup loads: writes its path to path
+     * ("" = it found none, "?" = init refused the setup) and returns 1; returns 0 when the
+     * method never loads one [0]. For the run identity: the file's sha256 joins the run key
+     * as NAME_params_sha256, so results of other trained state never resume into a run. */
+    int (*trained_file)(const kv_setup *s, char *path, size_t len);
+    /* O: the method's paper, for the report and plots (see kv_paper) [an empty one: no
+     * claims, no baselines, no memory points, title ""]. */
+    const kv_paper *paper;
+    /* Version 3 members go here, after this line: only ever append. */
 } kv_method;
 
 /* A plugin (a shared object loaded with --plugin FILE.so) exports this function: it sets *n
@@ -193,6 +258,8 @@ typedef const kv_method *const *(*kv_plugin_fn)(int *n);
 
 /* Size of a version-1 table: the members up to trained_params. */
 #define KV_METHOD_SIZE_V1 (offsetof(kv_method, trained_params) + sizeof(void *))
+/* Size of a version-2 table: the members up to paper. */
+#define KV_METHOD_SIZE_V2 (offsetof(kv_method, paper) + sizeof(void *))
 
 /* Copies `in` (of in->size bytes) into the complete table *out with every optional member
  * it lacks set to its default. 0, or -1 with a one-line reason (wrong abi or size, a
@@ -211,8 +278,13 @@ const kv_method *kv_method_reference(void);
 int kv_method_register(const kv_method *m, const char *origin, char *err, size_t errlen);
 /* Where a registered method came from: NULL for a built-in one, else the origin given. */
 const char *kv_method_origin(const kv_method *m);
+/* The command NAME some registered method brings (kv_method.commands), NULL if none. */
+const kv_command *kv_command_find(const char *name);
 
 /* Helpers shared by methods (method_util.c). */
+/* 1 if init's reason err is about the configuration, not the case: anything but
+ * "infeasible..." or running out of memory for this case. */
+int kv_init_refused(const char *err);
 /* Budget in tokens per layer per kv head: max(1, floor(frac*n)) or the absolute count. */
 int kv_budget(const kv_setup *s);
 /* 0 when s->kv_type is a known element type, else -1 with "NAME: ..." in err. */

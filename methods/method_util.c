@@ -147,3 +147,7 @@ int kv_param_double(const kv_method *m, const char *params, const char *key, dou
     *out = v;
     return 0;
 }
+
+int kv_init_refused(const char *err) {
+    return strncmp(err, "infeasible", 10) && !strstr(err, "out of memory");
+}

@@ -46,6 +46,16 @@ static size_t no_trained(const kv_setup *s, char *detail, size_t len) {
     return 0;
 }
 static const kv_param no_params[] = {{NULL, NULL, NULL}};
+static const kv_command no_commands[] = {{NULL, NULL, NULL}};
+static int no_trained_file(const kv_setup *s, char *path, size_t len) {
+    (void)s;
+    if (len) path[0] = 0;
+    return 0;
+}
+static const char *const no_names[] = {NULL};
+static const kv_claim no_claims[] = {{NULL, NULL, NULL, 0, 0, NULL, NULL}};
+static const kv_paper_mem no_memory[] = {{NULL, 0, 0}};
+static const kv_paper no_paper = {"", "", no_names, no_claims, "", NULL, "", "", "", no_memory};
 
 static int name_ok(const char *s) {
     if (!s || !*s || strlen(s) > 48) return 0;
@@ -74,6 +84,11 @@ int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t err
                         : !out->attend ? "attend" : !out->memory ? "memory" : !out->rows ? "rows"
                         : !out->free ? "free" : NULL;
     if (missing) return snprintf(err, errlen, "%s: the required member %s is NULL", name, missing), -1;
+    for (const kv_command *c = out->commands; c && c->name; c++)
+        if (!c->fn || !name_ok(c->name))
+            return snprintf(err, errlen, "%s: command '%.60s': needs a name of a-z 0-9 _ . - and a function", name,
+                            c->name),
+                   -1;
     if (!out->summary) out->summary = "";
     if (!out->params) out->params = no_params;
     if (!out->needs) out->needs = no_needs;
@@ -83,6 +98,9 @@ int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t err
     if (!out->events) out->events = no_events;
     if (!out->describe) out->describe = empty_text;
     if (!out->trained_params) out->trained_params = no_trained;
+    if (!out->commands) out->commands = no_commands;
+    if (!out->trained_file) out->trained_file = no_trained_file;
+    if (!out->paper) out->paper = &no_paper;
     out->abi = KV_METHOD_ABI;
     out->size = sizeof *out;
     return 0;
@@ -131,12 +149,22 @@ int kv_method_register(const kv_method *m, const char *from, char *err, size_t e
         return snprintf(err, errlen, "%s: method '%s' is already registered (%s)", from, r.name,
                         kv_method_origin(old) ? kv_method_origin(old) : "built in"),
                -1;
+    for (const kv_command *c = r.commands; c->name; c++)
+        if (kv_command_find(c->name))
+            return snprintf(err, errlen, "%s: method '%s': command '%s' is already taken", from, r.name, c->name), -1;
     if (n_table >= MAX_METHODS) return snprintf(err, errlen, "%s: more than %d methods", from, MAX_METHODS), -1;
     char *o = strdup(from ? from : "?");
     if (!o) return snprintf(err, errlen, "%s: out of memory", from), -1;
     table[n_table] = r;
     origin[n_table++] = o;
     return 0;
+}
+
+const kv_command *kv_command_find(const char *name) {
+    for (int i = 0; name && i < kv_method_count(); i++)
+        for (const kv_command *c = table[i].commands; c->name; c++)
+            if (!strcmp(c->name, name)) return c;
+    return NULL;
 }
 
 const char *kv_method_origin(const kv_method *m) {

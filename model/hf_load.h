@@ -13,7 +13,7 @@
 int hf_is_dir(const char *path);
 /* 0, or -1 with "DIR/FILE: what is wrong (the field)" in err. The metadata key
  * kvbench.hf.content_hash holds a hash of every file read (the JSON files and all weight
- * files), so the hash of the metadata (sekv_model_hash of base/size, as for a GGUF)
+ * files), so the hash of the metadata (kv_model_hash of base/size, as for a GGUF)
  * is the checkpoint's identity. */
 int hf_open(gguf_file *f, const char *dir, char *err, size_t errlen);
 /* Only tokenizer.json and tokenizer_config.json of DIR, as a gguf_file with the

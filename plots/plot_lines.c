@@ -21,6 +21,7 @@
 #include "stats.h"
 #include "zoom_rate.h"
 #include "../results/query.h"
+#include "paper_rows.h"
 
 typedef struct {
     char *method;
@@ -317,9 +318,10 @@ static int write_zoom(sqlite3 *h, const kv_runinfo *ri, const char *variant, con
         return -1;
     }
     if (!np) {
-        fprintf(stderr, "kvbench plot: run %lld has no finished sekv results with decode steps and head statistics"
-                        " (the zoom figure needs a run with --methods sekv, sekv-ref or sekv-spread)\n",
-                (long long)ri->id);
+        char names[512];
+        pr_names(KV_CLAIM_ZOOM, names, sizeof names);
+        fprintf(stderr, "kvbench plot: run %lld has no finished results with a zoom log, decode steps and head statistics"
+                        " (the zoom figure needs a run with --methods %s)\n", (long long)ri->id, *names ? names : "(none has one)");
         return -1;
     }
     FILE *d = fopen(dat, "w");

@@ -1,7 +1,7 @@
 /* kvbench plot --figure memory on a kvbench sim run: total memory (weights + fast-tier K/V
  * and method state at its peak + the prefill's activations and statistics) in GB against
- * context length, one line per method and budget, and the SeKV paper's reported points
- * (paper_memory.h) beside them when the run has the paper's backbone shapes (Llama-3-8B).
+ * context length, one line per method and budget, and the points a method's paper reports
+ * (kv_paper.memory: SeKV's) beside them when the run has that paper's backbone shapes.
  * A second, dashed line per method: the fast tier's K/V alone (steady, after compression),
  * so weights and activations can be told from the cache. Sim results are computed, not
  * sampled: no intervals. */
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "paper_memory.h"
+#include "paper_rows.h"
 #include "plot_util.h"
 #include "../results/query.h"
 
@@ -49,7 +49,17 @@ int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const cha
         fprintf(stderr, "kvbench plot: sim run %lld has no finished results\n", (long long)ri->id);
         return -1;
     }
-    int paper = ri->model && strstr(ri->model, PAPER_MEMORY_MODEL) != NULL;
+    /* the primary paper's memory points, when the run has its backbone */
+    const kv_method *pm = pr_primary();
+    const kv_paper *pp = pm ? pm->paper : NULL;
+    int paper = pp && pp->memory[0].method && *pp->memory_model && ri->model && strstr(ri->model, pp->memory_model);
+    const char *who[8];   /* the methods of the points, in their order */
+    int nwho = 0;
+    for (const kv_paper_mem *q = paper ? pp->memory : NULL; q && q->method && nwho < 8; q++) {
+        int seen = 0;
+        for (int k = 0; k < nwho; k++) seen |= !strcmp(who[k], q->method);
+        if (!seen) who[nwho++] = q->method;
+    }
     FILE *d = fopen(dat, "w");
     if (!d) return -1;
     fprintf(d, "# kvbench plot --figure memory (sim run): per line ctx total_GB fast_kv_steady_GB\n");
@@ -65,10 +75,10 @@ int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const cha
     }
     int paper_block = ns;
     if (paper) {
-        fprintf(d, "\n\n# the paper's reported GPU memory (Llama-3-8B): ctx GB method\n");
-        for (int k = 0; k < PAPER_MEMORY_N; k++) {
-            fprintf(d, "%d %.10g %s\n", paper_memory[k].ctx, paper_memory[k].gb, paper_memory[k].method);
-            xmin = fmin(xmin, paper_memory[k].ctx), xmax = fmax(xmax, paper_memory[k].ctx);
+        fprintf(d, "\n\n# the paper's reported memory (%s): ctx GB method\n", pp->memory_label);
+        for (const kv_paper_mem *q = pp->memory; q->method; q++) {
+            fprintf(d, "%d %.10g %s\n", q->ctx, q->gb, q->method);
+            xmin = fmin(xmin, q->ctx), xmax = fmax(xmax, q->ctx);
         }
     }
     if (fclose(d)) return -1;
@@ -108,14 +118,14 @@ int plot_sim_memory(sqlite3 *h, const kv_runinfo *ri, const char *out, const cha
         gp_str(f, dat);
         fprintf(f, " index %d using 1:3 with lines lw 1 dt 2 lc rgb '%s' notitle", i, kv_method_color(ss[i].method));
     }
-    for (int k = 0; paper && k < 2; k++) {
-        const char *m = k ? "sekv" : "fullkv";
+    for (int k = 0; paper && k < nwho; k++) {
+        const char *m = who[k];
         fprintf(f, ", \\\n       ");
         gp_str(f, dat);
         fprintf(f, " index %d using 1:(strcol(3) eq '%s' ? $2 : 1/0) with points pt %d ps 2.5 lw 2 lc rgb '%s' title ",
                 paper_block, m, k ? 9 : 5, kv_method_color(m));
-        char t[64];
-        snprintf(t, sizeof t, "paper: %s (Llama-3-8B, GPU)", m);
+        char t[160];
+        snprintf(t, sizeof t, "paper: %.60s (%.60s)", m, pp->memory_label);
         gp_str(f, t);
     }
     fprintf(f, "\n");

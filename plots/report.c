@@ -343,7 +343,7 @@ static void usage(FILE *f) {
             "                reference answer's teacher-forced NLL, nats/token), kl (KL(FullKV || method) over\n"
             "                FullKV's greedy answer), top1 (agreement with FullKV's greedy tokens, %%); the\n"
             "                last three need runs with --fidelity (the default)\n"
-            "  --base M[@B]  --table compare: the method every row is compared with (default fullkv), at\n"
+            "  --base M[@B]  --table compare: the method every row is compared with (default: the reference), at\n"
             "                each row's own budget, or at budget B when given (M@B)\n"
             "  --table NAME  a paper-style table instead, rows = methods (with their params) and budgets:\n"
             "                main      score per workload (workload:task), Avg of the workloads\n"

@@ -1,23 +1,22 @@
-/* kvbench report --table paper: the SeKV paper's claims that a run on the default model
- * can test, side by side with kvbench's numbers. The paper's figures are the table below,
- * copied from ../shared/reference/paper-claims.md (seed summary of arXiv 2606.31145); its
- * backbones are 7-8B models, so on a 135M model only the direction of each claim is
- * compared, never the level.
+/* kvbench report --table paper: the claims of a method's paper (kv_method.paper; SeKV's
+ * is methods/sekv/sekv_paper.c) that a run can test, side by side with kvbench's numbers.
+ * The papers' backbones may be larger than the run's model, so only the direction of each
+ * claim is compared, never the level.
  *
- * Each claim is judged for each SeKV row: `sekv` (the paper's text, alpha fitted per
- * prompt), `sekv-ref` (the authors' code defaults) and `sekv-spread` (kvbench's variant),
- * each with its default params; an ablation is that method with exactly one parameter
- * changed (matched exactly: fixed_chunk=same and fixed_chunk=16 are different rows).
+ * Each claim is judged for each row of the paper (every method whose table points at it,
+ * in registry order), each with its default params; an ablation is that method with
+ * exactly one parameter changed (matched exactly: KEY=same and KEY=16 are different rows).
  * NIAH claims are over the NIAH cells (workload niah, one cell = context x depth, repeats
  * averaged) that every method of the comparison ran; C2 is judged on every workload of
  * the file, over its cases. An infeasible or failed result counts 0, and the rows say how
- * many of the SeKV row's results were infeasible: a claim whose SeKV results were all
+ * many of the row's results were infeasible: a claim whose row's results were all
  * infeasible is "untested", not "no". Intervals are the 95% small-n interval over the
  * cells (paired: st_boot_paired, a bootstrap-t widened to Student's t; fixed seed), with
- * the exact two-sided sign-test p of the paired cells; never a normal interval. C15 (zoom
- * sparse, in few heads, stronger in middle and later layers) reads the zoom rates
- * (zoom_rate.h). With uncapped=1 results in the file, an iso-memory section compares
- * every method at the budget whose fast-tier bytes are nearest to, not above, SeKV's. */
+ * the exact two-sided sign-test p of the paired cells; never a normal interval. A zoom
+ * claim (sparse, in few heads, stronger in middle and later layers) reads the zoom rates
+ * (zoom_rate.h). With results of the paper's uncapped setting in the file, an iso-memory
+ * section compares every method at the budget whose fast-tier bytes are nearest to, not
+ * above, the primary row's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,35 +24,13 @@
 #include "report_tables.h"
 #include "stats.h"
 #include "zoom_rate.h"
+#include "../methods/method.h"
 
-typedef enum { C_BEST, C_MARGIN, C_DROP, C_RANK, C_SATURATE, C_WORKLOADS } claim_kind;
-
-typedef struct {
-    const char *id, *claim, *paper;
-    claim_kind kind;
-    double budget;          /* the budget of the comparison */
-    const char *other;      /* C_MARGIN: the baseline; C_DROP: the ablation's one setting (exact; NULL for
-                               fixed_chunk: one row per fixed_chunk value in the file) */
-} claim;
-
-/* paper-claims.md, the rows a run can test (tests/report_paper_ref.py keeps the same list). */
-static const claim claims[] = {
-    {"C3", "NIAH at 10%: SeKV above every compressed baseline", "91.17 (best)", C_BEST, 0.10, NULL},
-    {"C1", "SeKV above SentenceKV at 10%", "+5.9% (4 benchmarks)", C_MARGIN, 0.10, "sentencekv"},
-    {"C4", "NIAH at 5%: SeKV above every compressed baseline", "86.31 (best)", C_BEST, 0.05, NULL},
-    {"C4", "SeKV above SentenceKV at 5%", "+7.69", C_MARGIN, 0.05, "sentencekv"},
-    {"C4", "SeKV above ChunkKV at 5%", "+12.00", C_MARGIN, 0.05, "chunkkv"},
-    {"C2", "SeKV the best compressed method on each workload at 10%", "best on 20/20", C_WORKLOADS, 0.10, NULL},
-    {"C5", "10% -> 20% adds less than 5% -> 10%", "+4.86 then +1.29", C_SATURATE, 0.10, NULL},
-    {"C6", "without SVD reconstruction (zoom=0) lower, 10%", "91.17 -> 83.47", C_DROP, 0.10, "zoom=0"},
-    {"C7", "without the trained zoom-in (trained_zoom=0) lower, 10%", "91.17 -> 85.96", C_DROP, 0.10, "trained_zoom=0"},
-    {"C8", "fixed-length chunks instead of surprisal spans lower, 10%", "lower", C_DROP, 0.10, NULL},
-    {"C9", "rank cap 8 -> 32 helps, 32 -> 64 adds little, 10%", "up, then flat", C_RANK, 0.10, NULL},
-};
-
-/* The SeKV rows every claim is judged for. */
-static const char *const sekvs[] = {"sekv", "sekv-ref", "sekv-spread"};
-enum { NS = sizeof sekvs / sizeof sekvs[0] };
+/* The paper being reported and its rows (set by rt_paper; the report runs on one
+ * thread). rows[0] is the primary row. */
+static const kv_paper *paper;
+static const char *rows[16];
+static int n_rows;
 
 /* Per-cell scores of one (family, budget): NAN where the cell did not run. Cells are the
  * NIAH (workload, ctx, depth) cells, or with `workload` set, the cases of that workload
@@ -61,7 +38,7 @@ enum { NS = sizeof sekvs / sizeof sekvs[0] };
 typedef struct {
     int ncase;
     const rt_data *d;
-    const char *model;      /* the one model compared: the one with the most SeKV results */
+    const char *model;      /* the one model compared: the one with the most results of the rows */
     const char *workload;   /* NULL: NIAH cells */
 } cases;
 
@@ -106,7 +83,7 @@ static int params_match(const char *params, const char *base, const char *extra)
 }
 
 /* Scores [ncase] of method with params base (+ the one setting extra, if given) at budget
- * (NAN: any budget, fullkv's 1). Infeasible and failed count 0; repeats are averaged;
+ * (NAN: any budget, the reference's 1). Infeasible and failed count 0; repeats are averaged;
  * NAN where the cell did not run. *infeasible (optional): the infeasible results among
  * them. */
 static double *scores_of(const cases *c, const char *method, const char *base, const char *extra, double budget,
@@ -163,13 +140,10 @@ static void common(const cases *c, double *a, double *const *others, int n_other
             if (others[k] && isnan(others[k][i])) a[i] = NAN;
 }
 
-static const char *const baselines[] = {"streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv", "sentencekv"};
-enum { NB = sizeof baselines / sizeof baselines[0] };
-
 typedef struct {
     char number[256], n[16], holds[24];
     double value, lo, hi, p;   /* the number compared (a fraction; NAN when none), its interval, p */
-    int infeasible;            /* the SeKV row's infeasible results in the comparison's cells */
+    int infeasible;            /* the row's infeasible results in the comparison's cells */
 } verdict;
 
 /* "x [lo, hi]" in percent (points when sign). */
@@ -191,10 +165,12 @@ static void set_holds(verdict *v, int n, int yes, int ran) {
  * baseline's mean with its interval; *who the best baseline (NULL: none), *se_mean the
  * method's own mean. */
 static est best_margin(const cases *c, double *se, double budget, const char **who, est *own) {
+    enum { NB = 32 };
     double *b[NB] = {0}, best = NAN;
+    const char *const *baselines = paper->baselines;
     int bi = -1;
     *who = NULL;
-    for (int k = 0; k < NB; k++) {
+    for (int k = 0; k < NB && baselines[k]; k++) {
         b[k] = scores_of(c, baselines[k], "", NULL, budget, NULL);
         int any = 0;
         for (int i = 0; b[k] && i < c->ncase; i++) any |= !isnan(b[k][i]);
@@ -214,9 +190,23 @@ static est best_margin(const cases *c, double *se, double budget, const char **w
     return e;
 }
 
+/* The values of the settings lo_set and hi_set ("rank=8", "rank=64") and of their key in
+ * method m with params base (its default unless base sets it). */
+static void setting_values(const char *m, const char *base, const char *lo_set, const char *hi_set, char *lo,
+                           char *mid, char *hi, size_t len) {
+    const char *e = strchr(lo_set, '=');
+    char key[64];
+    snprintf(key, sizeof key, "%.*s", (int)(e - lo_set), lo_set);
+    snprintf(lo, len, "%s", e + 1);
+    snprintf(hi, len, "%s", strchr(hi_set, '=') + 1);
+    const kv_method *mm = kv_method_find(m);
+    char err[128];
+    if (!mm || kv_param_text(mm, base, key, mid, len, err, sizeof err)) snprintf(mid, len, "?");
+}
+
 /* The claim on method m with params base ("" = its capped defaults, "uncapped=1"); extra:
- * the ablation setting of a C_DROP row. */
-static void judge(const cases *c, const claim *cl, const char *m, const char *base, const char *extra, verdict *v) {
+ * the ablation setting of a KV_CLAIM_DROP row. */
+static void judge(const cases *c, const kv_claim *cl, const char *m, const char *base, const char *extra, verdict *v) {
     snprintf(v->number, sizeof v->number, "-"), snprintf(v->n, sizeof v->n, "0"), v->holds[0] = '-', v->holds[1] = 0;
     v->value = v->lo = v->hi = v->p = NAN;
     v->infeasible = 0;
@@ -225,7 +215,7 @@ static void judge(const cases *c, const claim *cl, const char *m, const char *ba
     est e = {NAN, NAN, NAN, NAN, 0};
     for (int i = 0; se && i < c->ncase; i++) ran += !isnan(se[i]);
     if (!se) return;
-    if (cl->kind == C_BEST) {   /* the method's score and its margin over the best baseline, same cells */
+    if (cl->kind == KV_CLAIM_BEST) {   /* the method's score and its margin over the best baseline, same cells */
         const char *who;
         est own, mg = best_margin(c, se, cl->budget, &who, &own);
         char a[64], b2[64];
@@ -236,29 +226,31 @@ static void judge(const cases *c, const claim *cl, const char *m, const char *ba
         e = mg;
         e.n = who ? mg.n : own.n;
         if (who) set_holds(v, mg.n, mg.mean > 0, ran);
-    } else if (cl->kind == C_MARGIN || cl->kind == C_DROP) {
-        double *o = cl->kind == C_MARGIN ? scores_of(c, cl->other, "", NULL, cl->budget, NULL)
+    } else if (cl->kind == KV_CLAIM_MARGIN || cl->kind == KV_CLAIM_DROP) {
+        double *o = cl->kind == KV_CLAIM_MARGIN ? scores_of(c, cl->other, "", NULL, cl->budget, NULL)
                                          : scores_of(c, m, base, extra, cl->budget, NULL);
         if (o) {
-            e = cl->kind == C_MARGIN ? paired(c, se, o) : paired(c, o, se);   /* sekv - other; ablation - sekv */
+            e = cl->kind == KV_CLAIM_MARGIN ? paired(c, se, o) : paired(c, o, se);   /* row - other; ablation - row */
             pct(v->number, sizeof v->number, &e, 1);
-            set_holds(v, e.n, cl->kind == C_MARGIN ? e.mean > 0 : e.mean < 0, ran);
+            set_holds(v, e.n, cl->kind == KV_CLAIM_MARGIN ? e.mean > 0 : e.mean < 0, ran);
         }
         free(o);
-    } else if (cl->kind == C_RANK) {
-        double *r8 = scores_of(c, m, base, "rank=8", cl->budget, NULL), *r64 = scores_of(c, m, base, "rank=64", cl->budget, NULL);
+    } else if (cl->kind == KV_CLAIM_RANK) {
+        double *r8 = scores_of(c, m, base, cl->other, cl->budget, NULL), *r64 = scores_of(c, m, base, cl->other2, cl->budget, NULL);
         if (r8 && r64) {
             double *all[2] = {r8, r64};
             common(c, se, all, 2);
             est up = paired(c, se, r8), flat = paired(c, r64, se);
             char a[64], b[64];
             pct(a, sizeof a, &up, 1), pct(b, sizeof b, &flat, 1);
-            snprintf(v->number, sizeof v->number, "8->32 %s, 32->64 %s", a, b);
+            char lo[32], mid[32], hi[32];   /* "8->32 +x, 32->64 +y": the settings and the row's value */
+            setting_values(m, base, cl->other, cl->other2, lo, mid, hi, sizeof lo);
+            snprintf(v->number, sizeof v->number, "%.15s->%.15s %.63s, %.15s->%.15s %.63s", lo, mid, a, mid, hi, b);
             e = up;
             set_holds(v, up.n, up.mean > 0 && fabs(flat.mean) < up.mean, ran);
         }
         free(r8), free(r64);
-    } else {   /* C_SATURATE */
+    } else {   /* KV_CLAIM_SATURATE */
         double *s5 = scores_of(c, m, base, NULL, 0.05, NULL), *s20 = scores_of(c, m, base, NULL, 0.20, NULL);
         if (s5 && s20) {
             double *all[2] = {s5, s20};
@@ -294,14 +286,14 @@ static void emit(FILE *md, FILE *csv, const char *run, const char *section, cons
     fprintf(csv, "%s,paper,%s,,%s,%s,%g,%s:p,%.17g,%s,,,,\n", run, section, m, params, budget, id, v->p, v->n);
 }
 
-/* The distinct fixed_chunk settings ("fixed_chunk=V") among method's families of the
- * model, sorted; returns the count (at most cap). */
-static int chunk_settings(const rt_data *d, const char *model, const char *m, char out[][48], int cap) {
+/* The distinct settings of key ("KEY=V", key given as "KEY=") among method's families of
+ * the model, sorted; returns the count (at most cap). */
+static int key_settings(const rt_data *d, const char *model, const char *m, const char *key, char out[][48], int cap) {
     int n = 0;
     for (int f = 0; f < d->nfam; f++) {
         const rt_family *g = &d->fam[f];
         if (strcmp(g->model, model) || strcmp(g->method, m)) continue;
-        const char *p = strstr(g->params, "fixed_chunk=");
+        const char *p = strstr(g->params, key);
         if (!p || (p != g->params && p[-1] != ',')) continue;
         char s[48];
         size_t len = strcspn(p, ",");
@@ -318,7 +310,7 @@ static int chunk_settings(const rt_data *d, const char *model, const char *m, ch
 
 /* C2 on every workload of the file: per workload, the method's margin over the best
  * compressed baseline at 10%, over that workload's cases; then the count of workloads won. */
-static void workloads(const rt_data *d, const cases *nc, const claim *cl, const char *m, FILE *md, FILE *csv,
+static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, const char *m, FILE *md, FILE *csv,
                       const char *run) {
     char names[32][64];
     int nw = 0, won = 0, tested = 0;
@@ -332,32 +324,32 @@ static void workloads(const rt_data *d, const cases *nc, const claim *cl, const 
     for (int w = 0; w < nw; w++) {
         cases c = {d->ncase, d, nc->model, names[w]};
         verdict v;
-        judge(&c, &(claim){cl->id, cl->claim, cl->paper, C_BEST, cl->budget, NULL}, m, "", NULL, &v);
+        judge(&c, &(kv_claim){cl->id, cl->claim, cl->paper, KV_CLAIM_BEST, cl->budget, NULL, NULL}, m, "", NULL, &v);
         if (!strcmp(v.n, "0")) continue;
         tested += strncmp(v.holds, "untested", 8) != 0 && strcmp(v.holds, "-") != 0;
         won += !strcmp(v.holds, "yes");
         char what[160], id[80];
-        snprintf(what, sizeof what, "%.63s: %s", names[w], "SeKV above every compressed baseline at 10%");
-        snprintf(id, sizeof id, "C2 %.63s", names[w]);
+        snprintf(what, sizeof what, "%.63s: %s", names[w], paper->each_workload);
+        snprintf(id, sizeof id, "%.15s %.63s", cl->id, names[w]);
         emit(md, csv, run, "claims", id, what, cl->paper, m, "", cl->budget, &v);
     }
     verdict v = {.value = tested ? (double)won / tested : NAN, .lo = NAN, .hi = NAN, .p = NAN};
     snprintf(v.number, sizeof v.number, "best on %d of %d workloads", won, tested);
     snprintf(v.n, sizeof v.n, "%d", tested);
     snprintf(v.holds, sizeof v.holds, "%s", !tested ? "-" : won == tested ? "yes" : "no");
-    emit(md, csv, run, "claims", "C2", cl->claim, cl->paper, m, "", cl->budget, &v);
+    emit(md, csv, run, "claims", cl->id, cl->claim, cl->paper, m, "", cl->budget, &v);
 }
 
-/* C15 from the zoom rates of method at each budget: sparse (at least half the heads
+/* A zoom claim from the zoom rates of method at each budget: sparse (at least half the heads
  * below 0.05), concentrated (the top 10% of heads take at least 30% of the expansions, 3x
  * their share) and stronger in the middle or late third than in the early one. */
-static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const char *m, FILE *md, FILE *csv,
-                      const char *run) {
+static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const kv_claim *cl, const char *m, FILE *md,
+                      FILE *csv, const char *run) {
     zr_panel *p;
     int n;
     char why[256];
     if (zr_load(h, run_id, NULL, model, &p, &n, why, sizeof why)) {
-        if (md) fprintf(md, "| C15 | zoom sparse, few heads, middle/late layers | figure 6 | %s | - (%s) | 0 | - | 0 | - |\n", m, why);
+        if (md) fprintf(md, "| %s | %s | %s | %s | - (%s) | 0 | - | 0 | - |\n", cl->id, cl->claim, cl->paper, m, why);
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -371,12 +363,12 @@ static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const char 
         snprintf(v.n, sizeof v.n, "%d", p[i].n_results);
         int yes = s.quiet >= 0.5 && s.top10 >= 0.3 && fmax(s.third[1], s.third[2]) > s.third[0];
         snprintf(v.holds, sizeof v.holds, "%s", isnan(s.top10) ? "- (no zoom)" : yes ? "yes" : "no");
-        emit(md, NULL, run, "claims", "C15", "zoom sparse, few heads, middle/late layers", "figure 6", m, "",
-             p[i].budget, &v);
-        static const char *const col[] = {"C15", "C15:early", "C15:middle", "C15:late", "C15:top10"};
+        emit(md, NULL, run, "claims", cl->id, cl->claim, cl->paper, m, "", p[i].budget, &v);
+        static const char *const col[] = {"", ":early", ":middle", ":late", ":top10"};
         double val[] = {s.quiet, s.third[0], s.third[1], s.third[2], s.top10};
         for (int k = 0; csv && k < 5; k++)
-            fprintf(csv, "%s,paper,zoom,,%s,,%g,%s,%.17g,%d\n", run, m, p[i].budget, col[k], val[k], p[i].n_results);
+            fprintf(csv, "%s,paper,zoom,,%s,,%g,%s%s,%.17g,%d\n", run, m, p[i].budget, cl->id, col[k], val[k],
+                    p[i].n_results);
     }
     zr_free(p, n);
 }
@@ -394,33 +386,39 @@ static double mean_fast(const rt_data *d, int fam_row, int *n) {
     return m ? s / m : NAN;
 }
 
-/* Iso-memory: for each budget of `sekv uncapped=1`, its score and mean fast-tier peak,
- * then each method at its budget with the largest mean fast-tier peak not above that. */
+/* Iso-memory: for each budget of the primary row with the paper's uncapped setting, its
+ * score and mean fast-tier peak, then each baseline and the reference at its budget with
+ * the largest mean fast-tier peak not above that. */
 static void iso_memory(const cases *c, FILE *md, FILE *csv, const char *run) {
     const rt_data *d = c->d;
     int printed = 0;
+    const char *me = rows[0], *un = paper->uncapped, *T = paper->title;
     for (int i = 0; i < d->nrow; i++) {
         const rt_family *f = &d->fam[d->row[i].fam];
-        if (strcmp(f->model, c->model) || strcmp(f->method, "sekv") || strcmp(f->params, "uncapped=1")) continue;
+        if (strcmp(f->model, c->model) || strcmp(f->method, me) || strcmp(f->params, un)) continue;
         int n;
         double ref = mean_fast(d, i, &n), b = d->row[i].budget;
         if (isnan(ref)) continue;
         if (md && !printed++)
-            fprintf(md, "\nIso-memory view (uncapped SeKV runs past its budget; every method at the budget whose mean "
-                        "fast-tier peak is nearest to, not above, SeKV's):\n\n"
-                        "| SeKV uncapped at | its fast-tier peak | method | budget | fast-tier peak | score %% [95%%] | n |\n"
-                        "|---|---:|---|---:|---:|---:|---:|\n");
-        double *se = scores_of(c, "sekv", "uncapped=1", NULL, b, NULL);
+            fprintf(md, "\nIso-memory view (uncapped %s runs past its budget; every method at the budget whose mean "
+                        "fast-tier peak is nearest to, not above, %s's):\n\n"
+                        "| %s uncapped at | its fast-tier peak | method | budget | fast-tier peak | score %% [95%%] | n |\n"
+                        "|---|---:|---|---:|---:|---:|---:|\n", T, T, T);
+        double *se = scores_of(c, me, un, NULL, b, NULL);
         est m = se ? paired(c, se, NULL) : (est){NAN, NAN, NAN, NAN, 0};
         char sc[64];
         pct(sc, sizeof sc, &m, 0);
-        if (md) fprintf(md, "| %g | %.1f MiB | sekv uncapped=1 | %g | %.1f MiB | %s | %d |\n", b, ref / 1048576, b, ref / 1048576, sc, m.n);
-        if (csv) fprintf(csv, "%s,paper,iso-memory,,sekv,uncapped=1,%.17g,score,%.17g,%d\n", run, b, m.mean, m.n);
+        if (md) fprintf(md, "| %g | %.1f MiB | %s %s | %g | %.1f MiB | %s | %d |\n", b, ref / 1048576, me, un, b, ref / 1048576, sc, m.n);
+        if (csv) fprintf(csv, "%s,paper,iso-memory,,%s,%s,%.17g,score,%.17g,%d\n", run, me, un, b, m.mean, m.n);
         free(se);
+        enum { NB = 32 };
         const char *others[NB + 1];
-        for (int k = 0; k < NB; k++) others[k] = baselines[k];
-        others[NB] = "fullkv";
-        for (int k = 0; k <= NB; k++) {
+        int nb = 0;
+        for (; nb < NB && paper->baselines[nb]; nb++) others[nb] = paper->baselines[nb];
+        const kv_method *ref_m = kv_method_reference();   /* the reference, budget-free */
+        int with_ref = ref_m != NULL;
+        if (with_ref) others[nb] = ref_m->name;
+        for (int k = 0; k < nb + with_ref; k++) {
             int best = -1;
             double best_fast = -1;
             for (int j = 0; j < d->nrow; j++) {
@@ -434,7 +432,7 @@ static void iso_memory(const cases *c, FILE *md, FILE *csv, const char *run) {
                 if (md) fprintf(md, "| | | %s | - | none at or below | - | 0 |\n", others[k]);
                 continue;
             }
-            double bb = d->row[best].budget, *s = scores_of(c, others[k], "", NULL, k == NB ? NAN : bb, NULL);
+            double bb = d->row[best].budget, *s = scores_of(c, others[k], "", NULL, k == nb ? NAN : bb, NULL);
             est mm = s ? paired(c, s, NULL) : (est){NAN, NAN, NAN, NAN, 0};
             pct(sc, sizeof sc, &mm, 0);
             if (md) fprintf(md, "| | | %s | %g | %.1f MiB | %s | %d |\n", others[k], bb, best_fast / 1048576, sc, mm.n);
@@ -443,17 +441,17 @@ static void iso_memory(const cases *c, FILE *md, FILE *csv, const char *run) {
         }
     }
     if (md && !printed)
-        fprintf(md, "\nIso-memory view: no `sekv uncapped=1` results (run `--params sekv:uncapped=1` to measure "
-                    "SeKV past its budget).\n");
+        fprintf(md, "\nIso-memory view: no `%s %s` results (run `--params %s:%s` to measure "
+                    "%s past its budget).\n", me, un, me, un, T);
 }
 
-/* Per SeKV method (default params) and budget: results, infeasible ones, on every workload. */
+/* Per row of the paper (default params) and budget: results, infeasible ones, on every workload. */
 static void feasibility(const rt_data *d, const char *model, FILE *md, FILE *csv, const char *run) {
     int printed = 0;
     for (int i = 0; i < d->nrow; i++) {
         const rt_family *f = &d->fam[d->row[i].fam];
         int is = 0;
-        for (int k = 0; k < NS; k++) is |= !strcmp(f->method, sekvs[k]);
+        for (int k = 0; k < n_rows; k++) is |= !strcmp(f->method, rows[k]);
         if (!is || *f->params || strcmp(f->model, model)) continue;
         int n = 0, inf = 0;
         for (int k = 0; k < d->nrec; k++)
@@ -466,89 +464,116 @@ static void feasibility(const rt_data *d, const char *model, FILE *md, FILE *csv
     }
 }
 
+/* The rows (methods) of paper p in registry order, into rows[]; returns their count. */
+static int rows_of(const kv_paper *p, const char **out, int cap) {
+    int n = 0;
+    for (int i = 0; i < kv_method_count() && n < cap; i++)
+        if (kv_method_at(i)->paper == p) out[n++] = kv_method_at(i)->name;
+    return n;
+}
+
+/* The first paper with claims whose rows have results in d (NULL: none); why lists the
+ * rows of every paper when none has. */
+static const kv_paper *pick_paper(const rt_data *d, char *why, size_t wn) {
+    char names[512] = "";
+    int n_names = 0;
+    for (int i = 0; i < kv_method_count(); i++) {
+        const kv_paper *p = kv_method_at(i)->paper;
+        if (!p->claims[0].id || rows_of(p, rows, 16) == 0 || strcmp(rows[0], kv_method_at(i)->name)) continue;
+        n_rows = rows_of(p, rows, 16);
+        for (int k = 0; k < d->nrec; k++)
+            for (int r = 0; r < n_rows; r++)
+                if (!strcmp(d->fam[d->rec[k].fam].method, rows[r])) return p;
+        for (int r = 0; r < n_rows; r++, n_names++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n_names ? ", " : "", rows[r]);
+    }
+    char *last = strrchr(names, ',');   /* "a, b or c" */
+    if (last && n_names > 1) {
+        char tail[256];
+        snprintf(tail, sizeof tail, " or%s", last + 1);
+        snprintf(last, sizeof names - (size_t)(last - names), "%s", tail);
+    }
+    snprintf(why, wn, "no %s results (the paper table reads `kvbench run` results)", n_names ? names : "paper");
+    return NULL;
+}
+
 int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, char *why,
              size_t wn) {
     int ncell = d->nwl * d->nctx * d->ndepth;
     cases c = {ncell > d->ncase ? ncell : d->ncase, d, NULL, NULL};
+    paper = pick_paper(d, why, wn);
+    if (!paper) return -1;
     int *per_fam = calloc((size_t)d->nfam + 1, sizeof *per_fam), best = -1;
     if (!per_fam) return snprintf(why, wn, "out of memory"), -1;
     for (int k = 0; k < d->nrec; k++)
-        for (int s = 0; s < NS; s++) per_fam[d->rec[k].fam] += !strcmp(d->fam[d->rec[k].fam].method, sekvs[s]);
-    for (int f = 0; f < d->nfam; f++) {   /* the model with the most SeKV results */
+        for (int s = 0; s < n_rows; s++) per_fam[d->rec[k].fam] += !strcmp(d->fam[d->rec[k].fam].method, rows[s]);
+    for (int f = 0; f < d->nfam; f++) {   /* the model with the most results of the rows */
         int n = 0;
         for (int g = 0; g < d->nfam; g++) n += !strcmp(d->fam[g].model, d->fam[f].model) ? per_fam[g] : 0;
         if (n && (best < 0 || n > per_fam[d->nfam])) best = f, per_fam[d->nfam] = n;
     }
     free(per_fam);
     if (best < 0 || c.ncase <= 0) {
-        snprintf(why, wn, "no sekv, sekv-ref or sekv-spread results (the paper table reads `kvbench run` results)");
+        pick_paper(&(rt_data){0}, why, wn);   /* the same message as for a file without them */
         return -1;
     }
     c.model = d->fam[best].model;
     if (md) fprintf(md, "Model: %s.\n\n", c.model);
-    /* capped: the paper's rule; uncapped: the same claims within SeKV past its budget (the
-     * comparisons with baselines at the same nominal budget would not be fair there: see
-     * the iso-memory section) */
-    static const char *const bases[2] = {"", "uncapped=1"};
+    /* capped: the paper's rule; uncapped: the same claims within the primary row past its
+     * budget (the comparisons with baselines at the same nominal budget would not be fair
+     * there: see the iso-memory section) */
+    const char *bases[2] = {"", paper->uncapped};
     if (csv) rt_csv_header(csv);
-    for (int bi = 0; bi < 2; bi++) {
+    for (int bi = 0; bi < (paper->uncapped ? 2 : 1); bi++) {
         int have = 0;
         for (int k = 0; k < d->nrec && !have; k++)
-            have = !strcmp(d->fam[d->rec[k].fam].method, "sekv") && !strcmp(d->fam[d->rec[k].fam].model, c.model) &&
+            have = !strcmp(d->fam[d->rec[k].fam].method, rows[0]) && !strcmp(d->fam[d->rec[k].fam].model, c.model) &&
                    params_match(d->fam[d->rec[k].fam].params, bases[bi], NULL);
         if (bi && !have) continue;
-        if (md && !bi)
-            fprintf(md, "The SeKV paper's claims (paper figures from paper-claims.md, 7-8B backbones: compare "
-                        "directions, not levels), judged for each SeKV row: `sekv` (the paper's text, alpha fitted "
-                        "per prompt), `sekv-ref` (the authors' code defaults), `sekv-spread` (kvbench's variant). "
-                        "kvbench: score %% (or its change, in points) over the cells every compared method ran "
-                        "(NIAH: context x depth; C2: each workload's cases), infeasible and failed = 0; [95%% "
-                        "small-n interval over the cells, paired: bootstrap-t widened to Student's t]; p: exact two-sided sign test of "
-                        "the paired cells; infeasible: the SeKV row's infeasible results there (all infeasible = "
-                        "untested). Ablations are that row with exactly one parameter changed.\n\n");
-        if (md && bi)
-            fprintf(md, "\nThe same claims within SeKV run uncapped (`uncapped=1`: P not capped, every span over "
-                        "its threshold expanded; SeKV then holds more than the budget, so its comparisons with "
-                        "baselines are in the iso-memory section below); ablations are `uncapped=1` plus that "
-                        "parameter.\n\n");
+        if (md) fputs(bi ? paper->uncapped_intro : paper->intro, md);
         if (md)
             fprintf(md, "| claim | what | paper | row | kvbench | n | p | infeasible | holds |\n"
                         "|---|---|---|---|---|---:|---:|---:|---|\n");
-        for (int si = 0; si < (bi ? 1 : NS); si++) {
-            const char *m = sekvs[si];
+        for (int si = 0; si < (bi ? 1 : n_rows); si++) {
+            const char *m = rows[si];
             int any = 0;
             for (int k = 0; k < d->nrec && !any; k++)
                 any = !strcmp(d->fam[d->rec[k].fam].method, m) && !strcmp(d->fam[d->rec[k].fam].model, c.model);
             if (!any) continue;
-            for (size_t i = 0; i < sizeof claims / sizeof claims[0]; i++) {
-                const claim *cl = &claims[i];
-                if (bi && (cl->kind == C_BEST || cl->kind == C_MARGIN || cl->kind == C_WORKLOADS)) continue;
+            for (const kv_claim *cl = paper->claims; cl->id; cl++) {
+                if (bi && (cl->kind == KV_CLAIM_BEST || cl->kind == KV_CLAIM_MARGIN || cl->kind == KV_CLAIM_WORKLOADS ||
+                           cl->kind == KV_CLAIM_ZOOM))
+                    continue;
                 const char *section = bi ? "claims uncapped" : "claims";
-                if (cl->kind == C_WORKLOADS) {
+                if (cl->kind == KV_CLAIM_ZOOM) {
+                    if (h) zoom_rows(h, run_id, c.model, cl, m, md, csv, run);
+                    continue;
+                }
+                if (cl->kind == KV_CLAIM_WORKLOADS) {
                     workloads(d, &c, cl, m, md, csv, run);
                     continue;
                 }
-                if (cl->kind == C_DROP && !cl->other) {   /* C8: one row per fixed_chunk setting */
+                size_t ol = cl->other ? strlen(cl->other) : 0;
+                if (cl->kind == KV_CLAIM_DROP && ol && cl->other[ol - 1] == '=') {   /* one row per value of KEY */
                     char set[16][48];
-                    int ns = chunk_settings(d, c.model, m, set, 16);
+                    int ns = key_settings(d, c.model, m, cl->other, set, 16);
                     for (int k = 0; k < ns; k++) {
                         verdict v;
                         char what[160], id[64];
                         judge(&c, cl, m, bases[bi], set[k], &v);
-                        snprintf(what, sizeof what, "%.47s instead of surprisal spans lower, 10%%", set[k]);
-                        snprintf(id, sizeof id, "C8 %.47s", set[k]);
+                        snprintf(what, sizeof what, "%.47s %s", set[k], cl->claim);
+                        snprintf(id, sizeof id, "%.15s %.47s", cl->id, set[k]);
                         emit(md, csv, run, section, id, what, cl->paper, m, bases[bi], cl->budget, &v);
                     }
                     continue;
                 }
                 verdict v;
-                judge(&c, cl, m, bases[bi], cl->kind == C_DROP ? cl->other : NULL, &v);
+                judge(&c, cl, m, bases[bi], cl->kind == KV_CLAIM_DROP ? cl->other : NULL, &v);
                 emit(md, csv, run, section, cl->id, cl->claim, cl->paper, m, bases[bi], cl->budget, &v);
             }
-            if (!bi && h) zoom_rows(h, run_id, c.model, m, md, csv, run);
         }
     }
     feasibility(d, c.model, md, csv, run);
-    iso_memory(&c, md, csv, run);
+    if (paper->uncapped) iso_memory(&c, md, csv, run);
     return 0;
 }

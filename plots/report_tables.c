@@ -18,6 +18,7 @@
 #include <strings.h>
 #include "../methods/method.h"
 #include "report_tables.h"
+#include "paper_rows.h"
 
 const char *const rt_table_names = "main, niah, budget, rank, ablation, memory, latency, compare, paper, zoom";
 enum { T_MAIN, T_NIAH, T_BUDGET, T_RANK, T_ABLATION, T_MEMORY, T_LATENCY, T_COMPARE, T_PAPER, T_ZOOM, T_COUNT };
@@ -223,7 +224,7 @@ static int t_rank(rt_out *o, const rt_data *d, char *why, size_t wn) {
     for (int i = 0; i < d->nrow; i++)
         if (!isnan(rk[d->row[i].fam])) sel[ns++] = i;
     if (!ns) {
-        snprintf(why, wn, "no results of a method with a rank parameter (sekv) and no other params");
+        snprintf(why, wn, "no results of a method with a rank parameter and no other params");
         goto done;
     }
     rank_d = d, rank_of = rk;
@@ -511,14 +512,15 @@ static int iso_grid(rt_out *o, const rt_data *d, const per_ctx *p, int ref) {
     return 0;
 }
 
-/* The rows iso-memory compares at: SeKV with its default params, or every SeKV row of a
- * model that has no default-params SeKV row. */
+/* The rows iso-memory compares at: the paper's primary row (pr_primary: SeKV) with its
+ * default params, or every row of that method on a model that has no default-params row. */
 static int is_iso_reference(const rt_data *d, int row) {
+    const kv_method *pm = pr_primary();
     const rt_family *f = &d->fam[d->row[row].fam];
-    if (!is_method(d, row, "sekv")) return 0;
+    if (!pm || !is_method(d, row, pm->name)) return 0;
     if (!*f->params) return 1;
     for (int k = 0; k < d->nrow; k++)
-        if (is_method(d, k, "sekv") && !*d->fam[d->row[k].fam].params && !strcmp(d->fam[d->row[k].fam].model, f->model))
+        if (is_method(d, k, pm->name) && !*d->fam[d->row[k].fam].params && !strcmp(d->fam[d->row[k].fam].model, f->model))
             return 0;
     return 1;
 }
@@ -580,7 +582,12 @@ static int iso_section(rt_out *o, const rt_data *d, const per_ctx *p) {
             refs++;
         }
     }
-    return refs ? 0 : iso_note(o, "No finished sekv results: the iso-memory view compares at SeKV's fast-tier bytes.");
+    if (refs) return 0;
+    const kv_method *pm = pr_primary();
+    if (!pm) return iso_note(o, "No method's paper has claims: the iso-memory view has no row to compare at.");
+    snprintf(note, sizeof note, "No finished %s results: the iso-memory view compares at %s's fast-tier bytes.", pm->name,
+             pm->paper->title);
+    return iso_note(o, note);
 }
 
 static int t_memory(rt_out *o, const rt_data *d) {

@@ -7,13 +7,16 @@
 #include <stdio.h>
 #include "report_tables.h"
 #include "zoom_rate.h"
+#include "paper_rows.h"
 
 int rt_zoom(sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, char *why, size_t wn) {
     zr_panel *p;
     int n;
     if (zr_load(h, run_id, NULL, NULL, &p, &n, why, wn)) return -1;
     if (!n) {
-        snprintf(why, wn, "no finished sekv, sekv-ref or sekv-spread results (default params) with decode steps");
+        char names[512];
+        pr_names(KV_CLAIM_ZOOM, names, sizeof names);
+        snprintf(why, wn, "no finished %s results (default params) with decode steps", *names ? names : "zoom method");
         return -1;
     }
     if (md)

@@ -1,6 +1,7 @@
 /* Zoom rates per (layer, head) from a results file: see zoom_rate.h. */
 #include "zoom_rate.h"
 #include "../results/query.h"
+#include "paper_rows.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,10 +21,13 @@ int zr_load(sqlite3 *h, int64_t run_id, const char *variant, const char *model, 
     *out = NULL, *n = 0;
     int zt = kvq_has_table(h, "zoom_events");
     if (zt && !kvq_has_column(h, "zoom_events", "spans")) {
-        snprintf(why, wn, "the file's zoom events predate zoom rates (no zoom_events.spans column): rerun the SeKV results");
+        snprintf(why, wn, "the file's zoom events predate zoom rates (no zoom_events.spans column): rerun those results");
         return -1;
     }
-    sqlite3_stmt *q = kvq_zoom_rates(h, zt, run_id, variant, model);
+    /* the methods with a zoom claim in their paper, in registry order */
+    const char *zm[16];
+    int nz = pr_methods(KV_CLAIM_ZOOM, zm, 16);
+    sqlite3_stmt *q = kvq_zoom_rates(h, zt, run_id, variant, model, zm, nz);
     if (!q) {
         snprintf(why, wn, "reading zoom rates: %s", sqlite3_errmsg(h));
         return -1;

@@ -1,4 +1,5 @@
-/* SeKV's zoom-in as a rate, comparable with the paper's figure 6: per (layer, query
+/* A method's zoom-in as a rate (SeKV's: comparable with its paper's figure 6), for the
+ * methods whose paper holds a zoom claim (paper_rows.h): per (layer, query
  * head), the spans it expanded divided by the compressed spans it could expand, averaged
  * over decode steps (a step without expansions counts 0) and then over cases. Read from
  * a results file's head_stats and zoom_events (zoom_events.spans); results recorded
@@ -27,7 +28,7 @@ typedef struct {
     double top10;       /* share of all expansions taken by the top 10% of heads (by expansions) */
 } zr_summary;
 
-/* Panels of every (model, SeKV method, budget) in run_id (<= 0: every run), in that
+/* Panels of every (model, zoom method, budget) in run_id (<= 0: every run), in that
  * order; variant, model NULL: any. *n = 0 (and 0 returned) when there are none;
  * -1 after writing why. */
 int zr_load(sqlite3 *h, int64_t run_id, const char *variant, const char *model, zr_panel **out, int *n, char *why,

@@ -90,13 +90,15 @@ sqlite3_stmt *kvq_sim_memory(sqlite3 *h, int64_t run_id);
 /* The run's results that did not finish: "method status", distinct, sorted. */
 sqlite3_stmt *kvq_unfinished(sqlite3 *h, int64_t run_id);
 
-/* SeKV zoom rates: per finished result with default params and decode steps, per
+/* Zoom rates of the given methods (NULL when a name is not [a-z0-9_.-]): per finished
+ * result with default params and decode steps, per
  * (layer, head) of head_stats: method, budget, result id, decode_tokens, layer, head,
  * events, the sum over its zoom events of expanded / spans (0 without zoom_events, which
  * with_zoom = 0 says), model ('?' if unknown); ordered by model, method, budget, result,
- * layer, head. run_id <= 0: every run; model NULL: every model. Results with a zoom
+ * layer, head; methods in the order given. run_id <= 0: every run; model NULL: every model. Results with a zoom
  * event of unknown spans are left out. */
-sqlite3_stmt *kvq_zoom_rates(sqlite3 *h, int with_zoom, int64_t run_id, const char *variant, const char *model);
+sqlite3_stmt *kvq_zoom_rates(sqlite3 *h, int with_zoom, int64_t run_id, const char *variant, const char *model,
+                             const char *const *methods, int n_methods);
 
 /* ------------------------------------------------ sim --check-run (query_sim.c) */
 

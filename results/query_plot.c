@@ -2,6 +2,7 @@
  * and SeKV's zoom rates. */
 #include "query.h"
 #include <stdio.h>
+#include <string.h>
 
 /* Prepares sql with ?1 = run_id and ?2 = variant (left NULL when variant is NULL). */
 static sqlite3_stmt *prep(sqlite3 *h, const char *sql, int64_t run_id, const char *variant) {
@@ -87,22 +88,34 @@ sqlite3_stmt *kvq_unfinished(sqlite3 *h, int64_t run_id) {
                 run_id, NULL);
 }
 
-sqlite3_stmt *kvq_zoom_rates(sqlite3 *h, int with_zoom, int64_t run_id, const char *variant, const char *model) {
-    char sql[2048];
+sqlite3_stmt *kvq_zoom_rates(sqlite3 *h, int with_zoom, int64_t run_id, const char *variant, const char *model,
+                             const char *const *methods, int n_methods) {
+    /* the methods in the caller's order (names are [a-z0-9_.-], checked here, so they
+     * sit in the SQL text as they are) */
+    char in[1024] = "''", order[1536] = "0";
+    for (int i = 0, a = 0, b = 0; i < n_methods; i++) {
+        if (strlen(methods[i]) > 48 || strspn(methods[i], "abcdefghijklmnopqrstuvwxyz0123456789_.-") != strlen(methods[i]))
+            return NULL;
+        a += snprintf(in + a, sizeof in - (size_t)a, "%s'%s'", i ? ", " : "", methods[i]);
+        b += snprintf(order + b, sizeof order - (size_t)b, "%sWHEN '%s' THEN %d", i ? " " : "CASE r.method ", methods[i], i);
+        if (a >= (int)sizeof in || b >= (int)sizeof order) return NULL;
+    }
+    if (n_methods) snprintf(order + strlen(order), sizeof order - strlen(order), " ELSE %d END", n_methods);
+    char sql[4096];
     snprintf(sql, sizeof sql,
              "SELECT r.method, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s, ifnull(ru.model, '?')"
              " FROM head_stats hs JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id"
              " JOIN runs ru ON ru.id = c.run_id%s"
-             " WHERE (?1 <= 0 OR c.run_id = ?1) AND r.method IN ('sekv', 'sekv-ref', 'sekv-spread')"
+             " WHERE (?1 <= 0 OR c.run_id = ?1) AND r.method IN (%s)"
              " AND (r.params IS NULL OR r.params = '') AND r.status = 'ok' AND r.decode_tokens > 0"
              " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) AND (?3 IS NULL OR ifnull(ru.model, '?') = ?3)%s"
-             " ORDER BY ifnull(ru.model, '?'), CASE r.method WHEN 'sekv' THEN 0 WHEN 'sekv-ref' THEN 1 ELSE 2 END, r.budget, r.id,"
-             " hs.layer, hs.head",
+             " ORDER BY ifnull(ru.model, '?'), %s, r.budget, r.id, hs.layer, hs.head",
              with_zoom ? "coalesce(z.s, 0)" : "0",
              with_zoom ? " LEFT JOIN (SELECT result_id, layer, head, total(expanded * 1.0 / spans) AS s FROM zoom_events"
                          " GROUP BY 1, 2, 3) z ON z.result_id = r.id AND z.layer = hs.layer AND z.head = hs.head"
                        : "",
-             with_zoom ? " AND NOT EXISTS (SELECT 1 FROM zoom_events e WHERE e.result_id = r.id AND e.spans IS NULL)" : "");
+             in, with_zoom ? " AND NOT EXISTS (SELECT 1 FROM zoom_events e WHERE e.result_id = r.id AND e.spans IS NULL)" : "",
+             order);
     sqlite3_stmt *st = prep(h, sql, run_id, variant);
     if (st && model) sqlite3_bind_text(st, 3, model, -1, SQLITE_TRANSIENT);
     return st;

@@ -2,8 +2,10 @@
  * registered method has every member; a table of another ABI version or size, without a
  * required member or with a bad name is refused with one line; the optional members of a
  * minimal table get their defaults (no statistics asked, zero counters, no slow-tier
- * rows, empty texts, no events, no trained parameters); a taken name is refused, a new
- * one is found and listed after the built-in methods with its origin. */
+ * rows, empty texts, no events, no trained parameters, no commands, no trained file, an
+ * empty paper), a version-1 table (the size of version 1) too; a command without a
+ * function is refused; a taken name or command is refused, a new method is found and
+ * listed after the built-in methods with its origin, its commands found by name. */
 #include <string.h>
 #include "../methods/method.h"
 #include "check.h"
@@ -15,6 +17,8 @@ static void x_attend(kv_state *st, int l, const float *q, float *o) { (void)st, 
 static void x_memory(const kv_state *st, kv_mem *o) { (void)st, memset(o, 0, sizeof *o); }
 static int x_rows(const kv_state *st, int l, int j, int32_t *p, int c, int *n) { return (void)st, (void)l, (void)j, (void)p, (void)c, (void)n, 0; }
 static void x_free(kv_state *st) { (void)st; }
+
+static int x_cmd(int argc, char **argv) { return (void)argc, (void)argv, 7; }
 
 static const kv_method minimal = {KV_METHOD_HEAD, .name = "door-test", .init = x_init, .ingest = x_ingest,
                                   .append = x_append, .attend = x_attend, .memory = x_memory, .rows = x_rows,
@@ -31,7 +35,8 @@ int main(void) {
     for (int i = 0; i < kv_method_count(); i++) {
         const kv_method *m = kv_method_at(i);
         CHECK(m->abi == KV_METHOD_ABI && m->size == sizeof *m && m->summary && m->params && m->needs && m->head_stats &&
-                  m->slow_rows && m->params_used && m->events && m->describe && m->trained_params,
+                  m->slow_rows && m->params_used && m->events && m->describe && m->trained_params && m->commands &&
+                  m->trained_file && m->paper && m->paper->claims && m->paper->baselines && m->paper->memory,
               "%s: a member left unset after registration", m->name);
         CHECK(!kv_method_origin(m), "%s: built in, yet an origin", m->name);
     }
@@ -40,7 +45,9 @@ int main(void) {
     kv_method t = minimal, out;
     char err[512] = "";
     t.abi = KV_METHOD_ABI + 1;
-    refused(&t, "ABI version 2; this kvbench reads versions 1 to 1");
+    char want[128];
+    snprintf(want, sizeof want, "ABI version %d; this kvbench reads versions 1 to %d", KV_METHOD_ABI + 1, KV_METHOD_ABI);
+    refused(&t, want);
     t = minimal, t.abi = 0;
     refused(&t, "ABI version 0");
     t = minimal, t.size = sizeof t - 8;
@@ -72,12 +79,34 @@ int main(void) {
     CHECK(out.slow_rows(NULL, 0) == 0 && out.events(NULL, NULL, 0) == 0, "default slow_rows/events not zero");
     CHECK(out.trained_params(&s, det, sizeof det) == 0 && !det[0], "default trained_params not zero");
     CHECK(out.params && !out.params[0].name && !strcmp(out.summary, ""), "default params/summary");
+    char path[16] = "x";
+    CHECK(!out.commands[0].name && out.trained_file(&s, path, sizeof path) == 0 && !path[0], "default commands/trained_file");
+    CHECK(!out.paper->claims[0].id && !out.paper->baselines[0] && !out.paper->memory[0].method && !*out.paper->title,
+          "default paper not empty");
+
+    /* a table built against version 1: its size ends at trained_params; the rest defaults */
+    kv_method v1 = minimal;
+    v1.abi = 1, v1.size = (unsigned)KV_METHOD_SIZE_V1;
+    v1.commands = (const kv_command[]){{"junk", "past a version-1 table's end: never read", x_cmd}, {NULL, NULL, NULL}};
+    CHECK(kv_method_resolve(&v1, &out, err, sizeof err) == 0, "a version-1 table refused: %s", err);
+    CHECK(out.abi == KV_METHOD_ABI && !out.commands[0].name && !out.paper->claims[0].id, "a version-1 table's new members");
+    t = minimal, t.commands = (const kv_command[]){{"door-cmd", "help", NULL}, {NULL, NULL, NULL}};
+    refused(&t, "door-test: command 'door-cmd': needs a name of a-z 0-9 _ . - and a function");
+    t = minimal, t.commands = (const kv_command[]){{"Bad Cmd", "help", x_cmd}, {NULL, NULL, NULL}};
+    refused(&t, "command 'Bad Cmd'");
 
     t = minimal, t.name = "snapkv";
     CHECK(kv_method_register(&t, "x.so", err, sizeof err) == -1 && strstr(err, "x.so: method 'snapkv' is already registered (built in)"),
           "a taken name: '%s'", err);
+    CHECK(kv_command_find("sekv-probe") && !kv_command_find("door-cmd"), "the built-in commands");
+    t = minimal, t.name = "door-other", t.commands = (const kv_command[]){{"sekv-probe", "again", x_cmd}, {NULL, NULL, NULL}};
+    CHECK(kv_method_register(&t, "w.so", err, sizeof err) == -1 && strstr(err, "command 'sekv-probe' is already taken"),
+          "a taken command: '%s'", err);
     int n0 = kv_method_count();
-    CHECK(kv_method_register(&minimal, "y.so", err, sizeof err) == 0, "register: %s", err);
+    t = minimal, t.commands = (const kv_command[]){{"door-cmd", "a plugin's command", x_cmd}, {NULL, NULL, NULL}};
+    CHECK(kv_method_register(&t, "y.so", err, sizeof err) == 0, "register: %s", err);
+    const kv_command *dc = kv_command_find("door-cmd");
+    CHECK(dc && dc->fn(0, NULL) == 7, "the registered method's command is not found");
     const kv_method *m = kv_method_find("DOOR-TEST");
     CHECK(m && kv_method_count() == n0 + 1 && kv_method_at(n0) == m && m->init == x_init, "the registered method is not listed last");
     CHECK(m && kv_method_origin(m) && !strcmp(kv_method_origin(m), "y.so"), "origin of the registered method");

@@ -74,7 +74,7 @@ got=$(q "$T/rule.db" "SELECT group_concat(r.method || ':' || r.decode_tokens || 
 set +e
 "$KVBENCH" "${RULE[@]}" --decode 8 --db "$T/rule.db" 2>"$T/errd"; rc=$?
 set -e
-[ "$rc" = 2 ] && grep -q "expected append or hold (the step count is --steps N)" "$T/errd" || fail "--decode 8: rc $rc $(cat "$T/errd")"
+[ "$rc" = 2 ] && grep -q "expected append or hold (the step count is --steps N; through the model, --max-new N)" "$T/errd" || fail "--decode 8: rc $rc $(cat "$T/errd")"
 
 # ---------------------------------------------------------------- kill -9, resume, compare
 BIG=(run --workload synthetic-niah,synthetic-multikey --methods all --budget 0.05,0.1,0.2,48 --ctx 1024,2048
@@ -131,7 +131,7 @@ bad "--depths 'x'" --depths x "${OK[@]}"
 bad "synthetic-bogus" --workload synthetic-bogus "${OK[@]}"
 bad "--layers '0'" --layers 0 --ctx 64 --db "$T/never.db"
 bad "--threads 'two'" --threads two "${OK[@]}"
-bad "--backend tpu" --backend tpu "${OK[@]}"
+bad "--backend 'tpu'" --backend tpu "${OK[@]}"
 bad "--frobnicate" --frobnicate 1 "${OK[@]}"
 bad "--db FILE is required" --ctx 64
 bad "--seed" --seed -1 "${OK[@]}"

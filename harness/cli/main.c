@@ -1,8 +1,10 @@
-/* kvbench: one binary, one subcommand per job. */
+/* kvbench: one binary, one subcommand per job: the harness's commands below, then those the
+ * registered methods bring (kv_method.commands: SeKV's trainer and probe, a plugin's). */
 #include <stdio.h>
 #include <string.h>
 #include "commands.h"
 #include "../identity/plugin.h"
+#include "../../methods/method.h"
 
 static const struct {
     const char *name;
@@ -15,18 +17,19 @@ static const struct {
     {"methods", cmd_methods, "list the methods with their parameters and defaults"},
     {"info", cmd_info, "describe a model (GGUF file or Hugging Face directory)"},
     {"generate", cmd_generate, "answer a prompt with a model, optionally through a method"},
-    {"train-sekv", cmd_train_sekv, "train SeKV's zoom-in (routing, thresholds, rank gate) on a corpus"},
     {"merge", cmd_merge, "join the results files of a sharded run (run --shard K/N) into one"},
     {"slurm-script", cmd_slurm_script, "write a SLURM array script that runs a kvbench run in N shards, then merges"},
     {"sim", cmd_sim, "memory by tier and decode latency at any context, by the methods' own code, no weights loaded"},
     {"conformance", cmd_conformance, "check a method (a plugin's too) against the method interface's rules"},
-    {"sekv-probe", cmd_sekv_probe, "SeKV's zoom-in on NIAH dev cases: answer NLL, zoom precision and recall"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
 static void usage(FILE *out) {
     fprintf(out, "usage: kvbench [--plugin FILE.so]... COMMAND [options]   (kvbench COMMAND --help for its options)\n\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
+    for (int i = 0; i < kv_method_count(); i++)
+        for (const kv_command *c = kv_method_at(i)->commands; c->name; c++)
+            fprintf(out, "  %-12s %s (%s)\n", c->name, c->help, kv_method_at(i)->name);
 }
 
 int main(int argc, char **argv) {
@@ -41,7 +44,12 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    const kv_command *mc = kv_command_find(argv[1]);
+    if (mc) return mc->fn(argc - 1, argv + 1);
     fprintf(stderr, "kvbench: unknown command '%s' (commands:", argv[1]);   /* one line */
-    for (int i = 0; i < N_COMMANDS; i++) fprintf(stderr, " %s%s", commands[i].name, i + 1 < N_COMMANDS ? "," : ")\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(stderr, " %s%s", commands[i].name, i + 1 < N_COMMANDS ? "," : "");
+    for (int i = 0; i < kv_method_count(); i++)
+        for (const kv_command *c = kv_method_at(i)->commands; c->name; c++) fprintf(stderr, ", %s", c->name);
+    fprintf(stderr, ")\n");
     return 2;
 }

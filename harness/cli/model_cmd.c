@@ -134,7 +134,7 @@ static void generate_usage(void) {
            "  --max-tokens N    tokens to generate at most (default 128)\n"
            "  --method M        KV-cache method (default: the reference, FullKV; `kvbench methods` lists them)\n"
            "  --budget B        kept fraction of the prompt in (0,1], or a token count > 1 (default 0.1;\n"
-           "                    fullkv ignores it)\n"
+           "                    the reference ignores it)\n"
            "  --params k=v,..   the method's parameter overrides\n"
            "  --threads N       worker threads (default: online CPUs)\n"
            "  --backend NAME    cpu or cuda (default cpu): where the forward pass runs (cuda: make\n"

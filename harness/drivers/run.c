@@ -69,36 +69,20 @@ static void usage(FILE *f) {
             "committed to the SQLite file FILE as soon as it is computed, and rerunning the same\n"
             "command resumes where it stopped.\n"
             "\n"
-            "  --workload LIST   synthetic-niah, synthetic-multikey, synthetic-multivalue (default synthetic-niah)\n"
-            "  --methods LIST    all, or method names (kvbench methods lists them) (default all)\n"
-            "  --budget LIST     per layer and kv head: fractions of the prompt in (0,1], or token\n"
-            "                    counts (integers > 1) (default 0.1)\n"
-            "  --ctx LIST        prompt lengths in tokens, each >= 16 (default 2048,8192)\n"
-            "  --depths LIST     needle depths in [0,1] (default 0.1,0.5,0.9)\n"
-            "  --seed N          workload seed (default 1)\n"
-            "  --split S         test (default: reported numbers) or dev (for tuning); the two never\n"
-            "                    share a generator seed (2*seed and 2*seed+1)\n"
-            "  --oracle-hints B  1: plant the needles in the text statistics methods read (needle spans\n"
-            "                    are sentences of their own, highly surprising at their start and needle),\n"
-            "                    an ablation; 0 (default): surprisal and sentence ends ignore the needles\n"
-            "  --db FILE         results file (created if missing; required)\n"
-            "  --params SPEC     per-method overrides METHOD:key=value[,..][;METHOD:..], e.g.\n"
-            "                    sekv:zoom=0 (kvbench methods lists them); part of the run's identity\n"
-            "  --layers N        layers (default 3: retrieval heads live in layers >= 1)\n"
-            "  --steps N         decode steps after the prompt (default 8)\n"
-            "  --decode RULE     append (default): each method compresses the prompt once and keeps\n"
-            "                    decoded tokens at full resolution (streamingllm and h2o still evict:\n"
-            "                    their papers); hold: fast-tier rows within the budget at every step\n"
-            RUN_KV_TYPE_HELP
+            "  --workload LIST    synthetic-niah, synthetic-multikey, synthetic-multivalue (default\n"
+            "                     synthetic-niah)\n"
+            "  --ctx LIST         prompt lengths in tokens, each >= 16 (default 2048,8192)\n"
+            "  --depths LIST      needle depths in [0,1] (default 0.1,0.5,0.9)\n"
+            "  --oracle-hints B   1: plant the needles in the text statistics methods read (needle spans\n"
+            "                     are sentences of their own, highly surprising at their start and needle),\n"
+            "                     an ablation; 0 (default): surprisal and sentence ends ignore the needles\n"
+            "  --layers N         layers (default 3: retrieval heads live in layers >= 1)\n"
+            "  --steps N          decode steps after the prompt (default 8)\n"
             "  --heads N, --kv-heads N, --head-dim N   attention shape (default 8, 2, 64)\n"
-            "  --needles N       needles of multikey/multivalue (default 4)\n"
-            "  --threads N       worker threads (default: online CPUs)\n"
-            "  --backend NAME    cpu or cuda (default cpu)\n"
-            "  --shard K/N       run only shard K (0..N-1) of the cases, split by estimated cost\n"
-            "                    (ctx^2); every shard records the same run and the whole plan,\n"
-            "                    `kvbench merge` joins the shard files (kvbench slurm-script)\n"
-            "  --quiet           no progress lines\n"
-            "  --help            this text\n"
+            "  --needles N        needles of multikey/multivalue (default 4)\n"
+            "\n");
+    run_common_usage(f);
+    fprintf(f,
             "\n"
             "LIST is comma-separated. The run is identified by the workload and its shape, seed,\n"
             "split, oracle hints, K/V type, backend, the code (git commit, and a hash of uncommitted edits)\n"
@@ -109,9 +93,10 @@ static void usage(FILE *f) {
             "is nearest the needle's value (see workloads/synthetic.h).\n"
             "\n"
             "With --model, or a text workload (niah, ruler[:TASK,..], longbench:DIR,\n"
-            "infinitebench:DIR, gsm8k:FILE), the run goes through the model instead:\n"
+            "infinitebench:DIR, gsm8k:FILE), the run goes through the model instead, with the\n"
+            "options above (but the synthetic shape) and these (kvbench run --workload niah --help):\n"
             "\n");
-    run_model_usage(f);
+    run_model_options(f);
 }
 
 /* ---------------------------------------------------------------- parsing */
@@ -165,25 +150,37 @@ static int add_depth(const char *flag, const char *s, void *ctx) {
     return 0;
 }
 
-static int syn_unknown(const char *flag) { return run_fail("unknown option '%s' (see kvbench run --help)", flag); }
-/* --flag value or --flag=value (run_args.c); --quiet and --help are taken before it. */
-static const char *const syn_bare[] = {"--quiet", "--help", "-h"};
-static const run_flag_syntax syn_syntax = {syn_bare, 3, usage, syn_unknown};
+/* The synthetic run's own options (run_parse takes the shared ones): 1, 0 or -1. */
+static int syn_flag(void *ctx, const char *flag, const char *val) {
+    run_opts *o = ctx;
+    if (!strcmp(flag, "--oracle-hints")) return run_parse_int(flag, val, 0, 1, &o->oracle_hints) ? -1 : 1;
+    if (!strcmp(flag, "--layers")) return run_parse_int(flag, val, 1, 1024, &o->layers) ? -1 : 1;
+    if (!strcmp(flag, "--steps")) return run_parse_int(flag, val, 1, 1 << 20, &o->steps) ? -1 : 1;
+    if (!strcmp(flag, "--heads")) return run_parse_int(flag, val, 1, 1024, &o->heads) ? -1 : 1;
+    if (!strcmp(flag, "--kv-heads")) return run_parse_int(flag, val, 1, 1024, &o->kv_heads) ? -1 : 1;
+    if (!strcmp(flag, "--head-dim")) return run_parse_int(flag, val, 8, 1024, &o->head_dim) ? -1 : 1;
+    if (!strcmp(flag, "--needles")) return run_parse_int(flag, val, 2, SYN_MAX_NEEDLES, &o->needles) ? -1 : 1;
+    return 0;
+}
+
+/* A flag neither parser takes: the model run's options say where they belong. */
+static int syn_unknown(const char *flag) {
+    if (run_flag_documented(run_model_options, flag))
+        return run_fail("%s applies to text workloads (niah, ruler, ...), not to synthetic-* ones", flag);
+    return run_unknown(flag);
+}
 
 /* 0 ok, 1 help printed, -1 error printed. */
 static int parse_args(int argc, char **argv, run_opts *o) {
-    const char *workload = "synthetic-niah", *methods = "all", *budgets = "0.1", *ctxs = "2048,8192",
-               *depths = "0.1,0.5,0.9", *params = NULL;
     memset(o, 0, sizeof *o);
-    o->seed = 1;
     o->layers = 3;
     o->steps = 8;
     o->heads = 8;
     o->kv_heads = 2;
     o->head_dim = 64;
     o->needles = 4;
-    o->backend = "cpu";
-    o->kv_type = -1;   /* not given: by the backend (run_kv_type_backend) */
+    run_common c = {.workload = "synthetic-niah", .methods = "all", .budgets = "0.1", .ctxs = "2048,8192",
+                    .depths = "0.1,0.5,0.9", .backend = "cpu", .seed = 1, .kv_type = -1};
     /* An unknown workload is the first thing to report, before options it lacks. */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *w = NULL;
@@ -192,56 +189,18 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         else if ((!strcmp(a, "--workload") || !strcmp(a, "--workloads")) && i + 1 < argc) w = argv[++i];
         if (w && run_each_item("--workload", w, add_kind, NULL)) return -1;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 1;
-        }
-        if (!strcmp(a, "--quiet")) {
-            o->quiet = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2)) return run_fail("unexpected argument '%s' (see kvbench run --help)", a);
-        char flag[64];
-        const char *val = NULL;
-        if (run_split_flag(&syn_syntax, argc, argv, &i, flag, sizeof flag, &val)) return -1;
-        if (!strcmp(flag, "--workload") || !strcmp(flag, "--workloads")) workload = val;
-        else if (!strcmp(flag, "--methods") || !strcmp(flag, "--method")) methods = val;
-        else if (!strcmp(flag, "--budget") || !strcmp(flag, "--budgets")) budgets = val;
-        else if (!strcmp(flag, "--ctx")) ctxs = val;
-        else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) depths = val;
-        else if (!strcmp(flag, "--db")) o->db_path = val;
-        else if (!strcmp(flag, "--params")) params = val;
-        else if (!strcmp(flag, "--backend")) o->backend = val;
-        else if (!strcmp(flag, "--split")) {
-            if (run_parse_split(flag, val, &o->split)) return -1;
-        } else if (!strcmp(flag, "--oracle-hints")) { if (run_parse_int(flag, val, 0, 1, &o->oracle_hints)) return -1; }
-        else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
-        else if (!strcmp(flag, "--seed")) { if (run_parse_seed(flag, val, &o->seed)) return -1; }
-        else if (!strcmp(flag, "--layers")) { if (run_parse_int(flag, val, 1, 1024, &o->layers)) return -1; }
-        else if (!strcmp(flag, "--steps")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->steps)) return -1; }
-        else if (!strcmp(flag, "--decode")) {
-            if (kv_decode_parse(val, &o->decode_rule))
-                return run_fail("--decode '%s': expected append or hold (the step count is --steps N)", val);
-        }
-        else if (!strcmp(flag, "--kv-type")) { if (run_parse_kv_type(flag, val, &o->kv_type)) return -1; }
-        else if (!strcmp(flag, "--heads")) { if (run_parse_int(flag, val, 1, 1024, &o->heads)) return -1; }
-        else if (!strcmp(flag, "--kv-heads")) { if (run_parse_int(flag, val, 1, 1024, &o->kv_heads)) return -1; }
-        else if (!strcmp(flag, "--head-dim")) { if (run_parse_int(flag, val, 8, 1024, &o->head_dim)) return -1; }
-        else if (!strcmp(flag, "--needles")) { if (run_parse_int(flag, val, 2, SYN_MAX_NEEDLES, &o->needles)) return -1; }
-        else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
-        else if (run_flag_documented(run_model_usage, flag))
-            return run_fail("%s applies to text workloads (niah, ruler, ...), not to synthetic-* ones", flag);
-        else return syn_unknown(flag);
-    }
-    if (run_each_item("--workload", workload, add_kind, o) || run_each_item("--methods", methods, add_method, o) ||
-        run_each_item("--budget", budgets, add_budget, o) || run_each_item("--ctx", ctxs, add_ctx, o) ||
-        run_each_item("--depths", depths, add_depth, o))
+    static const run_flag_syntax syn = {NULL, 0, usage, syn_flag, syn_unknown};
+    int r = run_parse(&syn, argc, argv, &c, o);
+    if (r) return r;
+    o->seed = c.seed, o->split = c.split, o->db_path = c.db_path, o->backend = c.backend, o->quiet = c.quiet;
+    o->kv_type = c.kv_type, o->decode_rule = c.decode_rule, o->threads = c.threads, o->shard = c.shard;
+    if (run_each_item("--workload", c.workload, add_kind, o) || run_each_item("--methods", c.methods, add_method, o) ||
+        run_each_item("--budget", c.budgets, add_budget, o) || run_each_item("--ctx", c.ctxs, add_ctx, o) ||
+        run_each_item("--depths", c.depths, add_depth, o))
         return -1;
     if (!o->db_path || !*o->db_path) return run_fail("--db FILE is required (the results file to write)");
     char perr[512];
-    if (mparams_parse(&o->params, params, perr, sizeof perr)) return run_fail("%s", perr);
+    if (mparams_parse(&o->params, c.params, perr, sizeof perr)) return run_fail("%s", perr);
     if (o->heads % o->kv_heads)
         return run_fail("--heads %d is not a multiple of --kv-heads %d", o->heads, o->kv_heads);
     if (o->n_methods == 0) return run_fail("--methods: no methods are built into this kvbench");

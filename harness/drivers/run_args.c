@@ -1,5 +1,6 @@
 #include "run_args.h"
 #include "../../model/model.h"
+#include "shard.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -17,24 +18,134 @@ int run_fail(const char *fmt, ...) {
     return -1;
 }
 
-int run_split_flag(const run_flag_syntax *syn, int argc, char **argv, int *i, char *flag, size_t cap,
-                   const char **val) {
+int run_unknown(const char *flag) { return run_fail("unknown option '%s' (see kvbench run --help)", flag); }
+
+static const char *const common_bare[] = {"--quiet", "--help", "-h"};
+
+static int is_bare(const run_flag_syntax *syn, const char *flag) {
+    for (size_t k = 0; k < sizeof common_bare / sizeof common_bare[0]; k++)
+        if (!strcmp(flag, common_bare[k])) return 1;
+    for (int k = 0; k < syn->n_bare; k++)
+        if (!strcmp(flag, syn->bare[k])) return 1;
+    return 0;
+}
+
+/* argv[*i] as "--flag value" (advancing *i) or "--flag=value" into flag[0..cap) and *val
+ * (NULL for a bare flag); a bare flag given "=value" fails. 0 or -1 (error printed). */
+static int split_flag(const run_flag_syntax *syn, int argc, char **argv, int *i, char *flag, size_t cap,
+                      const char **val) {
     const char *a = argv[*i], *eq = strchr(a, '=');
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
     if (len >= cap) return syn->unknown(a);
     memcpy(flag, a, len);
     flag[len] = 0;
-    for (int k = 0; k < syn->n_bare; k++)
-        if (!strcmp(flag, syn->bare[k])) {
-            if (eq) return run_fail("%s takes no value", flag);
-            *val = NULL;
-            return 0;
-        }
+    if (is_bare(syn, flag)) {
+        if (eq) return run_fail("%s takes no value", flag);
+        *val = NULL;
+        return 0;
+    }
     if (eq) *val = eq + 1;
     else if (*i + 1 < argc) *val = argv[++*i];
     else if (!run_flag_documented(syn->usage, flag)) return syn->unknown(flag);
     else return run_fail("%s needs a value", flag);
     return 0;
+}
+
+/* One option of run_common: 1 taken, 0 not one of them, -1 error printed. */
+static int common_flag(run_common *c, const char *flag, const char *val) {
+    if (!strcmp(flag, "--quiet")) c->quiet = 1;
+    else if (!strcmp(flag, "--workload") || !strcmp(flag, "--workloads")) c->workload = val;
+    else if (!strcmp(flag, "--methods") || !strcmp(flag, "--method")) c->methods = val;
+    else if (!strcmp(flag, "--budget") || !strcmp(flag, "--budgets")) c->budgets = val;
+    else if (!strcmp(flag, "--ctx")) c->ctxs = val;
+    else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) c->depths = val;
+    else if (!strcmp(flag, "--db")) c->db_path = val;
+    else if (!strcmp(flag, "--params")) c->params = val;
+    else if (!strcmp(flag, "--backend")) {
+        if (strcmp(val, "cpu") && strcmp(val, "cuda")) return run_fail("--backend '%s': expected cpu or cuda", val);
+        c->backend = val;
+    } else if (!strcmp(flag, "--seed")) return run_parse_seed(flag, val, &c->seed) ? -1 : 1;
+    else if (!strcmp(flag, "--split")) {
+        if (run_parse_split(flag, val, &c->split)) return -1;
+        c->split_given = 1;
+    } else if (!strcmp(flag, "--kv-type")) return run_parse_kv_type(flag, val, &c->kv_type) ? -1 : 1;
+    else if (!strcmp(flag, "--decode")) {
+        if (kv_decode_parse(val, &c->decode_rule))
+            return run_fail("--decode '%s': expected append or hold (the step count is --steps N; through the model, "
+                            "--max-new N)", val);
+    } else if (!strcmp(flag, "--threads")) return run_parse_int(flag, val, 1, 256, &c->threads) ? -1 : 1;
+    else if (!strcmp(flag, "--shard")) return shard_parse(flag, val, &c->shard) ? -1 : 1;
+    else return 0;
+    return 1;
+}
+
+int run_parse(const run_flag_syntax *syn, int argc, char **argv, run_common *c, void *ctx) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            syn->usage(stdout);
+            return 1;
+        }
+        if (a[0] != '-') return run_fail("unexpected argument '%s' (see kvbench run --help)", a);
+        char flag[64];
+        const char *val = NULL;
+        if (split_flag(syn, argc, argv, &i, flag, sizeof flag, &val)) return -1;
+        int r = common_flag(c, flag, val);
+        if (r == 0) r = syn->own(ctx, flag, val);
+        if (r == 0) return syn->unknown(flag);
+        if (r < 0) return -1;
+    }
+    return 0;
+}
+
+/* The wording of the options both drivers take. Method-dependent parts come from the
+ * registry (the reference, the methods that evict while decoding), never by name. */
+void run_common_usage(FILE *f) {
+    const kv_method *ref = kv_method_reference();
+    const char *ev[32];
+    int n_ev = 0;
+    for (int i = 0; i < kv_method_count() && n_ev < 32; i++)
+        if (kv_method_at(i)->evicts_decoding) ev[n_ev++] = kv_method_at(i)->name;
+    char budget[256] = "", evict[512] = "";
+    if (ref)
+        snprintf(budget, sizeof budget, ";\n                     %s ignores it and runs once per case, recorded at budget 1",
+                 ref->name);
+    for (int k = 0; k < n_ev; k++) {
+        size_t len = strlen(evict);
+        snprintf(evict + len, sizeof evict - len, "%s%s", !k ? ";\n                     " : k + 1 < n_ev ? ", " : " and ", ev[k]);
+    }
+    if (n_ev) snprintf(evict + strlen(evict), sizeof evict - strlen(evict), " still evict while decoding (their papers)");
+    fprintf(f,
+            "  --methods LIST     all, or method names (kvbench methods lists them) (default all)\n"
+            "  --budget LIST      kept per layer and kv head: fractions of the prompt in (0,1], or token\n"
+            "                     counts (integers > 1) (default 0.1)%s\n"
+            "  --params SPEC      per-method overrides METHOD:key=value[,..][;METHOD:..] (kvbench methods\n"
+            "                     lists each method's keys and defaults); part of the run's identity\n"
+            "  --db FILE          results file (created if missing; required, except with --print-prompts)\n"
+            "  --seed N           generator seed of the generated workloads (default: 1 for synthetic-*,\n"
+            "                     42 for ruler), an integer in 0..%llu\n"
+            "  --split S          test (default: reported numbers) or dev (for tuning) of the generated\n"
+            "                     workloads (synthetic-*, niah, ruler): disjoint generator seeds (2*seed\n"
+            "                     and 2*seed+1), and for niah disjoint haystack text (test sample 1 is the\n"
+            "                     classic prompt from the essays' start, dev starts in their second half)\n"
+            "  --decode RULE      append (default): every method compresses the prompt once and keeps\n"
+            "                     decoded (and --question-after) tokens at full resolution%s.\n"
+            "                     hold: every method keeps its fast-tier rows within the budget at\n"
+            "                     every step, by its own rule. Part of the run's identity\n"
+            "  --kv-type T        K/V rows stored as f32, f16 or bf16 by every method (the --fidelity\n"
+            "                     reference too); rounded to nearest even, attention computes in f32, the\n"
+            "                     prefill stays f32; memory counts the type's bytes. Part of the run's\n"
+            "                     identity. Default f32, and bf16 with --backend cuda\n"
+            "  --backend NAME     cpu or cuda (default cpu); cuda needs a make CUDA=1 build and a device\n"
+            "                     (through the model, without one: a note, then the CPU)\n"
+            "  --threads N        worker threads, 1..256 (default: online CPUs, divided among --jobs)\n"
+            "  --shard K/N        run only shard K (0..N-1) of the cases, split by estimated cost\n"
+            "                     (synthetic: ctx^2; through the model: prompt length); every shard records\n"
+            "                     the same run and the whole plan, `kvbench merge` joins the shard files\n"
+            "                     (kvbench slurm-script)\n"
+            "  --quiet            no progress lines\n"
+            "  --help             this text\n",
+            budget, (unsigned long long)WL_SPLIT_SEED_MAX, evict);
 }
 
 int run_parse_seed(const char *flag, const char *s, uint64_t *out) {

@@ -1,30 +1,53 @@
-/* Command-line parsing shared by the run drivers (run.c, run_model.c): one-line errors
- * prefixed "kvbench run: ", the split of a word into flag and value, bounded integers,
- * finite numbers, comma lists, and the options both drivers take (--methods, --budget,
- * --seed, --split, --kv-type, ...), each parsed here once. */
+/* The one option parser of the run drivers (run.c, run_model.c): the loop over argv, the
+ * options both take (--methods, --budget, --seed, --split, --kv-type, --decode, --backend,
+ * ...) with their help lines, and the pieces each driver's own options use (one-line
+ * errors prefixed "kvbench run: ", bounded integers, finite numbers, comma lists). */
 #ifndef KV_RUN_ARGS_H
 #define KV_RUN_ARGS_H
 #include <stdint.h>
 #include <stdio.h>
 #include "../../methods/method.h"
 #include "../../workloads/split.h"
+#include "shard.h"
 
 /* Prints "kvbench run: <message>" on stderr; returns -1. */
 int run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* A driver's flag syntax: the flags that take no value (bare[0..n_bare)), its help text
- * (a flag it documents but got without a value "needs a value") and its message for an
- * unknown flag (returns -1). */
+/* The options both drivers take, parsed by run_parse and documented by run_common_usage,
+ * the same words and the same errors whichever driver runs. Lists (methods, budgets,
+ * ctx, depths) stay text here: what an item may be is the driver's. The driver sets the
+ * defaults before run_parse. */
+typedef struct {
+    const char *workload, *methods, *budgets, *ctxs, *depths, *params, *db_path, *backend;
+    uint64_t seed;              /* --seed */
+    wl_split split;             /* --split */
+    int split_given;
+    int kv_type;                /* --kv-type (-1: not given, by the backend: run_kv_type_backend) */
+    int decode_rule;            /* --decode (kv_decode_rule) */
+    int threads;                /* --threads (0: online CPUs) */
+    int quiet;                  /* --quiet */
+    shard_spec shard;           /* --shard K/N */
+} run_common;
+
+/* A driver's own options: the ones that take no value (bare[0..n_bare), beside --quiet,
+ * --help and -h), its help text (a flag it documents but got without a value "needs a
+ * value"), its parser own(ctx, flag, value) (1: taken, 0: not its, -1: error printed) and
+ * its message for a flag neither parser takes (-1). */
 typedef struct {
     const char *const *bare;
     int n_bare;
     void (*usage)(FILE *);
+    int (*own)(void *ctx, const char *flag, const char *val);
     int (*unknown)(const char *flag);
 } run_flag_syntax;
-/* argv[*i] as "--flag value" (advancing *i) or "--flag=value" into flag[0..cap) and *val
- * (NULL for a bare flag); a bare flag given "=value" fails. 0 or -1 (error printed). */
-int run_split_flag(const run_flag_syntax *syn, int argc, char **argv, int *i, char *flag, size_t cap,
-                   const char **val);
+/* Parses argv[1..argc) ("--flag value" or "--flag=value"): the options above into *c, the
+ * rest through syn->own. 0, 1 (--help: usage printed to stdout) or -1 (error printed). */
+int run_parse(const run_flag_syntax *syn, int argc, char **argv, run_common *c, void *ctx);
+/* The help lines of the options in run_common, the same for both drivers. */
+void run_common_usage(FILE *f);
+/* "unknown option '--x' (see kvbench run --help)"; returns -1. */
+int run_unknown(const char *flag);
+
 /* An integer in lo..hi, else an error naming the flag; 0 or -1. */
 int run_parse_int(const char *flag, const char *s, int lo, int hi, int *out);
 /* A finite number (no message); 0 or -1. */
@@ -46,12 +69,6 @@ int run_parse_split(const char *flag, const char *s, wl_split *out);
 
 /* --kv-type: the K/V rows' element type, f32, f16 or bf16 (kernels/kvtype.h). 0 or -1. */
 int run_parse_kv_type(const char *flag, const char *s, int *out);
-/* The help lines of --kv-type, shared by the drivers' usage texts. */
-#define RUN_KV_TYPE_HELP                                                                          \
-    "  --kv-type T       K/V rows stored as f32, f16 or bf16 by every method (rounded to\n"      \
-    "                    nearest even; attention computes in f32; memory counts the type's\n"  \
-    "                    bytes); part of the run's identity. Default f32, and bf16 with\n"     \
-    "                    --backend cuda (device copies hold the rows in the type)\n"
 /* The default --kv-type once the backend is known: *kv_type < 0 (not given) becomes bf16
  * for --backend cuda (the paper's GPUs store K/V in bf16), else f32. Returns 0. */
 int run_kv_type_backend(int *kv_type, const char *backend);

@@ -52,7 +52,8 @@ enum { MAX_LIST = 64, MAX_PAIRS = MAX_LIST * MAX_LIST, MAX_JOBS = 64 };
 
 typedef struct {
     const char *model_path, *workload, *db_path, *backend;
-    char sekv_params_sha[65];  /* run_ident_sekv_params: part of the run key */
+    run_trained trained[8];    /* run_ident_trained: part of the run key */
+    int n_trained;
     mw_spec wl;
     const kv_method *methods[MAX_LIST];
     int n_methods;
@@ -76,18 +77,13 @@ typedef struct {
     int n_pairs;
 } rm_opts;
 
-void run_model_usage(FILE *f) {
+void run_model_options(FILE *f) {
+    /* the methods that keep every layer until the surprisal exists (kv_method.needs_surprisal) */
+    char keep[512] = "";
+    for (int i = 0; i < kv_method_count(); i++)
+        if (kv_method_at(i)->needs_surprisal)
+            snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "%s%s", *keep ? ", " : "", kv_method_at(i)->name);
     fprintf(f,
-            "usage: kvbench run --workload W --db FILE [--model F] [options]\n"
-            "\n"
-            "Runs a text workload through the model for every method and budget. Each case is\n"
-            "prefilled once (shared by all methods); each method then compresses the prefill,\n"
-            "generates greedily, and its answer is scored with the workload's official metric.\n"
-            "With --fidelity 0 and --repeat 1 the prefill streams: every method ingests each layer\n"
-            "as it is computed and the layer is dropped (sekv, sekv-spread: kept until the last\n"
-            "layer gives the surprisal); otherwise every layer is kept for the case.\n"
-            "Every result is committed to FILE at once; rerunning the same command resumes.\n"
-            "\n"
             "  --workload W       niah                 needle in a haystack (Paul Graham essays)\n"
             "                     ruler[:TASK,..]      RULER tasks: the 11 synthetic ones by default, all 13\n"
             "                                          with --qa-data (qa_1, qa_2 need it)\n"
@@ -95,11 +91,6 @@ void run_model_usage(FILE *f) {
             "                     infinitebench:DIR    InfiniteBench JSONL files in DIR\n"
             "                     gsm8k:FILE           GSM8K test JSONL (few-shot)\n"
             "  --model F          GGUF file or Hugging Face directory (default %s)\n"
-            "  --methods LIST     all, or method names (kvbench methods) (default all)\n"
-            "  --budget LIST      kept fraction of the prompt in (0,1], or token counts > 1 (default\n"
-            "                     0.1); fullkv ignores it and runs once per case, recorded at budget 1\n"
-            "  --params SPEC      per-method overrides METHOD:key=value[,..][;METHOD:..], e.g.\n"
-            "                     sekv:zoom=0 (kvbench methods lists them); part of the run's identity\n"
             "  --ctx LIST         niah, ruler: prompt lengths in tokens (default niah 1024,2048,4096,\n"
             "                     ruler 4096); longbench, infinitebench: one value, the prompt budget\n"
             "                     before the chat template, cut in the middle (default: the model's\n"
@@ -116,22 +107,10 @@ void run_model_usage(FILE *f) {
             "                     tokens through decode steps into the compressed cache (default:\n"
             "                     question-aware, the whole prompt is prefilled and compressed)\n"
             "  --max-new N        generate at most N tokens (default: the task's own length)\n"
-            "  --decode RULE      append (default): every method compresses the prompt once and\n"
-            "                     keeps generated (and --question-after) tokens at full resolution;\n"
-            "                     streamingllm and h2o still evict while decoding (their papers).\n"
-            "                     hold: every method keeps its fast-tier rows within the budget at\n"
-            "                     every step, by its own rule. Part of the run's identity\n"
-            "  --kv-type T        K/V rows stored as f32, f16 or bf16 by every method, FullKV\n"
-            "                     (the --fidelity reference) included; rounded to nearest even, attention\n"
-            "                     computes in f32, the prefill stays f32; memory counts the type's bytes.\n"
-            "                     Part of the run's identity. Default f32, and bf16 with --backend cuda\n"
             "  --activations A    f32 (default: logits equal transformers' within 2e-6) or q8 (decode\n"
             "                     mat-vecs on 8-bit activation blocks with int8 dot products, as\n"
             "                     llama.cpp does: faster, logits off by about 1e-2 relative). Part of\n"
             "                     the run's identity. q8: CPU backend only\n"
-            "  --split dev|test   niah, ruler: test (default; reported numbers) or dev (for tuning), with\n"
-            "                     disjoint generator seeds and haystack text (niah: test sample 1 is the\n"
-            "                     classic prompt from the essays' start, dev starts in their second half)\n"
             "  --samples N        niah: haystack starts per (length, depth) cell, 1..16 (default 1)\n"
             "  --needles N        niah: the needle plus N-1 distractor needles about other cities\n"
             "                     (multi-key retrieval), 1..8 (default 1)\n"
@@ -141,31 +120,42 @@ void run_model_usage(FILE *f) {
             "                     (case-insensitive); each must occur in the needle\n"
             "  --answer-prefix T  niah: text the answer starts with, after the chat template (default\n"
             "                     none, as the original test; KVCache-Factory uses \"%s\")\n"
-            "  --fidelity K       graded fidelity against FullKV per result (default 16, 0 = off): the\n"
-            "                     teacher-forced NLL of the reference answer, and on the first K steps\n"
-            "                     of FullKV's greedy answer the mean KL(FullKV || method), top-1\n"
-            "                     agreement and per-layer attention-output error. Costs per case K\n"
-            "                     FullKV steps, per result two more compressions and K + answer steps\n"
+            "  --fidelity K       graded fidelity against the reference method per result (default 16,\n"
+            "                     0 = off): the teacher-forced NLL of the reference answer, and on the\n"
+            "                     first K steps of the reference's greedy answer the mean KL(reference ||\n"
+            "                     method), top-1 agreement and per-layer attention-output error. Costs per\n"
+            "                     case K reference steps, per result two more compressions and K + answer\n"
+            "                     steps\n"
             "  --repeat N         run each method N times and keep the median compression and decode\n"
             "                     times, with their spread (default 1; the shared prefill runs once)\n"
-            "  --seed S           ruler generation seed (default 42)\n"
             "  --qa-data DIR      ruler qa_1, qa_2: DIR/squad.json (SQuAD 2.0 dev, dev-v2.0.json) and\n"
             "                     DIR/hotpotqa.json (HotpotQA dev distractor, hotpot_dev_distractor_v1.json),\n"
             "                     which you download; sample i asks question i\n"
-            "  --db FILE          results file (created if missing; required unless --print-prompts)\n"
             "  --print-prompts N  write the exact text, token count and SHA-256 of the first N cases'\n"
             "                     prompts to stdout and stop (no run; the results file keeps each\n"
             "                     case's prompt SHA-256 and token count)\n"
-            "  --backend NAME     cpu or cuda (default cpu): where the forward pass runs; cuda needs a\n"
-            "                     make CUDA=1 build and a device (without one: a note, then the CPU).\n"
-            "                     Per case the device's peak memory and prefill time are recorded\n"
-            "  --threads N        worker threads (default: online CPUs, divided among jobs)\n"
             "  --jobs N           run N processes, each taking every N-th case (default 1)\n"
-            "  --shard K/N        run only shard K (0..N-1) of the cases, split by estimated cost\n"
-            "                     (prompt length); every shard records the same run and the whole\n"
-            "                     plan, `kvbench merge` joins the shard files (kvbench slurm-script)\n"
-            "  --quiet            no progress lines\n"
-            "  --help             this text\n"
+            "\n"
+            "With --fidelity 0 and --repeat 1 the prefill streams: every method ingests each layer\n"
+            "as it is computed and the layer is dropped; otherwise every layer is kept for the case.\n"
+            "%s%s%s",
+            model_default_path(), NIAH_ANSWER_PREFIX, *keep ? "Methods that read the surprisal keep every layer until the last one gives it: " : "",
+            keep, *keep ? ".\n" : "");
+}
+
+static void run_model_usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench run --workload W --db FILE [--model F] [options]\n"
+            "\n"
+            "Runs a text workload through the model for every method and budget. Each case is\n"
+            "prefilled once (shared by all methods); each method then compresses the prefill,\n"
+            "generates greedily, and its answer is scored with the workload's official metric.\n"
+            "Every result is committed to FILE at once; rerunning the same command resumes.\n"
+            "\n");
+    run_model_options(f);
+    fprintf(f, "\n");
+    run_common_usage(f);
+    fprintf(f,
             "\n"
             "Generation is greedy and stops at the tokenizer's stop tokens (end of turn and end of\n"
             "text), at a newline for tasks scored on one line (LongBench samsum), or at the limit.\n"
@@ -175,8 +165,7 @@ void run_model_usage(FILE *f) {
             "and limits only select which results to add. A bad --params value or params file\n"
             "stops the run before its first case (exit 2, nothing stored).\n"
             "Latency is split into prefill (shared; with --question-after plus the question\n"
-            "tokens), compression (the method's ingest) and decode (tokens/s of the forward passes).\n",
-            model_default_path(), NIAH_ANSWER_PREFIX);
+            "tokens), compression (the method's ingest) and decode (tokens/s of the forward passes).\n");
 }
 
 /* 1: the prefill streams layer by layer into the methods (model_prefill_stream); 0: it is
@@ -222,20 +211,61 @@ static int add_depth(const char *flag, const char *s, void *ctx) {
     return 0;
 }
 
-/* An option this driver lacks: the synthetic driver's shape options say where they
+/* A flag neither parser takes: the synthetic driver's shape options say where they
  * belong, the rest are unknown. */
 static int unknown_flag(const char *flag) {
-    static const char *const syn[] = {"--layers", "--heads", "--kv-heads", "--head-dim", "--steps", "--needles"};
+    static const char *const syn[] = {"--layers", "--heads", "--kv-heads", "--head-dim", "--steps", "--needles",
+                                      "--oracle-hints"};
     for (size_t k = 0; k < sizeof syn / sizeof syn[0]; k++)
         if (!strcmp(flag, syn[k]))
             return run_fail("%s applies to the synthetic workloads (synthetic-niah, synthetic-multikey, "
                             "synthetic-multivalue), not to a model run", flag);
-    return run_fail("unknown option '%s' (see kvbench run --workload niah --help)", flag);
+    return run_unknown(flag);
 }
 
-/* --flag value or --flag=value; these take no value. */
-static const char *const bare_flags[] = {"--question-after", "--quiet", "--help", "-h"};
-static const run_flag_syntax model_syntax = {bare_flags, 4, run_model_usage, unknown_flag};
+/* The model run's own options (run_parse takes the shared ones): 1, 0 or -1. niah_only
+ * remembers the last niah-only option given, checked once the workload is known. */
+typedef struct {
+    rm_opts *o;
+    const char *niah_only;
+} model_ctx;
+
+static int model_flag(void *ctx, const char *flag, const char *val) {
+    model_ctx *mc = ctx;
+    rm_opts *o = mc->o;
+    if (!strcmp(flag, "--question-after")) o->wl.question_after = 1;
+    else if (!strcmp(flag, "--model")) o->model_path = val;
+    else if (!strcmp(flag, "--activations")) return run_parse_activations(flag, val, &o->q8_act) ? -1 : 1;
+    else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
+    else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
+    else if (!strcmp(flag, "--qa-data")) o->wl.qa_data = val;
+    else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
+    else if (!strcmp(flag, "--shots")) return run_parse_int(flag, val, 0, 1000, &o->wl.shots) ? -1 : 1;
+    else if (!strcmp(flag, "--print-prompts")) return run_parse_int(flag, val, 1, 1 << 30, &o->print_prompts) ? -1 : 1;
+    else if (!strcmp(flag, "--limit")) return run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit) ? -1 : 1;
+    else if (!strcmp(flag, "--max-new")) return run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new) ? -1 : 1;
+    else if (!strcmp(flag, "--fidelity")) return run_parse_int(flag, val, 0, 4096, &o->fidelity) ? -1 : 1;
+    else if (!strcmp(flag, "--repeat")) return run_parse_int(flag, val, 1, 1000, &o->repeat) ? -1 : 1;
+    else if (!strcmp(flag, "--jobs")) return run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs) ? -1 : 1;
+    else if (!strcmp(flag, "--job-index")) return run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index) ? -1 : 1;
+    else if (!strcmp(flag, "--samples")) {
+        mc->niah_only = "--samples";
+        return run_parse_int(flag, val, 1, NIAH_MAX_SAMPLES, &o->wl.samples) ? -1 : 1;
+    } else if (!strcmp(flag, "--needles")) {
+        mc->niah_only = "--needles";
+        return run_parse_int(flag, val, 1, NIAH_MAX_NEEDLES, &o->wl.needles) ? -1 : 1;
+    } else if (!strcmp(flag, "--needle")) o->wl.needle = val, mc->niah_only = "--needle";
+    else if (!strcmp(flag, "--question")) o->wl.question = val, mc->niah_only = "--question";
+    else if (!strcmp(flag, "--answer")) o->wl.answers = val, mc->niah_only = "--answer";
+    else if (!strcmp(flag, "--answer-prefix")) o->wl.answer_prefix = val, mc->niah_only = "--answer-prefix";
+    else return 0;
+    return 1;
+}
+
+/* --job-index is internal (the re-executed copies of --jobs) and --question-after takes
+ * no value. */
+static const char *const bare_flags[] = {"--question-after"};
+static const run_flag_syntax model_syntax = {bare_flags, 1, run_model_usage, model_flag, unknown_flag};
 
 int run_model_wanted(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
@@ -252,18 +282,14 @@ int run_model_wanted(int argc, char **argv) {
 
 /* 0 ok, 1 help printed, -1 error printed. */
 static int parse_args(int argc, char **argv, rm_opts *o) {
-    const char *methods = "all", *budgets = "0.1", *ctxs = NULL, *depths = NULL, *params = NULL, *niah_only = NULL;
-    int split_given = 0;
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
-    o->backend = "cpu";
-    o->kv_type = -1;   /* not given: by the backend (run_kv_type_backend) */
     o->jobs = 1;
     o->job_index = -1;
     o->wl.shots = -1;
-    o->wl.seed = 42;
     o->fidelity = 16;
     o->repeat = 1;
+    run_common c = {.methods = "all", .budgets = "0.1", .backend = "cpu", .seed = 42, .kv_type = -1};
     /* An unknown workload is the first thing to report, before options it lacks (a
      * synthetic run's --layers is unknown here only because the workload is). */
     for (int i = 1; i < argc; i++) {
@@ -274,61 +300,16 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
         char err[512];
         if (w && mw_parse(w, &o->wl, err, sizeof err)) return run_fail("%s", err);
     }
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "-", 1)) return run_fail("unexpected argument '%s' (see kvbench run --workload niah --help)", argv[i]);
-        char flag[64];
-        const char *val = NULL;
-        if (run_split_flag(&model_syntax, argc, argv, &i, flag, sizeof flag, &val)) return -1;
-        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
-            run_model_usage(stdout);
-            return 1;
-        }
-        if (!strcmp(flag, "--question-after")) o->wl.question_after = 1;
-        else if (!strcmp(flag, "--quiet")) o->quiet = 1;
-        else if (!strcmp(flag, "--model")) o->model_path = val;
-        else if (!strcmp(flag, "--workload") || !strcmp(flag, "--workloads")) o->workload = val;
-        else if (!strcmp(flag, "--methods") || !strcmp(flag, "--method")) methods = val;
-        else if (!strcmp(flag, "--budget") || !strcmp(flag, "--budgets")) budgets = val;
-        else if (!strcmp(flag, "--ctx")) ctxs = val;
-        else if (!strcmp(flag, "--depths") || !strcmp(flag, "--depth")) depths = val;
-        else if (!strcmp(flag, "--db")) o->db_path = val;
-        else if (!strcmp(flag, "--backend")) o->backend = val;
-        else if (!strcmp(flag, "--params")) params = val;
-        else if (!strcmp(flag, "--kv-type")) { if (run_parse_kv_type(flag, val, &o->kv_type)) return -1; }
-        else if (!strcmp(flag, "--activations")) { if (run_parse_activations(flag, val, &o->q8_act)) return -1; }
-        else if (!strcmp(flag, "--decode")) {
-            if (kv_decode_parse(val, &o->decode_rule))
-                return run_fail("--decode '%s': expected append or hold", val);
-        }
-        else if (!strcmp(flag, "--split")) {
-            if (run_parse_split(flag, val, &o->wl.split)) return -1;
-            split_given = 1;
-        } else if (!strcmp(flag, "--tasks")) o->wl.tasks = val;
-        else if (!strcmp(flag, "--haystack")) o->wl.haystack = val;
-        else if (!strcmp(flag, "--qa-data")) o->wl.qa_data = val;
-        else if (!strcmp(flag, "--shots-file")) o->wl.shots_file = val;
-        else if (!strcmp(flag, "--shots")) { if (run_parse_int(flag, val, 0, 1000, &o->wl.shots)) return -1; }
-        else if (!strcmp(flag, "--print-prompts")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->print_prompts)) return -1; }
-        else if (!strcmp(flag, "--limit")) { if (run_parse_int(flag, val, 1, 1 << 30, &o->wl.limit)) return -1; }
-        else if (!strcmp(flag, "--max-new")) { if (run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new)) return -1; }
-        else if (!strcmp(flag, "--fidelity")) { if (run_parse_int(flag, val, 0, 4096, &o->fidelity)) return -1; }
-        else if (!strcmp(flag, "--repeat")) { if (run_parse_int(flag, val, 1, 1000, &o->repeat)) return -1; }
-        else if (!strcmp(flag, "--threads")) { if (run_parse_int(flag, val, 1, 256, &o->threads)) return -1; }
-        else if (!strcmp(flag, "--shard")) { if (shard_parse(flag, val, &o->shard)) return -1; }
-        else if (!strcmp(flag, "--jobs")) { if (run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs)) return -1; }
-        else if (!strcmp(flag, "--job-index")) { if (run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index)) return -1; }
-        else if (!strcmp(flag, "--samples")) { if (run_parse_int(flag, val, 1, NIAH_MAX_SAMPLES, &o->wl.samples)) return -1; niah_only = "--samples"; }
-        else if (!strcmp(flag, "--needles")) { if (run_parse_int(flag, val, 1, NIAH_MAX_NEEDLES, &o->wl.needles)) return -1; niah_only = "--needles"; }
-        else if (!strcmp(flag, "--needle")) o->wl.needle = val, niah_only = "--needle";
-        else if (!strcmp(flag, "--question")) o->wl.question = val, niah_only = "--question";
-        else if (!strcmp(flag, "--answer")) o->wl.answers = val, niah_only = "--answer";
-        else if (!strcmp(flag, "--answer-prefix")) o->wl.answer_prefix = val, niah_only = "--answer-prefix";
-        else if (!strcmp(flag, "--seed")) { if (run_parse_seed(flag, val, &o->wl.seed)) return -1; }
-        else return unknown_flag(flag);
-    }
+    model_ctx mc = {o, NULL};
+    int r = run_parse(&model_syntax, argc, argv, &c, &mc);
+    if (r) return r;
+    const char *methods = c.methods, *budgets = c.budgets, *ctxs = c.ctxs, *depths = c.depths, *params = c.params,
+               *niah_only = mc.niah_only;
+    int split_given = c.split_given;
+    o->workload = c.workload, o->db_path = c.db_path, o->backend = c.backend, o->quiet = c.quiet;
+    o->kv_type = c.kv_type, o->decode_rule = c.decode_rule, o->threads = c.threads, o->shard = c.shard;
+    o->wl.seed = c.seed, o->wl.split = c.split;
     if (!o->workload) return run_fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
-    if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda"))
-        return run_fail("--backend '%s': expected cpu or cuda", o->backend);
     char err[1024];
     if (mw_parse(o->workload, &o->wl, err, sizeof err)) return run_fail("%s", err);
     if ((!o->db_path || !*o->db_path) && !o->print_prompts) return run_fail("--db FILE is required (the results file to write)");
@@ -561,8 +542,10 @@ static int run_key(const rm_opts *o, const kv_model *model, const char *ident, c
              tc_template_name(model_tokenizer(model)), kb_kvtype_name(o->kv_type), kb_kvtype_bytes(o->kv_type), o->q8_act ? "q8" : "f32", backend, kv_decode_name(o->decode_rule), code, dflt,
              *mp ? ";params=" : "", mp);
     if (k < 0 || (size_t)k >= n) return -1;
-    k += snprintf(buf + k, n - (size_t)k, ";sekv_params_sha256=%s", o->sekv_params_sha);
-    if (k < 0 || (size_t)k >= n) return -1;
+    for (int i = 0; i < o->n_trained; i++) {
+        k += snprintf(buf + k, n - (size_t)k, ";%s_params_sha256=%s", o->trained[i].method, o->trained[i].hex);
+        if (k < 0 || (size_t)k >= n) return -1;
+    }
     if (o->wl.kind == MW_NIAH) {
         char ni[256];
         mw_niah_ident(&o->wl, ni, sizeof ni);
@@ -621,7 +604,7 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     PUT("],\"params\":"), STR(mp);
     run_ident_methods(&o->params, mp, sizeof mp);
     PUT(",\"method_params\":"), STR(mp);
-    PUT(",\"sekv_params_sha256\":"), STR(o->sekv_params_sha);
+    for (int i = 0; i < o->n_trained; i++) PUT(",\"%s_params_sha256\":", o->trained[i].method), STR(o->trained[i].hex);
     PUT(",\"split\":"), STR(wl_split_name(o->wl.split));
     PUT(",\"budgets\":[");
     for (int i = 0; i < o->n_budgets; i++) PUT("%s%.10g", i ? "," : "", o->budgets[i]);
@@ -1077,7 +1060,7 @@ int cmd_run_model(int argc, char **argv) {
             model_free(model);
             return 2;
         }
-        run_ident_sekv_params(&o.params, &shape, o.sekv_params_sha);
+        o.n_trained = run_ident_trained(&o.params, &shape, o.trained, 8);
     }
     int rc = 0;
     case_set cs;

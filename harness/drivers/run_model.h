@@ -9,7 +9,7 @@
  * (anything but synthetic-*), or --help after such a --workload. */
 int run_model_wanted(int argc, char **argv);
 int cmd_run_model(int argc, char **argv);
-/* The model run's options, for `kvbench run --help`. */
-void run_model_usage(FILE *f);
+/* The model run's own options (not those of run_common_usage), for `kvbench run --help`. */
+void run_model_options(FILE *f);
 
 #endif

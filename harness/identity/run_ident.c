@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../methods/sekv/sekv.h"
 #include "../../workloads/sha256.h"
 
 int run_ident_methods(const method_params *mp, char *buf, size_t n) {
@@ -20,10 +19,6 @@ int run_ident_methods(const method_params *mp, char *buf, size_t n) {
         }
     }
     return k < n ? 0 : -1;
-}
-
-int kv_init_refused(const char *err) {
-    return strncmp(err, "infeasible", 10) && !strstr(err, "out of memory");
 }
 
 static int check_one(const kv_method *m, const method_params *mp, const kv_setup *shape, char *err, size_t errlen) {
@@ -52,22 +47,27 @@ int run_check_methods(const kv_method *const *methods, int n, const method_param
     return 0;
 }
 
-void run_ident_sekv_params(const method_params *mp, const kv_setup *shape, char hex[65]) {
-    kv_setup s = *shape;
-    s.params = mparams_get(mp, &kv_sekv);
-    char why[512];
-    kv_state *st = kv_sekv.init(&s, why, sizeof why);
-    snprintf(hex, 65, "%s", st ? "none" : "?");
-    const char *path = st ? sekv_params_path(st) : "";
-    FILE *f = *path ? fopen(path, "rb") : NULL;
-    if (f) {   /* the bytes sekv just loaded (checked there: magic, checksum, model hash) */
-        char *buf = NULL;
-        long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
-        if (n >= 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
-            sha256_hex(buf, (size_t)n, hex);
-        else snprintf(hex, 65, "?");
+int run_ident_trained(const method_params *mp, const kv_setup *shape, run_trained *out, int cap) {
+    int n = 0;
+    for (int i = 0; i < kv_method_count() && n < cap; i++) {
+        const kv_method *m = kv_method_at(i);
+        kv_setup s = *shape;
+        s.params = mparams_get(mp, m);
+        char path[4096];
+        if (!m->trained_file(&s, path, sizeof path)) continue;
+        run_trained *t = &out[n++];
+        t->method = m->name;
+        snprintf(t->hex, sizeof t->hex, "%s", !strcmp(path, "?") ? "?" : "none");
+        FILE *f = *path && strcmp(path, "?") ? fopen(path, "rb") : NULL;
+        if (!f) continue;
+        char *buf = NULL;   /* the bytes the method just loaded (and checked) */
+        long len = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+        if (len >= 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)len + 1)) &&
+            fread(buf, 1, (size_t)len, f) == (size_t)len)
+            sha256_hex(buf, (size_t)len, t->hex);
+        else snprintf(t->hex, sizeof t->hex, "?");
         free(buf);
         fclose(f);
     }
-    if (st) kv_sekv.free(st);
+    return n;
 }

@@ -30,16 +30,21 @@ int run_ident_methods(const method_params *mp, char *buf, size_t n);
 int run_check_methods(const kv_method *const *methods, int n, const method_params *mp, const kv_setup *shape,
                       char *err, size_t errlen);
 
-/* "none" or the sha256 of the SeKV parameters file sekv loads on `shape` with mp's
- * overrides (its default file for this model, or params_file), into hex[65]: the trained
- * weights are part of what a SeKV result means, and a build that finds no file (a
- * sanitizer build, a copied binary) runs untrained, so it must not resume a run of one
- * that found it. "?" when sekv refuses the setup (the check reports that). */
-void run_ident_sekv_params(const method_params *mp, const kv_setup *shape, char hex[65]);
+/* The trained state of every registered method that loads some (kv_method.trained_file),
+ * in registry order, on `shape` with mp's overrides: the method's name and "none" (it
+ * found no file), "?" (it refused the setup, or the file could not be read) or the
+ * file's sha256. The trained weights are part of what such a result means, and a build
+ * that finds no file (a sanitizer build, a copied binary) runs untrained, so it must not
+ * resume a run of one that found it: the drivers put NAME_params_sha256=HEX into the run
+ * key. Returns the count (at most cap). */
+typedef struct {
+    const char *method;
+    char hex[65];
+} run_trained;
+int run_ident_trained(const method_params *mp, const kv_setup *shape, run_trained *out, int cap);
 
-/* 1 if init's reason err is about the configuration, not the case: anything but "infeasible:
- * ..." or running out of memory for this case. Such a refusal after run_check_methods
- * passed (a params file changed during the run) stops the run; nothing is stored. */
-int kv_init_refused(const char *err);
+/* kv_init_refused (method.h) tells a configuration refusal from an infeasible case; such a
+ * refusal after run_check_methods passed (a params file changed during the run) stops the
+ * run, and nothing is stored. */
 
 #endif

@@ -832,4 +832,6 @@ const kv_method kv_sekv = {
     .params = params,
     .init = sekv_init,
     SEKV_TABLE_REST,
+    .commands = sekv_commands,
+    .trained_file = sekv_door_trained_file,
 };

@@ -1,6 +1,7 @@
 /* SeKV's answers to the door's optional questions (method.h), shared by every SeKV table
  * through SEKV_DOOR_HOOKS (sekv_state.h): the slow-tier traffic, the event log (zoom-ins),
- * the parameters the automatic fit chose, a description and the trainable-parameter count.
+ * the parameters the automatic fit chose, a description and the trainable-parameter count;
+ * and, on kv_sekv's table only, the trained-parameters file and SeKV's commands.
  * The harness asks these through kv_method, never by SeKV's name. */
 #include "sekv_state.h"
 #include "sekv_params.h"
@@ -42,3 +43,19 @@ void sekv_needs(const kv_setup *s, kv_needs *out) {
     out->col_mass = 0;
     out->window = 0;
 }
+
+/* kv_sekv's file for this setup, as init finds it (its checks included). Only kv_sekv's
+ * table answers: the run keys of sekv-ref and sekv-spread have never held their file. */
+int sekv_door_trained_file(const kv_setup *s, char *path, size_t len) {
+    char why[512];
+    kv_state *st = sekv_init_as(&kv_sekv, s, why, sizeof why);
+    snprintf(path, len, "%s", st ? sekv_params_path(st) : "?");
+    sekv_free(st);
+    return 1;
+}
+
+const kv_command sekv_commands[] = {
+    {"train-sekv", "train SeKV's zoom-in (routing, thresholds, rank gate) on a corpus", cmd_train_sekv},
+    {"sekv-probe", "SeKV's zoom-in on NIAH dev cases: answer NLL, zoom precision and recall", sekv_probe_main},
+    {NULL, NULL, NULL},
+};

@@ -130,9 +130,18 @@ void sekv_needs(const kv_setup *s, kv_needs *out);
 double sekv_door_slow_rows(const kv_state *st, int layer);
 size_t sekv_door_events(const kv_state *st, kv_event *out, size_t cap);
 size_t sekv_door_trained(const kv_setup *s, char *detail, size_t len);
+/* the trained-parameters file a setup of kv_sekv loads (the run identity hashes it) */
+int sekv_door_trained_file(const kv_setup *s, char *path, size_t len);
+/* the commands SeKV brings (sekv-probe, train-sekv) and its paper (sekv_paper.c) */
+extern const kv_command sekv_commands[];
+extern const kv_paper sekv_paper;
+/* tools/sekv_probe.c */
+int sekv_probe_main(int argc, char **argv);
+/* harness/train/train_sekv.c, until the trainer moves beside SeKV */
+int cmd_train_sekv(int argc, char **argv);
 #define SEKV_DOOR_HOOKS                                                                                \
     .slow_rows = sekv_door_slow_rows, .params_used = sekv_params_used, .events = sekv_door_events,   \
-    .describe = sekv_describe, .trained_params = sekv_door_trained
+    .describe = sekv_describe, .trained_params = sekv_door_trained, .paper = &sekv_paper
 /* Everything of a SeKV table after name, summary, params and init: the same code for sekv,
  * sekv-ref and sekv-spread, which differ only in their defaults. */
 #define SEKV_TABLE_REST                                                                              \

@@ -1,4 +1,4 @@
-/* kvbench sekv-probe: looks inside SeKV's zoom-in on NIAH cases through the model, for
+/* kvbench sekv-probe (a command SeKV brings: kv_method.commands): looks inside SeKV's zoom-in on NIAH cases through the model, for
  * tuning and tests on dev cases (never the reported grid). Per case it prefills the
  * prompt once (or, with --question-after, the context alone and the question through
  * decode steps), then for each parameter setting of sekv it ingests the prefill and
@@ -12,12 +12,10 @@
  *   why        the (step, layer, head, needle span) decisions by outcome: zoomed, below
  *              the head's tau, longer than the whole room B - P, outranked (the room went
  *              to higher-scored spans), no routing (sekv_why) */
-#include "commands.h"
-#include "../identity/run_ident.h"
-#include "../../methods/sekv/sekv.h"
-#include "../../model/model.h"
-#include "../../workloads/haystack.h"
-#include "../../workloads/niah.h"
+#include "../sekv.h"
+#include "../../../model/model.h"
+#include "../../../workloads/haystack.h"
+#include "../../../workloads/niah.h"
 
 #include <errno.h>
 #include <math.h>
@@ -185,7 +183,7 @@ done:
     free(logits), free(buf);
 }
 
-int cmd_sekv_probe(int argc, char **argv) {
+int sekv_probe_main(int argc, char **argv) {
     const char *model_path = model_default_path(), *hay_path = NULL, *sets[MAX_SETS];
     double ctxs[MAX_LIST] = {768}, depths[MAX_LIST] = {35}, budget = 0.5;
     int n_ctx = 1, n_depth = 1, n_sets = 0, qa = 0;
@@ -248,7 +246,7 @@ int cmd_sekv_probe(int argc, char **argv) {
     const gguf_file *gf = model_gguf(m);
     uint64_t hash = sekv_model_hash(gf->base, gf->size);
     /* a setting sekv refuses (a bad value, a params file of another model) is a usage
-     * error before the first case, as in kvbench run (run_ident.h) */
+     * error before the first case, as in kvbench run (kv_init_refused) */
     for (int k = 0; k < n_sets; k++) {
         const kv_model_config *cf = model_config(m);
         kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
