@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "plot_util.h"
-#include "stats.h"
+#include "../kernels/stats.h"
 #include "zoom_rate.h"
 #include "../results/query.h"
 #include "paper_rows.h"

@@ -13,7 +13,7 @@
 #include "plot_cmds.h"
 #include "report_tables.h"
 #include "runinfo.h"
-#include "stats.h"
+#include "../kernels/stats.h"
 #include "../results/query.h"
 
 enum by { BY_VARIANT = KVQ_BY_VARIANT, BY_BUDGET = KVQ_BY_BUDGET, BY_CTX = KVQ_BY_CTX };

@@ -16,7 +16,7 @@
 #include <strings.h>
 #include "../methods/method.h"
 #include "report_tables.h"
-#include "stats.h"
+#include "../kernels/stats.h"
 
 typedef struct {
     int row, base_row, n, binary, pos, neg;

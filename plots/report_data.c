@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "report_tables.h"
-#include "stats.h"
+#include "../kernels/stats.h"
 #include "../results/query.h"
 
 const char *const rt_metric_names[] = {"score", "nll", "kl", "top1"};

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "report_tables.h"
-#include "stats.h"
+#include "../kernels/stats.h"
 #include "zoom_rate.h"
 #include "../methods/method.h"
 

@@ -1,6 +1,6 @@
 """The cells' 95% intervals, written again in numpy for the report references
 (report_tables_ref.py, report_compare_ref.py, test_report.sh), from docs/statistics.md and
-not from plots/stats.c: Wilson as the roots of (p - q)^2 = z^2 q (1 - q) / n by bisection,
+not from kernels/stats.c: Wilson as the roots of (p - q)^2 = z^2 q (1 - q) / n by bisection,
 Student's t quantile from its integrated density, and the bootstrap-t with the reports'
 splitmix64 draws (the whole stream at once: state_i = seed + i * golden, mixed).
 

@@ -1,4 +1,4 @@
-"""Independent Python reference for plots/stats.c (tests/test_stats_ref.sh), standard
+"""Independent Python reference for kernels/stats.c (tests/test_stats_ref.sh), standard
 library only: Wilson bounds as the roots of (p - q)^2 = z^2 q (1 - q) / n by bisection,
 exact sign-test / McNemar p-values with integer binomials (fractions), Holm from its
 definition, Student's t quantiles from the integrated density, and the bootstraps

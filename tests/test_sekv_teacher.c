@@ -1,10 +1,12 @@
-/* SeKV teacher data on the real model (harness/train/sekv_teacher.h): the capture method's
+/* SeKV teacher data on the real model (methods/sekv/train/sekv_teacher.h): the capture method's
  * decode equals the engine's own exact attention (fullkv over a prefill of [0, t)), its
  * far share follows the window, and a document's training data holds the best-scoring
  * candidates with their captured queries and teacher logits q.k/sqrt(d). */
-#include "../harness/train/sekv_teacher.h"
+#include "../methods/sekv/train/sekv_teacher.h"
 #include "check.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static const char *words[] = {"the", "river", "carried", "old", "boats", "past", "a", "quiet", "town", "where",
@@ -113,5 +115,42 @@ int main(void) {
     full->free(st);
     prefill_out_free(&pn), prefill_out_free(&pt);
     model_free(m);
+    /* The per-document alpha fit (--alpha fit): on fresh heavy-tailed surprisal, the
+     * fitted alpha is on the grid, its P fits p_max*floor(b*n), and the grid point below
+     * it does not fit (brute force with sekv_segment_ex); when none fits, the largest. */
+    for (int rep = 0; rep < 20; rep++) {
+        int nn = test_int(300, 3000);
+        float *surp = malloc((size_t)nn * sizeof *surp);
+        for (int i = 0; i < nn; i++) {
+            float z = test_normal();
+            surp[i] = 2.0f + fabsf(z) * (test_unif() < 0.1 ? 4.0f : 1.0f);
+        }
+        sekv_teacher_cfg fc = sekv_teacher_defaults();
+        fc.fit_budget = (double[]){0.05, 0.1, 0.2, 0.4}[test_int(0, 3)];
+        fc.local = test_int(0, 1) ? 32 : 0;
+        int cap = (int)floor(fc.p_max * floor(fc.fit_budget * nn));
+        sekv_seg sg;
+        double a = -1;
+        int fit = sekv_teacher_fit(surp, nn, &fc, &sg, &a);
+        CHECK(fit >= 0, "fit failed");
+        double k = (a - fc.grid_lo) / fc.grid_step;
+        CHECK(fabs(k - nearbyint(k)) < 1e-9 && a >= fc.grid_lo && a <= fc.grid_hi + 1e-9, "alpha %g off the grid", a);
+        if (fit == 1) {
+            CHECK(sekv_seg_persistent(&sg) <= cap, "P %d > cap %d at alpha %g", sekv_seg_persistent(&sg), cap, a);
+            if (a > fc.grid_lo + 1e-9) {
+                sekv_seg lo;
+                CHECK(sekv_segment_ex(surp, nn, a - fc.grid_step, fc.l_min, fc.l_max, 0, fc.sinks, fc.local, &lo) == 0,
+                      "segment");
+                CHECK(sekv_seg_persistent(&lo) > cap, "alpha %g fits too (P %d <= %d): not the smallest",
+                      a - fc.grid_step, sekv_seg_persistent(&lo), cap);
+                sekv_seg_free(&lo);
+            }
+        } else {
+            CHECK(fabs(a - fc.grid_hi) < 1e-9 && sekv_seg_persistent(&sg) > cap, "no fit: alpha %g, P %d, cap %d", a,
+                  sekv_seg_persistent(&sg), cap);
+        }
+        sekv_seg_free(&sg);
+        free(surp);
+    }
     return check_done("test_sekv_teacher");
 }

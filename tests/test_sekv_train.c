@@ -4,7 +4,7 @@
  * sekv_spans.h's functions (what is trained is what runs), coverage targets against brute
  * force, AdamW against a float64 reference, the schedules, the training-data cache, and
  * a small problem with a known right span on which 50 steps must lower the loss. */
-#include "../harness/train/sekv_train.h"
+#include "../methods/sekv/train/sekv_train.h"
 #include "../kernels/core.h"
 #include "check.h"
 

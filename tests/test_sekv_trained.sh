@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# SeKV's shipped parameters (methods/sekv/params/): the file matches its sha256, `sekv`
-# loads it by default for the default model (no training in CI), says so on stderr when
-# no file fits, and on NIAH dev cases (768 and 1,280 tokens, depth 35: outside the
-# reported grid) the trained router, capped at 50%, gives the answer a lower
-# teacher-forced NLL than the untrained router at the same budget and does expand the
-# needle's span. Its zoom precision is NOT better than the untrained router's (measured,
-# not asserted: see methods/sekv/params/README.md).
+# SeKV's shipped parameters (methods/sekv/params/): the file matches its sha256, its loss
+# curve covers the 600 steps of the recipe, `sekv` loads it by default for the default
+# model (no training in CI) and says so on stderr when no file fits. On two NIAH dev
+# cases (3,584 tokens, depths 15 and 35: outside the reported 4K/8K x 0-100 grid) at the
+# operating point it was trained for (sekv's defaults, alpha fitted, 10%), the trained
+# router gives the answer a lower teacher-forced NLL than the untrained one and expands
+# the needle's span. This pins the shipped file's behaviour on fixed cases; it is not
+# the evidence: over 8 dev cases the NLL difference is not significant (p = 0.83) and
+# the untrained router's zoom recall is higher (methods/sekv/params/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KVBENCH=${KVBENCH:-./kvbench}
@@ -15,20 +17,15 @@ fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 (cd "$DIR" && sha256sum -c --quiet sekv-smollm2-135m.params.sha256) || fail "shipped params do not match their sha256"
-[ "$(wc -l <"$DIR/sekv-smollm2-135m.loss.csv")" -ge 301 ] || fail "loss curve shorter than 300 steps"
+[ "$(wc -l <"$DIR/sekv-smollm2-135m.loss.csv")" -ge 601 ] || fail "loss curve shorter than 600 steps"
 if [ ! -f "$MODEL" ] || [ ! -d "$HOME/.cache/kvbench/haystack" ]; then
     echo "SKIP: model or haystack absent (make model haystack)"; exit $((fails > 0))
 fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 unset KVBENCH_SEKV_PARAMS
-# capped at 50% on two dev cases, at the operating point the file was trained at (the
-# authors' code defaults, sekv-ref's: alpha 1, no local window, P <= B): the trained
-# router's answer NLL is lower than the untrained one's at the same budget, and it does
-# expand the needle's span
-REF="alpha=1,local=0,p_max=1"
-"$KVBENCH" sekv-probe --model "$MODEL" --ctx 768,1280 --depths 35 --budget 0.5 --params "$REF" \
-    --params "$REF,params_file=none" >"$T/out" 2>"$T/err" || fail "sekv-probe failed: $(cat "$T/err")"
+"$KVBENCH" sekv-probe --model "$MODEL" --ctx 3584 --depths 15,35 --budget 0.1 --params "" \
+    --params "params_file=none" >"$T/out" 2>"$T/err" || fail "sekv-probe failed: $(cat "$T/err")"
 cat "$T/out"
 sed -n 2p "$T/out" | grep -q "params: trained (default file)" || fail "the shipped file was not loaded by default"
 sed -n 6p "$T/out" | grep -q "params: none (untrained routing)" || fail "params_file=none still trained"

@@ -1,7 +1,7 @@
-/* plots/stats.c against hand-computed values (Wilson bounds, exact McNemar/sign-test
+/* kernels/stats.c against hand-computed values (Wilson bounds, exact McNemar/sign-test
  * p-values, Holm), bootstrap determinism and behaviour on fresh random data.
  * test_stats --eval FILE answers the cases of tests/stats_ref.py (test_stats_ref.sh). */
-#include "../plots/stats.h"
+#include "../kernels/stats.h"
 #include "check.h"
 
 static int close_to(double x, double y, double tol) { return fabs(x - y) <= tol * fmax(1, fabs(y)); }

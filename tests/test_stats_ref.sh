@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# plots/stats.c against tests/stats_ref.py, an independent standard-library Python
+# kernels/stats.c against tests/stats_ref.py, an independent standard-library Python
 # statement (Wilson by bisection, exact binomial p-values with integers, Holm, the same
 # splitmix64 bootstrap), on fresh random cases.
 set -euo pipefail

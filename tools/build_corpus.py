@@ -77,14 +77,14 @@ def extract(kind, path):
     return raw.decode('utf-8', 'replace')
 
 
-def clean_cut(text):
+def clean_cut(text, min_chars=MIN_CHARS, max_chars=MAX_CHARS):
     """Plain text without control characters, cut at a line end; None when too short."""
     text = text.replace('\r\n', '\n')
     text = re.sub(r'[\x00-\x08\x0b-\x1f\x7f\ufffd]', '', text)
-    if len(text) > MAX_CHARS:
-        cut = text.rfind('\n', 0, MAX_CHARS)
-        text = text[:cut + 1] if cut > 0 else text[:MAX_CHARS]
-    return text if len(text) >= MIN_CHARS else None
+    if len(text) > max_chars:
+        cut = text.rfind('\n', 0, max_chars)
+        text = text[:cut + 1] if cut > 0 else text[:max_chars]
+    return text if len(text) >= min_chars else None
 
 
 def sample_shingles(text):
@@ -101,9 +101,14 @@ def main(argv):
     ap = argparse.ArgumentParser(description='Build the SeKV training corpus.')
     ap.add_argument('--out', required=True)
     ap.add_argument('--per-kind', type=int, default=16)
+    ap.add_argument('--min-chars', type=int, default=MIN_CHARS)
+    ap.add_argument('--max-chars', type=int, default=MAX_CHARS)
     a = ap.parse_args(argv)
     if a.per_kind < 1:
         print('build_corpus: --per-kind must be >= 1', file=sys.stderr)
+        return 2
+    if not 0 < a.min_chars <= a.max_chars:
+        print('build_corpus: need 0 < --min-chars <= --max-chars', file=sys.stderr)
         return 2
 
     tmp = tempfile.mkdtemp(prefix='kvbench-corpus-')
@@ -118,7 +123,7 @@ def main(argv):
                 if fam in seen:
                     continue
                 try:
-                    text = clean_cut(extract(kind, src))
+                    text = clean_cut(extract(kind, src), a.min_chars, a.max_chars)
                 except (OSError, EOFError, subprocess.SubprocessError):
                     text = None
                 if text is None:
@@ -140,7 +145,10 @@ def main(argv):
             if kept < a.per_kind:
                 print(f'build_corpus: note: only {kept} "{kind}" documents found', file=sys.stderr)
 
-        if corpus_disjoint.main(['--drop', tmp]) not in (0,):
+        # the haystack `make haystack` caches, too (the same essays; .venv may lack them)
+        cache = os.environ.get('KVBENCH_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'kvbench')
+        hay = [h for h in glob.glob(os.path.join(cache, 'haystack', '*')) if os.path.isdir(h)]
+        if corpus_disjoint.main(['--drop', tmp] + [x for h in hay for x in ('--haystack', h)]) not in (0,):
             return 1
 
         if os.path.isdir(a.out):

@@ -137,7 +137,7 @@ extern const kv_command sekv_commands[];
 extern const kv_paper sekv_paper;
 /* tools/sekv_probe.c */
 int sekv_probe_main(int argc, char **argv);
-/* harness/train/train_sekv.c, until the trainer moves beside SeKV */
+/* train/train_sekv.c */
 int cmd_train_sekv(int argc, char **argv);
 #define SEKV_DOOR_HOOKS                                                                                \
     .slow_rows = sekv_door_slow_rows, .params_used = sekv_params_used, .events = sekv_door_events,   \

@@ -13,6 +13,7 @@
  *              the head's tau, longer than the whole room B - P, outranked (the room went
  *              to higher-scored spans), no routing (sekv_why) */
 #include "../sekv.h"
+#include "../../../kernels/stats.h"
 #include "../../../model/model.h"
 #include "../../../workloads/haystack.h"
 #include "../../../workloads/niah.h"
@@ -68,6 +69,9 @@ typedef struct {
     int n_nll, n_rows, infeasible;
     double case_sum, case_sq;   /* per-case mean NLLs: their sum and sum of squares */
     int n_case;
+    /* per case (index = case number; NAN where the case failed or had no zoom): mean
+     * answer NLL, zoom precision and recall on the needle, for the paired comparison */
+    double c_nll[MAX_LIST * MAX_LIST], c_prec[MAX_LIST * MAX_LIST], c_rec[MAX_LIST * MAX_LIST];
     char desc[512];         /* sekv_describe of the first case */
 } probe_acc;
 
@@ -131,7 +135,8 @@ static void count_zoom(const kv_state *st, const kv_model_config *cf, int lo, in
 
 /* One setting on one prefilled case. */
 static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids, int n, int n_pf, const int32_t *ans,
-                      int n_ans, int lo, int hi, double budget, const char *params, uint64_t hash, probe_acc *a) {
+                      int n_ans, int lo, int hi, double budget, const char *params, uint64_t hash, probe_acc *a,
+                      int ci) {
     const kv_model_config *cf = model_config(m);
     kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
                   .head_dim = cf->head_dim, .n_prompt = n_pf, .max_decode = n - n_pf + n_ans + 1,
@@ -142,8 +147,9 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
     kv_state *st = kv_sekv.init(&s, err, sizeof err);
     float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);
     int32_t *buf = malloc(((size_t)n + n_ans + 64) * sizeof *buf);
-    double case_nll = 0;
-    int case_n = 0;
+    double case_nll = 0, hit0 = a->hit, exp0 = a->exp, rh0 = a->rec_hit, ra0 = a->rec_all;
+    int case_n = 0;   /* ci: this case's index */
+    a->c_nll[ci] = a->c_prec[ci] = a->c_rec[ci] = NAN;
     if (!st || !logits || !buf) {
         fprintf(stderr, "kvbench sekv-probe: %s\n", st ? "out of memory" : err);
         a->infeasible++;
@@ -177,10 +183,36 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
     if (case_n) {
         double c = case_nll / case_n;
         a->case_sum += c, a->case_sq += c * c, a->n_case++;
+        a->c_nll[ci] = c;
+        if (a->exp > exp0) a->c_prec[ci] = (a->hit - hit0) / (a->exp - exp0);
+        if (a->rec_all > ra0) a->c_rec[ci] = (a->rec_hit - rh0) / (a->rec_all - ra0);
     }
 done:
     if (st) kv_sekv.free(st);
     free(logits), free(buf);
+}
+
+/* Paired comparison of x against y over the cases where both are numbers: mean of
+ * x - y, how often x is better / worse, and the two-sided p of the paired sign-flip
+ * (permutation) test of the mean difference (st_perm_p: exact up to 20 non-zero
+ * differences). */
+static void paired(const char *what, const double *x, const double *y, int n_all, int lower_better) {
+    double d[MAX_LIST * MAX_LIST], sum = 0;
+    int n = 0, win = 0, loss = 0;
+    for (int i = 0; i < n_all; i++)
+        if (isfinite(x[i]) && isfinite(y[i])) {
+            d[n] = x[i] - y[i];
+            win += lower_better ? d[n] < 0 : d[n] > 0, loss += lower_better ? d[n] > 0 : d[n] < 0;
+            sum += d[n++];
+        }
+    if (!n) {
+        printf("  %-15s no case with both values\n", what);
+        return;
+    }
+    printf("  %-15s mean difference %+.4f over %d cases (%s is better); better in %d, worse in %d, tied in %d; "
+           "sign-flip p = %.4g\n",
+           what, sum / n, n, lower_better ? "lower" : "higher", win, loss, n - win - loss,
+           st_perm_p(d, n, ST_PERM_B, ST_SEED));
 }
 
 int sekv_probe_main(int argc, char **argv) {
@@ -293,7 +325,7 @@ int sekv_probe_main(int argc, char **argv) {
                 rc = 1;
             } else {
                 for (int k = 0; k < n_sets; k++)
-                    probe_one(m, &pf, ids, n, n_pf, ans, n_ans, lo, hi, budget, sets[k], hash, &acc[k]);
+                    probe_one(m, &pf, ids, n, n_pf, ans, n_ans, lo, hi, budget, sets[k], hash, &acc[k], n_cases);
                 prefill_out_free(&pf);
                 n_cases++;
                 fprintf(stderr, "kvbench sekv-probe: case ctx %g depth %g done (needle tokens %d..%d of %d)\n",
@@ -304,21 +336,33 @@ int sekv_probe_main(int argc, char **argv) {
         }
     for (int k = 0; !rc && k < n_sets; k++) {
         const probe_acc *a = &acc[k];
-        /* 95% normal half-width of the mean over cases (each case's NLL is its mean) */
+        /* 95% Student-t half-width of the mean over cases (each case's NLL is its mean) */
         double cm = a->n_case ? a->case_sum / a->n_case : NAN, cv = 0;
         if (a->n_case > 1) cv = (a->case_sq - a->n_case * cm * cm) / (a->n_case - 1);
-        double half = a->n_case > 1 ? 1.96 * sqrt(cv > 0 ? cv : 0) / sqrt(a->n_case) : NAN;
+        double half = a->n_case > 1 ? st_t_quantile(0.975, a->n_case - 1) * sqrt(cv > 0 ? cv : 0) / sqrt(a->n_case) : NAN;
         double nw = 0;
         for (int w = 0; w <= SEKV_WHY_OFF; w++) nw += a->why[w];
         nw = nw > 0 ? nw : NAN;
         printf("params \"%s\": cases %d, infeasible %d, nll %.4f, precision %.4f, recall %.4f, rows %.1f\n  %s\n"
-               "  answer NLL per case: mean %.3f +- %.3f (95%%, n = %d)\n"
+               "  answer NLL per case: mean %.3f +- %.3f (95%%, Student t, n = %d)\n"
                "  needle spans: zoomed %.3f, below tau %.3f, longer than the room %.3f, outranked %.3f, no routing %.3f\n",
                sets[k], n_cases, a->infeasible, a->n_nll ? a->nll / a->n_nll : NAN, a->exp ? a->hit / a->exp : NAN,
                a->rec_all ? a->rec_hit / a->rec_all : NAN, a->n_rows ? a->rows / a->n_rows : NAN,
                a->desc[0] ? a->desc : "(no case got past ingest)", cm, half, a->n_case, a->why[SEKV_WHY_ZOOMED] / nw,
                a->why[SEKV_WHY_BELOW] / nw, a->why[SEKV_WHY_TOO_LONG] / nw, a->why[SEKV_WHY_NO_ROOM] / nw,
                a->why[SEKV_WHY_OFF] / nw);
+    }
+    int n_run = n_cases;   /* cases prefilled: per-case arrays are indexed 0..n_run */
+    for (int k = 0; !rc && k < n_sets; k++) {
+        printf("params \"%s\" per case (nll / precision / recall):", sets[k]);
+        for (int c = 0; c < n_run; c++) printf(" [%.3f %.3f %.3f]", acc[k].c_nll[c], acc[k].c_prec[c], acc[k].c_rec[c]);
+        printf("\n");
+    }
+    for (int k = 1; !rc && k < n_sets; k++) {
+        printf("paired: \"%s\" against \"%s\" (the first setting), case by case:\n", sets[k], sets[0]);
+        paired("answer NLL", acc[k].c_nll, acc[0].c_nll, n_run, 1);
+        paired("zoom precision", acc[k].c_prec, acc[0].c_prec, n_run, 0);
+        paired("zoom recall", acc[k].c_rec, acc[0].c_rec, n_run, 0);
     }
     if (nb) niah_close(nb);
     free(hay);

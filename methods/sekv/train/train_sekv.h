@@ -3,5 +3,5 @@
  * method loads (params_file=...). */
 #ifndef KV_TRAIN_SEKV_H
 #define KV_TRAIN_SEKV_H
-int cmd_train_sekv(int argc, char **argv);   /* harness/train_sekv.c */
+int cmd_train_sekv(int argc, char **argv);   /* train_sekv.c */
 #endif

@@ -2,7 +2,7 @@
  * routing projections W, thresholds tau and the rank gate g_phi are fitted to the
  * teacher's (full attention's) behaviour at mined query positions. Gradients are written
  * by hand; everything runs in double on plain arrays. The model-facing part (prefill,
- * capturing queries, mining) is harness/train/sekv_teacher.c; the command is train-sekv.
+ * capturing queries, mining) is methods/sekv/train/sekv_teacher.c; the command is train-sekv.
  *
  *   data       sekv_tdoc: one document's fixed inputs, built once (sekv_tdoc.c)
  *   loss       sekv_train_loss: loss and gradient for some of a document's positions
@@ -37,8 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "../../methods/sekv/sekv_params.h"
-#include "../../methods/sekv/sekv_spans.h"
+#include "../sekv_params.h"
+#include "../sekv_spans.h"
 
 /* ---------------------------------------------------------------- parameters (double) */
 

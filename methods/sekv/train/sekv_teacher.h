@@ -6,7 +6,7 @@
 #ifndef KV_SEKV_TEACHER_H
 #define KV_SEKV_TEACHER_H
 #include <stdint.h>
-#include "../../model/model.h"
+#include "../../../model/model.h"
 #include "sekv_train.h"
 
 typedef struct {
@@ -16,6 +16,11 @@ typedef struct {
     double alpha;         /* segmentation: anchor threshold mu + alpha*sigma */
     int l_min, l_max, sinks, local, rank;
     double rho;           /* coverage level */
+    /* fit_budget > 0: alpha is fitted per document as the sekv method fits it per prompt
+     * (the smallest alpha on grid_lo:grid_hi:grid_step whose persistent part P is at most
+     * p_max * B, B = floor(fit_budget * n)); `alpha` is then unused. When none fits, the
+     * largest alpha on the grid is used (and reported). */
+    double fit_budget, p_max, grid_lo, grid_hi, grid_step;
 } sekv_teacher_cfg;
 
 /* Candidates 64, keep 16, window n/16, alpha 1.0, and the sekv method's (the paper's)
@@ -27,7 +32,14 @@ typedef struct {
     int n, n_spans, n_cand, n_kept;
     double far_best, far_last;   /* far shares of the best and the last kept candidate */
     double prefill_s, decode_s, build_s;
+    double alpha;                /* the alpha the segmentation used (fitted or given) */
+    int persistent, fit_cap;     /* its P, and p_max*B when fitted (0 otherwise) */
 } sekv_teacher_stats;
+
+/* The fitted segmentation (see fit_budget above) of surprisal[0..n): fills seg and
+ * *alpha; returns 1 when an alpha on the grid fits, 0 when none does (seg is then the
+ * largest alpha's), -1 when segmenting fails. */
+int sekv_teacher_fit(const float *surprisal, int n, const sekv_teacher_cfg *c, sekv_seg *seg, double *alpha);
 
 /* One capture: decodes ids[t] at position t through the capture method, attending over
  * pf's rows [0, t) (pf holds at least t tokens) plus the token's own; writes every

@@ -10,7 +10,7 @@
  * backward into dL/dm_K, dL/dtau, dL/dW; (4) the recon and rank-budget terms;
  * (5) backprop of dL/dm through the gate MLP. */
 #include "sekv_train.h"
-#include "../../kernels/core.h"
+#include "../../../kernels/core.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,8 +2,8 @@
  * over the documents in shuffled epochs, one document's mined positions per step. */
 #include "train_sekv.h"
 #include "sekv_teacher.h"
-#include "../../kernels/core.h"
-#include "../../workloads/utf8.h"
+#include "../../../kernels/core.h"
+#include "../../../workloads/utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,11 +15,15 @@
 #include <sys/stat.h>
 #include <time.h>
 
-enum { HELD_OUT_DEFAULT = 4 };
+enum { HELD_OUT_DEFAULT = 4, MAX_STAGES = 4, MAX_FIT_BUDGETS = 8 };
 
 typedef struct {
-    const char *model, *corpus, *out, *cache, *log;
+    const char *model, *corpus, *out, *cache, *log, *checkpoint;
     int steps, rank, threads, max_docs, ctx, budget_per_span;
+    int n_stages, stage_ctx[MAX_STAGES];   /* curriculum: --ctx A,B,.. (ascending) */
+    int n_fit, fit_alpha;                  /* --alpha fit: budgets sampled per document */
+    double fit_budgets[MAX_FIT_BUDGETS];
+    double time_limit;                     /* --time-limit: checkpoint and stop after S seconds */
     int held_out, eval_every;   /* early stopping: documents held out, steps between checks */
     int held_out_given;         /* --held-out given: too few documents is an error, not a note */
     double lambda_budget;
@@ -33,9 +37,11 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: kvbench train-sekv [--model F] [--corpus DIR] --out params.bin [--steps N]\n"
             "                          [--seed S] [--rank R] [--threads N] [--max-docs N] [--ctx N]\n"
-            "                          [--candidates N] [--keep N] [--alpha A] [--cache DIR|none]\n"
-            "                          [--budget-norm row|span] [--lambda-budget X]\n"
-            "                          [--held-out N] [--eval-every K] [--log FILE.csv]\n"
+            "                          [--candidates N] [--keep N] [--window N] [--alpha A|fit]\n"
+            "                          [--fit-budgets B,..] [--p-max P] [--alpha-grid LO:HI:STEP]\n"
+            "                          [--local N] [--cache DIR|none] [--budget-norm row|span]\n"
+            "                          [--lambda-budget X] [--held-out N] [--eval-every K]\n"
+            "                          [--log FILE.csv] [--checkpoint FILE] [--time-limit S]\n"
             "\n"
             "Trains SeKV's zoom-in (routing projections W, thresholds tau, rank gate; the model\n"
             "stays frozen) to match the model's full attention at mined positions of long\n"
@@ -50,10 +56,22 @@ static void usage(FILE *f) {
             "  --rank R         rank cap of the span factors: 8, 32 or 64 (default %d)\n"
             "  --threads N      worker threads (default: all CPUs)\n"
             "  --max-docs N     documents used, evenly spread over the sorted list (default 40)\n"
-            "  --ctx N          tokens per document; longer ones are cut (default 2048)\n"
+            "  --ctx N[,M..]    tokens per document; longer ones are cut (default 2048). A list is a\n"
+            "                   curriculum: the documents sorted by length are split into as many\n"
+            "                   groups (the longest last), group k cut to the k-th length and trained\n"
+            "                   on in the k-th equal share of the steps\n"
             "  --candidates N   evenly spaced candidate positions per document (default %d)\n"
             "  --keep N         positions kept per document, most far-reaching first (default %d)\n"
-            "  --alpha A        anchor threshold mu + A*sigma for the segmentation (default %g)\n"
+            "  --window N       a candidate's far share counts attention more than N tokens back\n"
+            "                   (default 0 = a sixteenth of the document; the authors' code: 512)\n"
+            "  --alpha A|fit    anchor threshold mu + A*sigma for the segmentation (default %g);\n"
+            "                   fit = per document, as the sekv method fits it per prompt: the\n"
+            "                   smallest alpha on --alpha-grid with P <= p_max*B at a budget drawn\n"
+            "                   from --fit-budgets (document i takes budget i mod count)\n"
+            "  --fit-budgets B  budget fractions for --alpha fit (default 0.05,0.1,0.2)\n"
+            "  --p-max P        share of B the persistent part may take (default 0.2, the sekv default)\n"
+            "  --alpha-grid G   LO:HI:STEP (default 0.5:8:0.25, the sekv default)\n"
+            "  --local N        most recent tokens at full resolution (default 0; sekv uses 32)\n"
             "  --cache DIR      teacher data per document, reused across runs (default\n"
             "                   $KVBENCH_CACHE/sekv-train or ~/.cache/kvbench/sekv-train; none = off);\n"
             "                   past 1.5 GB of data, documents are read from it at each use\n"
@@ -67,7 +85,13 @@ static void usage(FILE *f) {
             "                   at full weight) is measured and the parameters with the\n"
             "                   lowest one are written (early stopping)\n"
             "  --eval-every K   steps between held-out checks (default: steps/20)\n"
-            "  --log FILE       loss curve as CSV, one line per step\n"
+            "  --log FILE       loss curve as CSV, one line per step (appended to on resume)\n"
+            "  --checkpoint F   parameters, optimiser moments, step, document order and the best\n"
+            "                   held-out state, written at every held-out check and at the end;\n"
+            "                   when F exists and was written by the same configuration, training\n"
+            "                   resumes from it (a different configuration is an error)\n"
+            "  --time-limit S   stop after S seconds of optimiser steps, writing the checkpoint\n"
+            "                   (needs --checkpoint; exit status 3: rerun the command to go on)\n"
             "\n"
             "Loss (reference §8): KL(teacher || student attention) + BCE zoom targets + gated\n"
             "reconstruction error + a budget term ramped in over the first half; AdamW lr 1e-3,\n"
@@ -107,7 +131,8 @@ static const char *default_dir(const char *env, const char *leaf, char *buf, siz
 static int parse_args(int argc, char **argv, train_opts *o, int *help) {
     static char corpus[1024], cache[1024];
     *o = (train_opts){.model = model_default_path(), .steps = 300, .threads = 0, .max_docs = 40,
-                      .ctx = 2048, .seed = 1, .tc = sekv_teacher_defaults(), .mem_mb = 1536,
+                      .ctx = 2048, .n_stages = 1, .stage_ctx = {2048}, .n_fit = 3,
+                      .fit_budgets = {0.05, 0.1, 0.2}, .seed = 1, .tc = sekv_teacher_defaults(), .mem_mb = 1536,
                       .held_out = HELD_OUT_DEFAULT, .lambda_budget = sekv_loss_defaults().lambda_budget};
     o->corpus = default_dir("KVBENCH_CORPUS", "corpus", corpus, sizeof corpus);
     o->cache = default_dir("KVBENCH_SEKV_CACHE", "sekv-train", cache, sizeof cache);
@@ -142,11 +167,52 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
         } else if (!strcmp(a, "--eval-every")) {
             if (parse_int(a, v, 1, 10000000, &x)) return -1;
             o->eval_every = (int)x;
+        } else if (!strcmp(a, "--alpha") && !strcmp(v, "fit")) {
+            o->fit_alpha = 1;
         } else if (!strcmp(a, "--alpha")) {
             char *end;
+            o->fit_alpha = 0;
             o->tc.alpha = strtod(v, &end);
             if (end == v || *end || !isfinite(o->tc.alpha) || o->tc.alpha < 0 || o->tc.alpha > 10)
-                return fail("--alpha '%s': expected a number in 0..10", v);
+                return fail("--alpha '%s': expected a number in 0..10, or fit", v);
+        } else if (!strcmp(a, "--fit-budgets")) {
+            o->n_fit = 0;
+            for (const char *q = v; *q;) {
+                char *end;
+                double b = strtod(q, &end);
+                if (end == q || !isfinite(b) || b <= 0 || b > 1 || o->n_fit == MAX_FIT_BUDGETS || (*end && *end != ','))
+                    return fail("--fit-budgets '%s': expected up to %d fractions in (0, 1], comma-separated", v,
+                                MAX_FIT_BUDGETS);
+                o->fit_budgets[o->n_fit++] = b;
+                q = *end ? end + 1 : end;
+            }
+            if (!o->n_fit) return fail("--fit-budgets '': expected at least one fraction");
+        } else if (!strcmp(a, "--p-max")) {
+            char *end;
+            o->tc.p_max = strtod(v, &end);
+            if (end == v || *end || !isfinite(o->tc.p_max) || o->tc.p_max <= 0 || o->tc.p_max > 1)
+                return fail("--p-max '%s': expected a number in (0, 1]", v);
+        } else if (!strcmp(a, "--alpha-grid")) {
+            double lo, hi, st;
+            char tail;
+            if (sscanf(v, "%lf:%lf:%lf%c", &lo, &hi, &st, &tail) != 3 || !(lo > 0) || !(hi >= lo) || !(st > 0) ||
+                hi > 10 || (hi - lo) / st > 1000)
+                return fail("--alpha-grid '%s': expected LO:HI:STEP with 0 < LO <= HI <= 10, STEP > 0, at most 1000 "
+                            "values", v);
+            o->tc.grid_lo = lo, o->tc.grid_hi = hi, o->tc.grid_step = st;
+        } else if (!strcmp(a, "--local")) {
+            if (parse_int(a, v, 0, 4096, &x)) return -1;
+            o->tc.local = (int)x;
+        } else if (!strcmp(a, "--window")) {
+            if (parse_int(a, v, 0, 1 << 20, &x)) return -1;
+            o->tc.window = (int)x;
+        } else if (!strcmp(a, "--checkpoint")) {
+            o->checkpoint = v;
+        } else if (!strcmp(a, "--time-limit")) {
+            char *end;
+            o->time_limit = strtod(v, &end);
+            if (end == v || *end || !isfinite(o->time_limit) || o->time_limit <= 0)
+                return fail("--time-limit '%s': expected seconds > 0", v);
         } else if (!strcmp(a, "--seed")) {
             if (parse_int(a, v, 0, 0x7fffffffL, &x)) return -1;
             o->seed = (uint64_t)x;
@@ -164,8 +230,18 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
             if (parse_int(a, v, 1, 1000000, &x)) return -1;
             o->max_docs = (int)x;
         } else if (!strcmp(a, "--ctx")) {
-            if (parse_int(a, v, 64, 1 << 20, &x)) return -1;
-            o->ctx = (int)x;
+            o->n_stages = 0;
+            char buf[128];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (o->n_stages == MAX_STAGES) return fail("--ctx '%s': at most %d lengths", v, MAX_STAGES);
+                if (parse_int(a, t, 64, 1 << 20, &x)) return -1;
+                if (o->n_stages && x <= o->stage_ctx[o->n_stages - 1])
+                    return fail("--ctx '%s': a curriculum's lengths must ascend", v);
+                o->stage_ctx[o->n_stages++] = (int)x;
+            }
+            if (!o->n_stages || strchr(",", v[strlen(v) - 1])) return fail("--ctx '%s': expected N or N,M,..", v);
+            o->ctx = o->stage_ctx[o->n_stages - 1];
         } else if (!strcmp(a, "--candidates")) {
             if (parse_int(a, v, 1, 100000, &x)) return -1;
             o->tc.candidates = (int)x;
@@ -182,6 +258,8 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
         return fail("--held-out %d: needs at least twice as many documents (--max-docs %d)", o->held_out, o->max_docs);
     if (o->tc.keep > o->tc.candidates)
         return fail("--keep %d exceeds --candidates %d", o->tc.keep, o->tc.candidates);
+    if (o->time_limit > 0 && !o->checkpoint) return fail("--time-limit needs --checkpoint FILE (to resume from)");
+    if (o->n_stages > o->steps) return fail("--ctx: %d lengths need at least as many --steps", o->n_stages);
     o->tc.rank = o->rank;
     return 0;
 }
@@ -265,7 +343,15 @@ typedef struct {
     char name[256], path[1100];
     sekv_tdoc doc;
     int resident;
+    int n, stage;          /* tokens used; curriculum stage */
+    double budget, alpha;  /* --alpha fit: the budget drawn and the alpha fitted */
+    uint64_t key;          /* teacher-data key (the checkpoint's configuration hash covers it) */
 } train_doc;
+
+static int cmp_len(const void *a, const void *b) {   /* (length, index) pairs, ascending */
+    const int *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
+}
 
 /* The loss (and, with g, its gradient) on one document, loading it when not resident. */
 static int doc_loss(const train_doc *d, const sekv_tparams *th, const sekv_loss_cfg *lc, double lb,
@@ -335,6 +421,25 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
                  (unsigned char)text[at], at), nd = -1;
         free(text);
     }
+    /* Lengths first: the curriculum gives the longest documents to the last stage. */
+    int *len_idx = nd > 0 ? malloc((size_t)nd * 2 * sizeof *len_idx) : NULL, *stage_of = NULL;
+    if (nd > 0 && !len_idx) fail("out of memory"), nd = -1;
+    for (int i = 0; i < nd; i++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s", o->corpus, names[(size_t)i * nall / nd]);
+        size_t len;
+        char *text = read_file(path, &len);
+        int n = text ? tok_encode(model_tokenizer(m), text, len, 0, ids, o->ctx) : -1;
+        free(text);
+        len_idx[2 * i] = n > o->ctx ? o->ctx : n, len_idx[2 * i + 1] = i;
+    }
+    if (nd > 0) {
+        qsort(len_idx, (size_t)nd, 2 * sizeof *len_idx, cmp_len);
+        stage_of = malloc((size_t)nd * sizeof *stage_of);
+        if (!stage_of) fail("out of memory"), nd = -1;
+        for (int r = 0; nd > 0 && r < nd; r++) stage_of[len_idx[2 * r + 1]] = (int)((long)r * o->n_stages / nd);
+    }
+    free(len_idx);
     double t_start = now_s(), resident_mb = 0;
     for (int i = 0; i < nd; i++) {
         const char *name = names[(size_t)i * nall / nd];
@@ -346,23 +451,27 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
             fail("%s: cannot read", path);
             continue;
         }
-        int n = tok_encode(model_tokenizer(m), text, len, 0, ids, o->ctx);
+        int cut = o->stage_ctx[stage_of[i]];
+        int n = tok_encode(model_tokenizer(m), text, len, 0, ids, cut);
         free(text);
-        if (n > o->ctx) n = o->ctx;
+        if (n > cut) n = cut;
         if (n < 256) {
             fprintf(stderr, "train-sekv: skip %s (%d tokens, need 256)\n", name, n < 0 ? 0 : n);
             continue;
         }
         train_doc *d = &docs[kept];
         snprintf(d->name, sizeof d->name, "%s", name);
-        uint64_t key = sekv_teacher_key(mhash, ids, n, &o->tc);
+        sekv_teacher_cfg tc = o->tc;
+        tc.fit_budget = o->fit_alpha ? o->fit_budgets[i % o->n_fit] : 0;
+        d->n = n, d->stage = stage_of[i], d->budget = tc.fit_budget, d->alpha = tc.alpha;
+        uint64_t key = d->key = sekv_teacher_key(mhash, ids, n, &tc);
         if (use_cache) snprintf(d->path, sizeof d->path, "%s/%016llx.tdoc", o->cache, (unsigned long long)key);
         double t0 = now_s();
         const char *how = "cached";
         sekv_teacher_stats ts = {0};
         if (!use_cache || sekv_tdoc_load(&d->doc, d->path, err, sizeof err)) {
             how = "built";
-            if (sekv_teacher_doc(m, ids, n, &o->tc, &d->doc, &ts, err, sizeof err)) {
+            if (sekv_teacher_doc(m, ids, n, &tc, &d->doc, &ts, err, sizeof err)) {
                 fail("%s: %s", name, err);
                 continue;
             }
@@ -377,16 +486,22 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         double el = now_s() - t_start;
         char eta[32];
         fmt_time(el / (i + 1) * (nd - i - 1), eta, sizeof eta);
-        fprintf(stderr, "train-sekv: doc %d/%d %s: %d tokens, %d spans, %d positions, %.0f MB, %s in %.1fs",
-                i + 1, nd, name, n, spans, npos, mb, how, now_s() - t0);
-        if (ts.n_cand)
-            fprintf(stderr, " (prefill %.1fs, %d candidates %.1fs, far share %.2f..%.2f)", ts.prefill_s, ts.n_cand,
+        fprintf(stderr, "train-sekv: doc %d/%d %s: stage %d, %d tokens, %d spans, %d positions, %.0f MB, %s in %.1fs",
+                i + 1, nd, name, d->stage + 1, n, spans, npos, mb, how, now_s() - t0);
+        if (ts.n_cand) {
+            d->alpha = ts.alpha;
+            fprintf(stderr, " (prefill %.1fs, %d candidates %.1fs, far share %.2f..%.2f", ts.prefill_s, ts.n_cand,
                     ts.decode_s, ts.far_last, ts.far_best);
+            if (ts.fit_cap)
+                fprintf(stderr, "; budget %g: alpha %g, P %d%s p_max*B %d", d->budget, ts.alpha, ts.persistent,
+                        ts.persistent <= ts.fit_cap ? " <=" : " > (none fits; the grid's largest)", ts.fit_cap);
+            fprintf(stderr, ")");
+        }
         fprintf(stderr, "  ETA %s\n", eta);
         kept++;
     }
     for (int i = 0; i < nall; i++) free(names[i]);
-    free(names), free(ids);
+    free(names), free(ids), free(stage_of);
     if (nd < 0 || kept == 0) {
         free(docs);
         if (nd >= 0) fail("%s: no usable document", o->corpus);
@@ -394,6 +509,83 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
     }
     *out_docs = docs;
     return kept;
+}
+
+/* First step of curriculum stage k of S over `steps`: the smallest s with s*S/steps >= k. */
+static int stage_begin(int k, int S, int steps) { return (int)(((long)k * steps + S - 1) / S); }
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    for (const unsigned char *b = p; n--; b++) h = (h ^ *b) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Checkpoint file: magic, version, the configuration hash, the next step, the shuffle
+ * state, the best held-out state, the four parameter-shaped arrays (parameters, Adam
+ * moments, best parameters) and the current stage epoch's document order. Written to
+ * FILE.tmp and renamed, so an interrupted write leaves the previous one. */
+static const char CKPT_MAGIC[8] = {'K', 'V', 'S', 'E', 'K', 'V', 'C', '1'};
+
+static int ckpt_save(const char *path, uint64_t hash, int next, uint64_t rng, int best_step, double best_held,
+                     const sekv_tparams *th, const sekv_tparams *mo, const sekv_tparams *vo, const sekv_tparams *best,
+                     const int *order, int n_order, char *err, size_t errlen) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return snprintf(err, errlen, "--checkpoint %.900s.tmp: cannot write (%s)", path, strerror(errno)), -1;
+    int64_t hdr[6] = {(int64_t)hash, next, (int64_t)rng, best_step, (int64_t)th->n, n_order};
+    int ok = fwrite(CKPT_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
+             fwrite(&best_held, sizeof best_held, 1, f) == 1;
+    const sekv_tparams *arr[4] = {th, mo, vo, best};
+    for (int i = 0; i < 4 && ok; i++) ok = fwrite(arr[i]->W, sizeof *arr[i]->W, th->n, f) == th->n;
+    ok = ok && (n_order == 0 || fwrite(order, sizeof *order, (size_t)n_order, f) == (size_t)n_order);
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path)) {
+        remove(tmp);
+        return snprintf(err, errlen, "--checkpoint %s: write failed (%s)", path, strerror(errno)), -1;
+    }
+    return 0;
+}
+
+/* 1 = resumed, 0 = no file (a fresh start), -1 = unusable (err names why). */
+static int ckpt_load(const char *path, uint64_t hash, int *next, uint64_t *rng, int *best_step, double *best_held,
+                     sekv_tparams *th, sekv_tparams *mo, sekv_tparams *vo, sekv_tparams *best, int *order, int cap,
+                     int *n_order, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        return snprintf(err, errlen, "--checkpoint %s: cannot read (%s)", path, strerror(errno)), -1;
+    }
+    char magic[8];
+    int64_t hdr[6];
+    double bh;
+    int rc = -1;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, CKPT_MAGIC, 8) || fread(hdr, sizeof hdr, 1, f) != 1 ||
+        fread(&bh, sizeof bh, 1, f) != 1)
+        snprintf(err, errlen, "--checkpoint %s: not a train-sekv checkpoint (bad header)", path);
+    else if ((uint64_t)hdr[0] != hash || hdr[4] != (int64_t)th->n)
+        snprintf(err, errlen,
+                 "--checkpoint %s: written by a different configuration (options, documents or teacher data); "
+                 "remove it or pass another file",
+                 path);
+    else if (hdr[1] < 0 || hdr[5] < 0 || hdr[5] > cap)
+        snprintf(err, errlen, "--checkpoint %s: corrupt header", path);
+    else {
+        sekv_tparams *arr[4] = {th, mo, vo, best};
+        int ok = 1;
+        for (int i = 0; i < 4 && ok; i++) ok = fread(arr[i]->W, sizeof *arr[i]->W, th->n, f) == th->n;
+        ok = ok && (hdr[5] == 0 || fread(order, sizeof *order, (size_t)hdr[5], f) == (size_t)hdr[5]);
+        ok = ok && fgetc(f) == EOF;
+        for (size_t i = 0; ok && i < th->n; i++) ok = isfinite(th->W[i]) && isfinite(mo->W[i]) && isfinite(vo->W[i]);
+        for (int i = 0; ok && i < hdr[5]; i++) ok = order[i] >= 0 && order[i] < cap;
+        if (!ok) snprintf(err, errlen, "--checkpoint %s: truncated or corrupt", path);
+        else {
+            *next = (int)hdr[1], *rng = (uint64_t)hdr[2], *best_step = (int)hdr[3], *n_order = (int)hdr[5];
+            *best_held = bh;
+            rc = 1;
+        }
+    }
+    fclose(f);
+    return rc;
 }
 
 int cmd_train_sekv(int argc, char **argv) {
@@ -439,12 +631,6 @@ int cmd_train_sekv(int argc, char **argv) {
         fail("out of memory");
         goto done;
     }
-    if (o.log && !(logf = fopen(o.log, "w"))) {
-        fail("--log %s: cannot write", o.log);
-        goto done;
-    }
-    if (logf) fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,pos_rate,recall,precision,eff_rank,lr,grad_norm,"
-                            "seconds,heldout\n");
     size_t np = sekv_params_count(&p);
     fprintf(stderr, "train-sekv: %d documents ready in %.0fs; %zu trainable parameters (%.3f%% of the model's %.1fM)\n",
             nd, t_data, np, 100.0 * np / (double)mc->n_params, mc->n_params / 1e6);
@@ -488,21 +674,85 @@ int cmd_train_sekv(int argc, char **argv) {
     if (o.held_out > 0) memcpy(pool, order, (size_t)n_train * sizeof *pool);
     else
         for (int i = 0; i < nd; i++) pool[i] = i;
+    /* The curriculum: stage k trains on steps [stage_begin(k), stage_begin(k+1)) over its
+     * own documents; pool[] sorted by stage, stage k at pool[pool_at[k] .. + pool_n[k]). */
+    int pool_n[MAX_STAGES] = {0}, pool_at[MAX_STAGES] = {0};
+    {
+        int w = 0;
+        for (int k = 0; k < o.n_stages; k++) {
+            pool_at[k] = w;
+            for (int i = 0; i < n_train; i++)
+                if (docs[pool[i]].stage == k) order[w++] = pool[i], pool_n[k]++;
+            if (!pool_n[k]) {
+                fail("curriculum stage %d (%d tokens) has no training document: use fewer --ctx lengths or more "
+                     "--max-docs", k + 1, o.stage_ctx[k]);
+                goto done;
+            }
+        }
+        memcpy(pool, order, (size_t)n_train * sizeof *pool);
+        for (int k = 0; k < o.n_stages && o.n_stages > 1; k++) {
+            long toks = 0;
+            for (int i = 0; i < pool_n[k]; i++) toks += docs[pool[pool_at[k] + i]].n;
+            fprintf(stderr, "train-sekv: curriculum stage %d: %d documents of up to %d tokens (mean %ld), steps %d..%d\n",
+                    k + 1, pool_n[k], o.stage_ctx[k], toks / pool_n[k], stage_begin(k, o.n_stages, o.steps) + 1,
+                    stage_begin(k + 1, o.n_stages, o.steps));
+        }
+    }
     int eval_every = o.eval_every > 0 ? o.eval_every : (o.steps / 20 > 1 ? o.steps / 20 : 1), best_step = -1;
     double best_held = INFINITY;
     uint64_t rng = o.seed ^ 0x5eb7ULL;
+    /* What a checkpoint must match to be resumed: everything the steps depend on. */
+    uint64_t cfg_hash = 0xcbf29ce484222325ULL;
+    {
+        double dv[] = {lc.lambda_zoom, lc.lambda_recon, lc.lambda_budget, lc.beta, lc.w_pos, lc.temp, oc.lr,
+                       oc.weight_decay, oc.beta1, oc.beta2, oc.eps, oc.warmup_frac, oc.clip};
+        long iv[] = {o.steps, (long)o.seed, o.rank, lc.budget_per_span, eval_every, n_held, n_train, o.n_stages,
+                     (long)th.n};
+        cfg_hash = fnv(cfg_hash, dv, sizeof dv);
+        cfg_hash = fnv(cfg_hash, iv, sizeof iv);
+        for (int i = 0; i < nd; i++) {
+            cfg_hash = fnv(cfg_hash, &docs[i].key, sizeof docs[i].key);
+            cfg_hash = fnv(cfg_hash, &docs[i].stage, sizeof docs[i].stage);
+        }
+        cfg_hash = fnv(cfg_hash, held, (size_t)n_held * sizeof *held);
+    }
+    int start = 0, n_order = 0;
+    if (o.checkpoint) {
+        int r = ckpt_load(o.checkpoint, cfg_hash, &start, &rng, &best_step, &best_held, &th, &mo, &vo, &best, order,
+                          nd, &n_order, err, sizeof err);
+        if (r < 0) {
+            fail("%s", err);
+            goto done;
+        }
+        if (r > 0)
+            fprintf(stderr, "train-sekv: resuming from %s at step %d of %d (best held-out %.4f after step %d)\n",
+                    o.checkpoint, start + 1, o.steps, best_held, best_step + 1);
+    }
+    if (start >= o.steps) {
+        fprintf(stderr, "train-sekv: %s holds a finished run (%d steps): writing its parameters\n", o.checkpoint,
+                o.steps);
+    }
+    if (o.log && !(logf = fopen(o.log, start > 0 ? "a" : "w"))) {
+        fail("--log %s: cannot write", o.log);
+        goto done;
+    }
+    if (logf && start == 0)
+        fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,pos_rate,recall,precision,eff_rank,lr,"
+                      "grad_norm,seconds,heldout\n");
     double t_train = now_s(), first_total = NAN;
     sekv_loss_parts last = {0};
     int every = o.steps / 40 > 1 ? o.steps / 40 : 1;
-    for (int s = 0; s < o.steps; s++) {
-        if (s % n_train == 0) {   /* a new epoch: shuffle the document order */
-            for (int i = 0; i < n_train; i++) order[i] = pool[i];
-            for (int i = n_train - 1; i > 0; i--) {
-                int j = (int)(sm_next(&rng) % (uint64_t)(i + 1)), t = order[i];
-                order[i] = order[j], order[j] = t;
+    for (int s = start; s < o.steps; s++) {
+        int k = (int)((long)s * o.n_stages / o.steps), j = s - stage_begin(k, o.n_stages, o.steps);
+        if (j % pool_n[k] == 0 || n_order != pool_n[k]) {   /* a new epoch of the stage: shuffle */
+            n_order = pool_n[k];
+            for (int i = 0; i < n_order; i++) order[i] = pool[pool_at[k] + i];
+            for (int i = n_order - 1; i > 0; i--) {
+                int jj = (int)(sm_next(&rng) % (uint64_t)(i + 1)), t = order[i];
+                order[i] = order[jj], order[jj] = t;
             }
         }
-        train_doc *d = &docs[order[s % n_train]];
+        train_doc *d = &docs[order[j % pool_n[k]]];
         double lb = sekv_budget_at(lc.lambda_budget, s, o.steps), lr = sekv_lr_at(&oc, s);
         sekv_loss_parts parts;
         if (doc_loss(d, &th, &lc, lb, &g, &parts)) goto done;
@@ -512,11 +762,12 @@ int cmd_train_sekv(int argc, char **argv) {
         }
         double gn = sekv_clip(&g, oc.clip);
         sekv_adamw(&th, &g, &mo, &vo, &oc, lr, s + 1);
-        if (s == 0) first_total = parts.total;
+        if (s == start) first_total = parts.total;
         last = parts;
         double el = now_s() - t_train;
         double ho = NAN;
-        if (n_held && ((s + 1) % eval_every == 0 || s == o.steps - 1)) {
+        int check = (s + 1) % eval_every == 0 || s == o.steps - 1;
+        if (n_held && check) {
             sekv_loss_parts hp;
             if (held_out_loss(docs, held, n_held, &th, &lc, &hp)) goto done;
             ho = hp.total;
@@ -536,16 +787,30 @@ int cmd_train_sekv(int argc, char **argv) {
                     parts.recall, parts.precision, parts.eff_rank, lr, gn, el);
             if (isfinite(ho)) fprintf(logf, "%.6g", ho);
             fprintf(logf, "\n");
+            fflush(logf);
+        }
+        int out_of_time = o.time_limit > 0 && el > o.time_limit && s + 1 < o.steps;
+        if (o.checkpoint && (check || out_of_time) &&
+            ckpt_save(o.checkpoint, cfg_hash, s + 1, rng, best_step, best_held, &th, &mo, &vo, &best, order, n_order,
+                      err, sizeof err)) {
+            fail("%s", err);
+            goto done;
         }
         if (s % every == 0 || s == o.steps - 1) {
             char eta[32];
-            fmt_time(el / (s + 1) * (o.steps - s - 1), eta, sizeof eta);
+            fmt_time(el / (s + 1 - start) * (o.steps - s - 1), eta, sizeof eta);
             fprintf(stderr,
                     "step %d/%d  loss %.4f = kl %.4f + zoom %.4f + %.1f*recon %.3f + %.3f*budget %.2f"
                     "  expand %.2f (recall %.2f precision %.2f) rank %.1f  lr %.2e |g| %.2g  %.2fs/step  ETA %s\n",
                     s + 1, o.steps, parts.total, parts.kl, parts.zoom, lc.lambda_recon, parts.recon, lb,
-                    parts.budget, parts.expand, parts.recall, parts.precision, parts.eff_rank, lr, gn, el / (s + 1),
-                    eta);
+                    parts.budget, parts.expand, parts.recall, parts.precision, parts.eff_rank, lr, gn,
+                    el / (s + 1 - start), eta);
+        }
+        if (out_of_time) {
+            fprintf(stderr, "train-sekv: --time-limit %.0fs reached after step %d of %d: state in %s; rerun the same "
+                            "command to go on\n", o.time_limit, s + 1, o.steps, o.checkpoint);
+            rc = 3;
+            goto done;
         }
     }
     if (best_step >= 0) {

@@ -1,7 +1,7 @@
 /* SeKV teacher data: prefill, query capture at candidate positions, mining (see
  * sekv_teacher.h). */
 #include "sekv_teacher.h"
-#include "../../kernels/core.h"
+#include "../../../kernels/core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +11,8 @@
 
 sekv_teacher_cfg sekv_teacher_defaults(void) {
     return (sekv_teacher_cfg){.candidates = 64, .keep = 16, .window = 0, .alpha = 1.0, .l_min = 4,
-                              .l_max = SEKV_LMAX_NONE, .sinks = 0, .local = 0, .rank = 32, .rho = 0.9};
+                              .l_max = SEKV_LMAX_NONE, .sinks = 0, .local = 0, .rank = 32, .rho = 0.9,
+                              .fit_budget = 0, .p_max = 0.2, .grid_lo = 0.5, .grid_hi = 8, .grid_step = 0.25};
 }
 
 static double now_s(void) {
@@ -120,17 +121,31 @@ uint64_t sekv_teacher_key(uint64_t model_hash, const int32_t *ids, int n, const 
     uint64_t h = 0xcbf29ce484222325ULL;
     const unsigned char *b;
 #define MIX(ptr, len) for (b = (const unsigned char *)(ptr); b < (const unsigned char *)(ptr) + (len); b++) h = (h ^ *b) * 0x100000001b3ULL
-    const char tag[] = "sekv-teacher-v1";
+    const char tag[] = "sekv-teacher-v2";
     MIX(tag, sizeof tag);
     MIX(&model_hash, sizeof model_hash);
     MIX(&n, sizeof n);
     MIX(ids, (size_t)n * sizeof *ids);
     int iv[8] = {c->candidates, c->keep, c->window, c->l_min, c->l_max, c->sinks, c->local, c->rank};
-    double dv[2] = {c->alpha, c->rho};
+    double dv[7] = {c->fit_budget > 0 ? 0 : c->alpha, c->rho, c->fit_budget, c->p_max, c->grid_lo, c->grid_hi,
+                    c->grid_step};
     MIX(iv, sizeof iv);
     MIX(dv, sizeof dv);
 #undef MIX
     return h;
+}
+
+int sekv_teacher_fit(const float *surprisal, int n, const sekv_teacher_cfg *c, sekv_seg *seg, double *alpha) {
+    int cap = (int)floor(c->p_max * (double)(c->fit_budget * n >= 1 ? floor(c->fit_budget * n) : 1));
+    int steps = (int)floor((c->grid_hi - c->grid_lo) / c->grid_step + 1e-9);
+    for (int i = 0; i <= steps; i++) {   /* the grid ascending, as the method walks it */
+        double a = c->grid_lo + i * c->grid_step;
+        if (sekv_segment_ex(surprisal, n, a, c->l_min, c->l_max, 0, c->sinks, c->local, seg)) return -1;
+        *alpha = a;
+        if (sekv_seg_persistent(seg) <= cap) return 1;
+        if (i < steps) sekv_seg_free(seg);
+    }
+    return 0;
 }
 
 int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_cfg *c,
@@ -159,11 +174,19 @@ int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_
         snprintf(err, errlen, "sekv teacher: out of memory");
         goto done;
     }
-    if (sekv_segment_ex(pf.surprisal, n, c->alpha, c->l_min, c->l_max, 0, c->sinks, 0, &seg)) {
+    st0.alpha = c->alpha;
+    if (c->fit_budget > 0) {
+        st0.fit_cap = (int)floor(c->p_max * floor(c->fit_budget * n));
+        if (sekv_teacher_fit(pf.surprisal, n, c, &seg, &st0.alpha) < 0) {
+            snprintf(err, errlen, "sekv teacher: segmentation failed");
+            goto done;
+        }
+    } else if (sekv_segment_ex(pf.surprisal, n, c->alpha, c->l_min, c->l_max, 0, c->sinks, c->local, &seg)) {
         snprintf(err, errlen, "sekv teacher: segmentation failed");
         goto done;
     }
     st0.n_spans = seg.n_spans;
+    st0.persistent = sekv_seg_persistent(&seg);
     /* queries and far shares at the candidates */
     t0 = now_s();
     int nc = sekv_candidates(n, c->candidates, cand);
