@@ -46,12 +46,19 @@ void sekv_needs(const kv_setup *s, kv_needs *out) {
 
 /* kv_sekv's file for this setup, as init finds it (its checks included). Only kv_sekv's
  * table answers: the run keys of sekv-ref and sekv-spread have never held their file. */
-int sekv_door_trained_file(const kv_setup *s, char *path, size_t len) {
+/* The parameter file a SeKV row would load with these params (for the run identity):
+ * every row that can load one says which, so its sha256 is part of the run key. */
+static int trained_file_of(const kv_method *m, const kv_setup *s, char *path, size_t len) {
     char why[512];
-    kv_state *st = sekv_init_as(&kv_sekv, s, why, sizeof why);
+    kv_state *st = sekv_init_as(m, s, why, sizeof why);
     snprintf(path, len, "%s", st ? sekv_params_path(st) : "?");
     sekv_free(st);
     return 1;
+}
+int sekv_door_trained_file(const kv_setup *s, char *path, size_t len) { return trained_file_of(&kv_sekv, s, path, len); }
+int sekv_ref_trained_file(const kv_setup *s, char *path, size_t len) { return trained_file_of(&kv_sekv_ref, s, path, len); }
+int sekv_spread_trained_file(const kv_setup *s, char *path, size_t len) {
+    return trained_file_of(&kv_sekv_spread, s, path, len);
 }
 
 const kv_command sekv_commands[] = {

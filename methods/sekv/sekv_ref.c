@@ -41,4 +41,5 @@ const kv_method kv_sekv_ref = {
     .params = params,
     .init = ref_init,
     SEKV_TABLE_REST,
+    .trained_file = sekv_ref_trained_file,
 };

@@ -38,4 +38,5 @@ const kv_method kv_sekv_spread = {
     .params = params,
     .init = spread_init,
     SEKV_TABLE_REST,
+    .trained_file = sekv_spread_trained_file,
 };

@@ -132,6 +132,8 @@ size_t sekv_door_events(const kv_state *st, kv_event *out, size_t cap);
 size_t sekv_door_trained(const kv_setup *s, char *detail, size_t len);
 /* the trained-parameters file a setup of kv_sekv loads (the run identity hashes it) */
 int sekv_door_trained_file(const kv_setup *s, char *path, size_t len);
+int sekv_ref_trained_file(const kv_setup *s, char *path, size_t len);
+int sekv_spread_trained_file(const kv_setup *s, char *path, size_t len);
 /* the commands SeKV brings (sekv-probe, train-sekv) and its paper (sekv_paper.c) */
 extern const kv_command sekv_commands[];
 extern const kv_paper sekv_paper;
