@@ -141,7 +141,7 @@ check: $(KVBENCH) $(TEST_BIN) $(REPLAY_BIN)
 # Every seeded test over N fresh seeds (tools/test_seeds.sh): the failing seeds, exit 1 if any.
 N ?= 200
 test-seeds: $(KVBENCH) $(TEST_BIN)
-	@N=$(N) TESTS="$(TESTS)" J="$(or $(J),2)" MAX_S="$(MAX_S)" STOP_S="$(STOP_S)" SEED_ONLY="$(or $(SEED_ONLY),1)" KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tools/test_seeds.sh
+	@N=$(N) TESTS="$(TESTS)" J="$(or $(J),2)" MAX_S="$(MAX_S)" STOP_S="$(STOP_S)" TEST_S="$(TEST_S)" SEED_ONLY="$(or $(SEED_ONLY),1)" KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tools/test_seeds.sh
 
 san-test:
 	$(MAKE) SAN=1 check

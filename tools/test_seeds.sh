@@ -7,8 +7,10 @@
 #    that do not read the seed (a fixed prompt on the shipped model, error paths on fixed
 #    files: the same work every seed). `make check` runs them; so does SEED_ONLY=0.
 #  MAX_S: leave out a test whose first run takes longer than S seconds (named in the summary).
-#  STOP_S: start no new run after S seconds; the summary says how many seeds each test
-#    reached, and the exit status is 3 when none failed but some test is short of N.
+#  STOP_S: start no new run after S seconds; TEST_S: no new run of a test after S seconds
+#    on it (a share of a time budget for each test, so that a slow one does not take the
+#    others' time). The summary says how many seeds each test reached; the exit status is
+#    3 when none failed but some test is short of N.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -47,6 +49,10 @@ for t in "${tests[@]}"; do
     for ((i = 0; i < N; i++)); do
         if [ -n "${STOP_S:-}" ] && [ $((SECONDS - t_start)) -ge "$STOP_S" ]; then
             note=" (stopped at STOP_S=$STOP_S)"
+            break
+        fi
+        if [ -n "${TEST_S:-}" ] && [ $((SECONDS - t0)) -ge "$TEST_S" ]; then
+            note=" (stopped at TEST_S=$TEST_S)"
             break
         fi
         while [ "$(jobs -rp | wc -l)" -ge "$J" ]; do wait -n; done
