@@ -138,10 +138,11 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libkvbench.
 check: $(KVBENCH) $(TEST_BIN) $(REPLAY_BIN)
 	@KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tests/run.sh
 
-# Every seeded test over N fresh seeds (tools/test_seeds.sh): the failing seeds, exit 1 if any.
+# Every seeded test over N fresh seeds (tools/test_seeds.sh), J at a time, each test's parts
+# that read no seed left out (SEED_ONLY=0 runs them too): the failing seeds, exit 1 if any.
 N ?= 200
 test-seeds: $(KVBENCH) $(TEST_BIN)
-	@N=$(N) TESTS="$(TESTS)" MAX_S="$(MAX_S)" KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tools/test_seeds.sh
+	@N=$(N) TESTS="$(TESTS)" J="$(or $(J),2)" MAX_S="$(MAX_S)" STOP_S="$(STOP_S)" TEST_S="$(TEST_S)" SEED_ONLY="$(or $(SEED_ONLY),1)" KVBENCH=$(abspath $(KVBENCH)) BUILD=$(BUILD) bash tools/test_seeds.sh
 
 san-test:
 	$(MAKE) SAN=1 check

@@ -39,6 +39,15 @@ static inline uint64_t test_seed(void) {
     printf("seed %llu (KVBENCH_TEST_SEED to replay)\n", (unsigned long long)seed);
     return seed;
 }
+/* KVBENCH_TEST_SEED_ONLY=1 (set by `make test-seeds`): leave out a part of the test that
+ * does not read the seed (fixed prompts on the shipped model, fixed files): it does the
+ * same work for every seed. `make check` runs every part. Prints what it leaves out. */
+static inline int test_seed_only(const char *what) {
+    const char *s = getenv("KVBENCH_TEST_SEED_ONLY");
+    if (!s || strcmp(s, "1")) return 0;
+    printf("seed-only: left out %s\n", what);
+    return 1;
+}
 static inline uint64_t test_next(void) {
     test_rng_state ^= test_rng_state >> 12;
     test_rng_state ^= test_rng_state << 25;

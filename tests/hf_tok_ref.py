@@ -2,7 +2,7 @@
 """tokenizer.json files for tests/test_hf_tokenizer.sh, and what the `tokenizers` package
 (Hugging Face's own Rust tokenizer, no torch) makes of a corpus with them.
 
-  prepare --model M.gguf --dir D --seed S [--prompts FILE ...]
+  prepare --model M.gguf --dir D --seed S [--prompts FILE ...] [--seed-only]
     D/corpus.txt: one escaped string per line (tokenizer_ref.py's escaping): every essay
       of the NIAH haystack whole and by paragraph, the texts of the prompts files
       (`kvbench run --print-prompts` output: NIAH and RULER prompts, cut at the chat
@@ -125,6 +125,7 @@ def prepare(a):
     for p in a.prompts or []:
         for text in prompt_texts(p):
             lines += split_specials(text, specials + ["<s>", "</s>"])
+    n_fixed = len(lines)
     for b in tokenizer_ref.corpus(a.seed):
         try:
             s = b.decode("utf-8")
@@ -132,11 +133,18 @@ def prepare(a):
             continue
         if not any(x in s for x in specials + ["<unk>", "<s>", "</s>"]):
             lines.append(s)
-    with open(os.path.join(a.dir, "corpus.txt"), "w", encoding="utf-8", newline="\n") as fh:
-        for s in lines:
-            fh.write(tokenizer_ref.escape(s.encode("utf-8")) + "\n")
-    print(f"corpus: {len(lines)} strings, {sum(len(s.encode()) for s in lines)} bytes "
-          f"({len(es)} essays, prompts from {len(a.prompts or [])} file(s))")
+    # --seed-only: the byte-level variants (fixed vocabulary, merges and pre-tokenizer) get
+    # only the random strings, the essays being the same for every seed; the spm variants,
+    # trained on a seeded order of the essays, keep every line (corpus_spm.txt)
+    corpora = {"corpus.txt": lines[n_fixed:] if a.seed_only else lines}
+    if a.seed_only:
+        corpora["corpus_spm.txt"] = lines
+    for name, ls in corpora.items():
+        with open(os.path.join(a.dir, name), "w", encoding="utf-8", newline="\n") as fh:
+            for s in ls:
+                fh.write(tokenizer_ref.escape(s.encode("utf-8")) + "\n")
+        print(f"{name}: {len(ls)} strings, {sum(len(s.encode()) for s in ls)} bytes "
+              f"({len(es) if ls is lines else 0} essays, prompts from {len(a.prompts or [])} file(s))")
     half = es[::2]
     rng.shuffle(half)
     variants = {pre: byte_level(vocab, merges, specials, pre) for pre in ("smollm", "gpt2", "llama-bpe", "qwen2")}
@@ -155,8 +163,9 @@ def prepare(a):
         with open(os.path.join(d, "tokenizer_config.json"), "w") as fh:
             json.dump({"add_bos_token": name.startswith("spm"), "eos_token": "</s>" if name.startswith("spm")
                        else "<|endoftext|>"}, fh)
+        mine = corpora.get("corpus_spm.txt", lines) if name.startswith("spm") else corpora["corpus.txt"]
         with open(os.path.join(a.dir, f"ref_{name}.txt"), "w") as out:
-            for enc in tok.encode_batch(lines, add_special_tokens=False):
+            for enc in tok.encode_batch(mine, add_special_tokens=False):
                 out.write(" ".join(map(str, enc.ids)) + "\n")
 
 
@@ -167,6 +176,7 @@ def main():
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--prompts", nargs="*")
+    ap.add_argument("--seed-only", action="store_true", help="byte-level variants: the random strings alone")
     prepare(ap.parse_args())
 
 

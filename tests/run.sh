@@ -4,6 +4,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
+unset KVBENCH_TEST_SEED_ONLY   # every part of every test (make test-seeds sets it)
 pass=0; fail=0; failed=()
 run_one() {
     local name=$1; shift

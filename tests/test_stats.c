@@ -312,6 +312,8 @@ int main(int argc, char **argv) {
     /* coverage by simulation (docs/statistics.md; test_stats --coverage prints the table):
      * the percentile bootstrap these intervals replace covered 85% at n = 5 */
     double cov[3][2][3];
+    /* fixed seeds per setting (not the test's): the same simulation for every seed */
+    if (test_seed_only("the coverage simulation")) return check_done("test_stats");
     coverage(cov, COV_REPS);
     for (int d = 0; d < 3; d++)
         for (int k = 0; k < 2; k++)
