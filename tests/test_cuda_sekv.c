@@ -1,4 +1,4 @@
-/* SeKV's tiers on the CUDA backend (sekv_dev.c, kernels/cuda_sekv.cu) against the host
+/* SeKV's tiers on the CUDA backend (sekv_dev.c, kernels/cuda_spans.cu) against the host
  * path, on fresh random K/V/Q and surprisal, with zoom active (tau=0, room in the budget)
  * and a budget just over twice the prompt's persistent rows, so that the 20 decode steps
  * fold decoded tokens into new spans (the device rows' valid marks at work).
@@ -20,7 +20,7 @@
 #include "cuda_check.h"
 #ifdef KB_CUDA
 #include "../kernels/cuda_backend.h"
-#include "../kernels/cuda_sekv.h"
+#include "../kernels/cuda_spans.h"
 #endif
 
 #define TOL 1e-5

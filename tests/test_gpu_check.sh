@@ -132,7 +132,7 @@ eval "$(sed -n '/^fallback_lines() {/,/^}/p' tests/gpu/check.sh)"
 export -f fallback_lines
 for msg in "kvbench: sekv: the device tiers failed; attending on the host rows from now on" \
     "kb cuda kv rows (KV store rows): cudaMemcpy: out of memory" \
-    "kb cuda sekv: out of host memory" \
+    "kb cuda spans: out of host memory" \
     "kb cuda: waiting for the device before a copy: unspecified launch failure" \
     "kvbench: KV store rows failed on the device; this store attends on the host rows from now on" \
     "kb cuda: decode failed on the device; computing it on the CPU" \

@@ -520,7 +520,9 @@ static int kv_int(const char *kv, const char *key) {
 static void test_fit_order(void) {
     static const double grid[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0};
     int tried = 0, scaled = 0;
-    for (int it = 0; it < 12; it++) {
+    /* 12 cases, and more until one needed a smaller window or longer spans (about a
+     * third do; 12 alone missed for 1 seed in ~130) */
+    for (int it = 0; it < 12 || (scaled == 0 && it < 200); it++) {
         scen s = make_scen(1, 2, 1, 16, test_int(700, 1500), 1);
         int B = test_int(s.n / 40, s.n / 8);
         /* reference: the first fitting setting in the documented order */
@@ -819,9 +821,19 @@ static void test_paper_alpha_fit(void) {
  * (never evicted), P itself fits; the recorded params say alpha=1, l_max=none, route=0. */
 static void test_paper_segmentation(void) {
     M = &kv_sekv_ref;
+    /* a scenario with a span longer than 32 tokens (redrawn until one has it: 1 seed in
+     * ~130 drew none), so the check below says something about the cap */
+    int32_t (*sp)[2] = malloc((size_t)700 * sizeof *sp);
+    int P = 0, ns = 0;
     scen s = make_scen(2, 4, 2, 16, 700, 1);
-    int32_t (*sp)[2] = malloc((size_t)s.n * sizeof *sp);
-    int P, ns = paper_spans(&s, sp, &P);
+    for (int tries = 0;; tries++) {
+        ns = paper_spans(&s, sp, &P);
+        int lg = 0;
+        for (int i = 0; i < ns; i++) lg = sp[i][1] > lg ? sp[i][1] : lg;
+        if (lg > 32 || tries == 100) break;
+        free_scen(&s);
+        s = make_scen(2, 4, 2, 16, 700, 1);
+    }
     char err[512], used[700];
     kv_state *st = start(&s, "params_file=none", P, err, sizeof err);
     CHECK(st && ingest_all(st, &s, err, sizeof err) == 0, "B=P=%d: %s", P, err);

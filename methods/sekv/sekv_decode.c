@@ -4,7 +4,7 @@
  *   select   per kv group, the spans over some head's tau, by descending score, each
  *            taken if its |S| rows fit in the room B - P (gap fix 4: per group, not per head)
  *   rebuild  the selected spans' rows from their rank-r factors: host threads here, or
- *            on the device (sekv_dev.c, kernels/cuda_sekv.cu)
+ *            on the device (sekv_dev.c, kernels/cuda_spans.cu)
  *   attend   one softmax per query head over full-resolution rows, coarse rows (bias
  *            ln|S|) and the rebuilt rows of the spans it zooms into
  *   append   the token joins at full resolution (gap fix 1); under --decode hold the

@@ -9,7 +9,7 @@
  *   slow tier  the span factors in pinned host memory; at attend the selected spans' factors
  *              go to the device on the copy stream first (overlapping the row uploads and
  *              the host's idx/bias lists), and a kernel rebuilds them into the device rows
- *              (kernels/cuda_sekv.h). Attention of every query head then runs on the device.
+ *              (kernels/cuda_spans.h). Attention of every query head then runs on the device.
  * Any device failure is reported once; the state then attends on the host for good. */
 #include "sekv_state.h"
 
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #ifdef KB_CUDA
 #include "../../kernels/cuda_backend.h"
-#include "../../kernels/cuda_sekv.h"
+#include "../../kernels/cuda_spans.h"
 #endif
 
 #ifdef KB_CUDA
@@ -101,7 +101,7 @@ static void release(kv_state *st) {
             st->layer[l].kv[j].dev = NULL;
             st->layer[l].kv[j].dev_valid = 0;
         }
-    kb_sekv_dev_free(st->dev);
+    kb_spans_dev_free(st->dev);
     st->dev = NULL;
 }
 
@@ -118,12 +118,12 @@ int sekv_dev_prepare(kv_state *st, int layer) {
     for (int j = 0; j < st->Hkv; j++) n += ly->n_sel[j];
     if (st->dev_spans_cap < n) {
         free(st->dev_spans);
-        st->dev_spans = malloc((size_t)n * sizeof(kb_sekv_span));
+        st->dev_spans = malloc((size_t)n * sizeof(kb_spans_span));
         st->dev_spans_cap = st->dev_spans ? n : 0;
         if (!st->dev_spans) return failed(st), 0;
     }
-    kb_sekv_span *sp = st->dev_spans;
-    if (!st->dev && !(st->dev = kb_sekv_dev_new())) return failed(st), 0;
+    kb_spans_span *sp = st->dev_spans;
+    if (!st->dev && !(st->dev = kb_spans_dev_new())) return failed(st), 0;
     for (int j = 0; j < st->Hkv; j++) {
         sekv_kvh *kv = &ly->kv[j];
         if (!kv->dev && !(kv->dev = kb_kvdev_new(d, "SeKV rows"))) return failed(st), 0;
@@ -136,10 +136,10 @@ int sekv_dev_prepare(kv_state *st, int layer) {
             int s = ly->sel[(size_t)j * ly->span_cap + k];
             const sekv_basis *b = &ly->kv[j].basis[s];
             if (b->rows) continue;
-            sp[n++] = (kb_sekv_span){ly->kv[j].dev, ly->recon_row[(size_t)j * ly->span_cap + s], b->fk.len, d,
+            sp[n++] = (kb_spans_span){ly->kv[j].dev, ly->recon_row[(size_t)j * ly->span_cap + s], b->fk.len, d,
                                      b->fk.r, b->buf, b->mk, b->mv};
         }
-    if (kb_sekv_dev_stage(st->dev, sp, n)) return failed(st), 0;
+    if (kb_spans_dev_stage(st->dev, sp, n)) return failed(st), 0;
     /* 2. the persistent rows that changed (room for the rebuilt rows behind them) */
     for (int j = 0; j < st->Hkv; j++) {
         sekv_kvh *kv = &ly->kv[j];
@@ -158,13 +158,13 @@ int sekv_dev_prepare(kv_state *st, int layer) {
                 return failed(st), 0;
         }
     /* 3. the spans rebuilt into the rows after them */
-    if (kb_sekv_dev_rebuild(st->dev, sp, n)) return failed(st), 0;
+    if (kb_spans_dev_rebuild(st->dev, sp, n)) return failed(st), 0;
     return 1;
 }
 
 int sekv_dev_decode_heads(kv_state *st, int layer, const kb_decode_args *as) {
     kb_kvdev **ms = malloc((size_t)st->H * sizeof *ms);
-    kb_kvdev_batch *b = st->dev ? kb_sekv_dev_batch(st->dev) : NULL;
+    kb_kvdev_batch *b = st->dev ? kb_spans_dev_batch(st->dev) : NULL;
     int rc = -1;
     if (ms && b) {
         for (int h = 0; h < st->H; h++) ms[h] = st->layer[layer].kv[h / st->g].dev;
@@ -176,7 +176,7 @@ int sekv_dev_decode_heads(kv_state *st, int layer, const kb_decode_args *as) {
 }
 
 size_t sekv_dev_bytes_held(const kv_state *st) {
-    size_t b = kb_sekv_dev_bytes(st->dev);
+    size_t b = kb_spans_dev_bytes(st->dev);
     for (int l = 0; st->layer && l < st->L; l++)
         for (int j = 0; st->layer[l].kv && j < st->Hkv; j++) b += kb_kvdev_bytes(st->layer[l].kv[j].dev);
     return b;

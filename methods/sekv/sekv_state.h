@@ -102,7 +102,7 @@ struct kv_state {
     int pinned;                 /* factor buffers from kb_cuda_host_alloc, through the arena */
     struct sekv_arena *arena;   /* pinned blocks (sekv_dev.c); NULL when not pinned */
     int dev_off;                /* the device path failed: host rows from now on */
-    void *dev;                  /* staging of the span factors (a kb_sekv_dev) */
+    void *dev;                  /* staging of the span factors (a kb_spans_dev) */
     void *dev_spans;            /* [dev_spans_cap] scratch span list */
     int dev_spans_cap;
 };

@@ -1,11 +1,11 @@
-// SeKV's slow tier on the device (see cuda_sekv.h): factors copied from pinned host
+// SeKV's slow tier on the device (see cuda_spans.h): factors copied from pinned host
 // memory to a staging buffer on the copy stream, then one kernel that rebuilds every
 // selected span into its group's device rows (kb_kvdev_rows_dev).
 extern "C" {
 #include "core.h"
 }
 #include "cuda_backend.h"
-#include "cuda_sekv.h"
+#include "cuda_spans.h"
 #include "cuda_util.h"
 
 #include <new>
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) rebuild_spans(const Job *jobs) {
     }
 }
 
-size_t factor_floats(const kb_sekv_span &s) { return (size_t)s.len * s.r + s.r + (size_t)s.r * s.d; }
+size_t factor_floats(const kb_spans_span &s) { return (size_t)s.len * s.r + s.r + (size_t)s.r * s.d; }
 
 void release(DevBuf &b) {
     kb_cuda_free(b.p);
@@ -57,7 +57,7 @@ void release(HostBuf &b) {
 }
 
 int bad(const char *why) {
-    fprintf(stderr, "kb cuda sekv: %s\n", why);
+    fprintf(stderr, "kb cuda spans: %s\n", why);
     return -1;
 }
 
@@ -68,7 +68,7 @@ int bad(const char *why) {
 // fenced before it (which read hsm, hjobs and the spans' pinned factors), are done: `done`
 // is recorded after that kernel, and the next stage waits for it. Callers that already
 // waited (a decode copies its output back) find it complete and lose nothing.
-struct kb_sekv_dev {
+struct kb_spans_dev {
     DevBuf fac, sm, jobs;       // staged factors, masked singular values, the kernel's jobs
     HostBuf hsm, hjobs;         // pinned sources of the last two
     std::vector<size_t> fac_off, sm_off;   // floats, per staged span
@@ -78,13 +78,13 @@ struct kb_sekv_dev {
     kb_kvdev_batch *batch = nullptr;   // the batched decodes' buffers
 };
 
-extern "C" kb_sekv_dev *kb_sekv_dev_new(void) {
-    kb_sekv_dev *x = new (std::nothrow) kb_sekv_dev();
-    if (!x) fprintf(stderr, "kb cuda sekv: out of host memory\n");
+extern "C" kb_spans_dev *kb_spans_dev_new(void) {
+    kb_spans_dev *x = new (std::nothrow) kb_spans_dev();
+    if (!x) fprintf(stderr, "kb cuda spans: out of host memory\n");
     return x;
 }
 
-extern "C" void kb_sekv_dev_free(kb_sekv_dev *x) {
+extern "C" void kb_spans_dev_free(kb_spans_dev *x) {
     if (!x) return;
     release(x->fac);
     release(x->sm);
@@ -96,19 +96,19 @@ extern "C" void kb_sekv_dev_free(kb_sekv_dev *x) {
     delete x;
 }
 
-extern "C" size_t kb_sekv_dev_bytes(const kb_sekv_dev *x) {
+extern "C" size_t kb_spans_dev_bytes(const kb_spans_dev *x) {
     if (!x) return 0;
     size_t b = 0;
     for (const DevBuf *p : {&x->fac, &x->sm, &x->jobs}) b += p->p ? p->cap : 0;
     return b + kb_kvdev_batch_bytes(x->batch);
 }
 
-extern "C" kb_kvdev_batch *kb_sekv_dev_batch(kb_sekv_dev *x) {
+extern "C" kb_kvdev_batch *kb_spans_dev_batch(kb_spans_dev *x) {
     if (!x->batch) x->batch = kb_kvdev_batch_new();
     return x->batch;
 }
 
-extern "C" int kb_sekv_dev_stage(kb_sekv_dev *x, const kb_sekv_span *sp, int n) {
+extern "C" int kb_spans_dev_stage(kb_spans_dev *x, const kb_spans_span *sp, int n) {
     x->staged = 0;
     if (n < 0 || (n > 0 && !sp)) return bad("stage of a bad span list");
     if (n == 0) return 0;
@@ -120,7 +120,7 @@ extern "C" int kb_sekv_dev_stage(kb_sekv_dev *x, const kb_sekv_span *sp, int n) 
     x->sm_off.resize((size_t)n);
     size_t nfac = 0, nsm = 0;
     for (int i = 0; i < n; i++) {
-        const kb_sekv_span &s = sp[i];
+        const kb_spans_span &s = sp[i];
         if (s.len < 1 || s.d < 1 || s.r < 1 || s.r > s.len || s.r > s.d || !s.buf || !s.mk || !s.mv)
             return bad("stage of a span with a bad shape or no factors");
         x->fac_off[i] = nfac;
@@ -134,7 +134,7 @@ extern "C" int kb_sekv_dev_stage(kb_sekv_dev *x, const kb_sekv_span *sp, int n) 
         return -1;
     float *hsm = (float *)x->hsm.p;
     for (int i = 0; i < n; i++) {   // s m for K and V (the gate folded into s)
-        const kb_sekv_span &s = sp[i];
+        const kb_spans_span &s = sp[i];
         const size_t nf = factor_floats(s), us = (size_t)s.len * s.r;
         float *o = hsm + x->sm_off[i];
         for (int k = 0; k < s.r; k++) {
@@ -150,7 +150,7 @@ extern "C" int kb_sekv_dev_stage(kb_sekv_dev *x, const kb_sekv_span *sp, int n) 
     return 0;
 }
 
-extern "C" int kb_sekv_dev_rebuild(kb_sekv_dev *x, const kb_sekv_span *sp, int n) {
+extern "C" int kb_spans_dev_rebuild(kb_spans_dev *x, const kb_spans_span *sp, int n) {
     if (n == 0) return 0;
     if (n != x->staged || !sp) return bad("rebuild of spans that were not staged");
     x->staged = 0;
@@ -158,7 +158,7 @@ extern "C" int kb_sekv_dev_rebuild(kb_sekv_dev *x, const kb_sekv_span *sp, int n
     if (kbcuda::reserve(x->jobs, jb, "SeKV rebuild jobs") || kbcuda::reserve_pinned(x->hjobs, jb)) return -1;
     Job *hj = (Job *)x->hjobs.p;
     for (int i = 0; i < n; i++) {
-        const kb_sekv_span &s = sp[i];
+        const kb_spans_span &s = sp[i];
         if (!s.m) return bad("rebuild without device rows");
         float *K = nullptr, *V = nullptr;
         if (kb_kvdev_rows_dev(s.m, s.row, s.len, &K, &V)) return -1;
