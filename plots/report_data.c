@@ -273,7 +273,10 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d) {
         }
         last_row = ri;
         char wl[256];
+        size_t wn = strlen(workload);
         if (!variant || !strcmp(variant, workload)) snprintf(wl, sizeof wl, "%s", workload);
+        else if (!strncmp(variant, workload, wn) && variant[wn] == ':')   /* "ruler:vt" already says it */
+            snprintf(wl, sizeof wl, "%s", variant);
         else snprintf(wl, sizeof wl, "%s:%s", workload, variant);
         int wi = -1;
         for (int k = d->nwl - 1; k >= 0 && wi < 0; k--)
