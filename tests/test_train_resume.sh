@@ -14,7 +14,8 @@
 source "$(dirname "$0")/lib.sh"
 
 mkdir "$T/corpus"
-for i in 1 2 3 4 5 6; do tail -c +$((i * 1500)) tests/test_run.sh | head -c $((2500 + i * 900)) >"$T/corpus/d$i.txt"; done
+# head | tail, not tail | head: the reader takes all its input, so no SIGPIPE under pipefail
+for i in 1 2 3 4 5 6; do head -c $((i * 1500 - 1 + 2500 + i * 900)) tests/test_run.sh | tail -c +$((i * 1500)) >"$T/corpus/d$i.txt"; done
 C=(--model "$MODEL" --corpus "$T/corpus" --ctx 256,512 --candidates 12 --keep 3 --window 48 --alpha fit
    --fit-budgets 0.2,0.3 --local 8 --cache "$T/cache" --threads 2 --held-out 2 --eval-every 2 --budget-norm span)
 "$KVBENCH" train-sekv "${C[@]}" --steps 8 --out "$T/a.params" --log "$T/a.csv" >"$T/out" 2>"$T/err" \
