@@ -4,6 +4,7 @@
 #include "sekv_teacher.h"
 #include "../../../kernels/core.h"
 #include "../../../workloads/utf8.h"
+#include "../../../kernels/host.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -111,21 +112,14 @@ static int fail(const char *fmt, ...) {
 }
 
 static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return fail("%s '%s': expected an integer in %ld..%ld", flag, s, lo, hi);
-    *out = v;
+    if (kb_parse_long(s, lo, hi, out)) return fail("%s '%s': expected an integer in %ld..%ld", flag, s, lo, hi);
     return 0;
 }
 
+/* $env, else the cache's leaf. */
 static const char *default_dir(const char *env, const char *leaf, char *buf, size_t len) {
-    const char *e = getenv(env), *c = getenv("KVBENCH_CACHE"), *h = getenv("HOME");
-    if (e && *e) return e;
-    if (c && *c) snprintf(buf, len, "%s/%s", c, leaf);
-    else snprintf(buf, len, "%s/.cache/kvbench/%s", h ? h : ".", leaf);
-    return buf;
+    const char *e = getenv(env);
+    return e && *e ? e : kb_cache_path(leaf, buf, len);
 }
 
 static int parse_args(int argc, char **argv, train_opts *o, int *help) {
@@ -264,12 +258,6 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Sorted *.txt names of dir; NULL (message printed) when there are none. */
@@ -302,22 +290,6 @@ static char **list_docs(const char *dir, int *count) {
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     *count = n;
     return names;
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = 0, *len = (size_t)n;
-    return b;
 }
 
 static int mkdirs(const char *path) {
@@ -413,7 +385,7 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         char path[1100];
         snprintf(path, sizeof path, "%s/%s", o->corpus, names[(size_t)i * nall / nd]);
         size_t len = 0, at;
-        char *text = read_file(path, &len);
+        char *text = kb_read_file(path, &len);
         if (!text) fail("%s: cannot read", path), nd = -1;
         else if (memchr(text, 0, len)) fail("%s: contains a NUL byte: not a text document", path), nd = -1;
         else if ((at = utf8_invalid_at(text, len)) < len)
@@ -428,7 +400,7 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         char path[1100];
         snprintf(path, sizeof path, "%s/%s", o->corpus, names[(size_t)i * nall / nd]);
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = kb_read_file(path, &len);
         int n = text ? tok_encode(model_tokenizer(m), text, len, 0, ids, o->ctx) : -1;
         free(text);
         len_idx[2 * i] = n > o->ctx ? o->ctx : n, len_idx[2 * i + 1] = i;
@@ -440,13 +412,13 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         for (int r = 0; nd > 0 && r < nd; r++) stage_of[len_idx[2 * r + 1]] = (int)((long)r * o->n_stages / nd);
     }
     free(len_idx);
-    double t_start = now_s(), resident_mb = 0;
+    double t_start = kb_now_s(), resident_mb = 0;
     for (int i = 0; i < nd; i++) {
         const char *name = names[(size_t)i * nall / nd];
         char path[1100], err[512];
         snprintf(path, sizeof path, "%s/%s", o->corpus, name);
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = kb_read_file(path, &len);
         if (!text) {
             fail("%s: cannot read", path);
             continue;
@@ -466,7 +438,7 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         d->n = n, d->stage = stage_of[i], d->budget = tc.fit_budget, d->alpha = tc.alpha;
         uint64_t key = d->key = sekv_teacher_key(mhash, ids, n, &tc);
         if (use_cache) snprintf(d->path, sizeof d->path, "%s/%016llx.tdoc", o->cache, (unsigned long long)key);
-        double t0 = now_s();
+        double t0 = kb_now_s();
         const char *how = "cached";
         sekv_teacher_stats ts = {0};
         if (!use_cache || sekv_tdoc_load(&d->doc, d->path, err, sizeof err)) {
@@ -483,11 +455,11 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         d->resident = !use_cache || resident_mb + mb <= o->mem_mb;
         if (d->resident) resident_mb += mb;
         else sekv_tdoc_free(&d->doc);   /* loaded from its cache file at each use */
-        double el = now_s() - t_start;
+        double el = kb_now_s() - t_start;
         char eta[32];
         fmt_time(el / (i + 1) * (nd - i - 1), eta, sizeof eta);
         fprintf(stderr, "train-sekv: doc %d/%d %s: stage %d, %d tokens, %d spans, %d positions, %.0f MB, %s in %.1fs",
-                i + 1, nd, name, d->stage + 1, n, spans, npos, mb, how, now_s() - t0);
+                i + 1, nd, name, d->stage + 1, n, spans, npos, mb, how, kb_now_s() - t0);
         if (ts.n_cand) {
             d->alpha = ts.alpha;
             fprintf(stderr, " (prefill %.1fs, %d candidates %.1fs, far share %.2f..%.2f", ts.prefill_s, ts.n_cand,
@@ -598,7 +570,7 @@ int cmd_train_sekv(int argc, char **argv) {
     }
     if (o.threads) kb_set_threads(o.threads);
     char err[1024];
-    double t_begin = now_s();
+    double t_begin = kb_now_s();
     clock_t c_begin = clock();
     kv_model *m = model_load(o.model, err, sizeof err);
     if (!m) {
@@ -615,7 +587,7 @@ int cmd_train_sekv(int argc, char **argv) {
         model_free(m);
         return 1;
     }
-    double t_data = now_s() - t_begin;
+    double t_data = kb_now_s() - t_begin;
 
     sekv_params p = {0};
     sekv_tparams th = {0}, g = {0}, mo = {0}, vo = {0}, best = {0};
@@ -739,7 +711,7 @@ int cmd_train_sekv(int argc, char **argv) {
     if (logf && start == 0)
         fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,pos_rate,recall,precision,eff_rank,lr,"
                       "grad_norm,seconds,heldout\n");
-    double t_train = now_s(), first_total = NAN;
+    double t_train = kb_now_s(), first_total = NAN;
     sekv_loss_parts last = {0};
     int every = o.steps / 40 > 1 ? o.steps / 40 : 1;
     for (int s = start; s < o.steps; s++) {
@@ -764,7 +736,7 @@ int cmd_train_sekv(int argc, char **argv) {
         sekv_adamw(&th, &g, &mo, &vo, &oc, lr, s + 1);
         if (s == start) first_total = parts.total;
         last = parts;
-        double el = now_s() - t_train;
+        double el = kb_now_s() - t_train;
         double ho = NAN;
         int check = (s + 1) % eval_every == 0 || s == o.steps - 1;
         if (n_held && check) {
@@ -826,12 +798,12 @@ int cmd_train_sekv(int argc, char **argv) {
         fail("%s", err);
         goto done;
     }
-    double total = now_s() - t_begin;
+    double total = kb_now_s() - t_begin;
     fprintf(stderr,
             "train-sekv: wrote %s: %zu parameters (%.3f%% of %.1fM), %d steps over %d documents; loss %.4f -> %.4f;"
             " %.0fs (data %.0fs, training %.0fs), CPU %.0fs\n",
             o.out, np, 100.0 * np / (double)mc->n_params, mc->n_params / 1e6, o.steps, nd, first_total, last.total,
-            total, t_data, now_s() - t_train, (double)(clock() - c_begin) / CLOCKS_PER_SEC);
+            total, t_data, kb_now_s() - t_train, (double)(clock() - c_begin) / CLOCKS_PER_SEC);
     rc = 0;
 done:
     if (logf) fclose(logf);
