@@ -24,6 +24,8 @@ struct kb_kvdev {
     int d = 0;
     int type = KB_F32;            // the rows' element type (kvtype.h), as the host stores them
     size_t rb = 0;                // bytes per row: d * kb_kvtype_bytes(type)
+    size_t hb = 0;                // bytes per host row: rb, or d floats for a copy from f32 rows
+    std::vector<uint16_t> narrow; // from f32 rows to 16-bit: the rows of one upload, narrowed
     const char *what = "KV rows";
     char *rows = nullptr;         // K [cap][d], then V [cap][d], elements of type
     int cap = 0;
@@ -83,17 +85,40 @@ int grow(kb_kvdev *m, int need, int bound, bool to_bound = false) {
     return 0;
 }
 
+int bad_alloc_msg(const kb_kvdev *m) {
+    fprintf(stderr, "kb cuda kv rows (%s): out of host memory for narrowing rows\n", m->what);
+    return -1;
+}
+
 // Row r of K, of V on the device; row r of host rows.
 char *krow(const kb_kvdev *m, int r) { return m->rows + (size_t)r * m->rb; }
 char *vrow(const kb_kvdev *m, int r) { return m->rows + ((size_t)m->cap + r) * m->rb; }
-const void *hrow(const kb_kvdev *m, const void *rows, int r) { return (const char *)rows + (size_t)r * m->rb; }
+const void *hrow(const kb_kvdev *m, const void *rows, int r) { return (const char *)rows + (size_t)r * m->hb; }
+
+// n host rows at src as the device stores them: src itself, or (a copy from f32 rows to
+// 16-bit ones) narrowed into m->narrow (exact for values the type holds). NULL: no memory.
+const void *as_stored(kb_kvdev *m, const void *src, int n) {
+    if (m->hb == m->rb) return src;
+    const size_t e = (size_t)n * m->d;
+    try {
+        m->narrow.resize(e);
+    } catch (const std::bad_alloc &) {
+        return nullptr;
+    }
+    kb_kv_put(m->type, m->narrow.data(), (const float *)src, (int)e);
+    return m->narrow.data();
+}
 
 // Device rows [r0, r0 + n) = host K, V [n][d], on the default stream (in order with the kernels).
 int put(kb_kvdev *m, int r0, const void *K, const void *V, int n) {
     if (n <= 0) return 0;
     const size_t bytes = (size_t)n * m->rb;
-    CK(cudaMemcpy(krow(m, r0), K, bytes, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(vrow(m, r0), V, bytes, cudaMemcpyHostToDevice));
+    const void *k = as_stored(m, K, n);
+    if (!k) return bad_alloc_msg(m);
+    CK(cudaMemcpy(krow(m, r0), k, bytes, cudaMemcpyHostToDevice));
+    const void *v = as_stored(m, V, n);
+    if (!v) return bad_alloc_msg(m);
+    CK(cudaMemcpy(vrow(m, r0), v, bytes, cudaMemcpyHostToDevice));
     m->uploaded += n;
     return 0;
 }
@@ -201,6 +226,12 @@ extern "C" int kb_kvdev_active(void) {
 extern "C" kb_kvdev *kb_kvdev_new(int d, const char *what) { return kb_kvdev_new_typed(d, KB_F32, what); }
 
 extern "C" kb_kvdev *kb_kvdev_new_typed(int d, int type, const char *what) {
+    kb_kvdev *m = kb_kvdev_new_from_f32(d, type, what);
+    if (m) m->hb = m->rb;
+    return m;
+}
+
+extern "C" kb_kvdev *kb_kvdev_new_from_f32(int d, int type, const char *what) {
     if (d < 1) {
         fprintf(stderr, "kb cuda kv rows: head dim %d\n", d);
         return nullptr;
@@ -217,6 +248,7 @@ extern "C" kb_kvdev *kb_kvdev_new_typed(int d, int type, const char *what) {
     m->d = d;
     m->type = type;
     m->rb = (size_t)d * kb_kvtype_bytes(type);
+    m->hb = (size_t)d * sizeof(float);
     if (what) m->what = what;
     return m;
 }
@@ -267,6 +299,7 @@ extern "C" int kb_kvdev_put_async(kb_kvdev *m, int r0, const void *K, const void
     if (r0 < 0 || n < 0 || (long)r0 + n > m->cap || (n > 0 && (!K || !V)))
         return bad(m, "put outside the reserved rows");
     if (n == 0) return 0;
+    if (m->hb != m->rb) return bad(m, "asynchronous put of f32 rows into 16-bit rows (narrowing is synchronous)");
     const size_t bytes = (size_t)n * m->rb;
     if (m->synced > r0) m->synced = r0;   // a mirror's rows from r0 on are no longer the host's
     for (int s = r0; s < r0 + n && s < (int)m->row_of.size(); s++)
@@ -281,17 +314,16 @@ extern "C" int kb_kvdev_put_async(kb_kvdev *m, int r0, const void *K, const void
     return 0;
 }
 
-extern "C" int kb_kvdev_rows_dev(kb_kvdev *m, int r0, int n, float **K, float **V) {
+extern "C" int kb_kvdev_rows_dev(kb_kvdev *m, int r0, int n, void **K, void **V) {
     if (r0 < 0 || n < 0 || (long)r0 + n > m->cap || !m->rows) return bad(m, "device rows outside the reserved rows");
-    if (m->type != KB_F32) return bad(m, "device rows to write as floats, but the rows are 16-bit");
     if (m->synced > r0) m->synced = r0;   // as kb_kvdev_put_async: no longer the host's rows
     for (int s = r0; s < r0 + n && s < (int)m->row_of.size(); s++)
         if (m->row_of[s] >= 0) {
             m->slot_of[m->row_of[s]] = -1;
             m->row_of[s] = -1;
         }
-    *K = (float *)krow(m, r0);
-    *V = (float *)vrow(m, r0);
+    *K = krow(m, r0);
+    *V = vrow(m, r0);
     return 0;
 }
 

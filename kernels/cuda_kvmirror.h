@@ -17,12 +17,11 @@
  * allocation takes at once, so the decode's appends fit), by freeing the old rows first
  * (the peak never holds both) and uploading again from the host.
  *
- * For SeKV (later): one kb_kvdev per (layer, kv head) mirrors its persistent rows
- * (anchors, local window, coarse span rows) with kb_kvdev_sync and its own valid mark;
- * kb_kvdev_reserve (before the sync: a growth drops the contents) makes room after them
- * for each step's reconstructed span rows (or span bases, in pinned memory from
- * kb_cuda_host_alloc), put there with kb_kvdev_put_async on the copy stream while the
- * routing runs; kb_kvdev_decode fences those copies and attends with idx and bias.
+ * For SeKV: one copy (kb_kvdev_new_from_f32: its host rows are f32 buffers holding values
+ * of the K/V type) per (layer, kv head) mirrors its persistent rows (anchors, local window,
+ * coarse span rows) with kb_kvdev_sync and its own valid mark; kb_kvdev_reserve (before
+ * the sync: a growth drops the contents) makes room after them for each step's rebuilt
+ * span rows, which kernels/cuda_spans.cu writes there in the rows' type (kb_kvdev_rows_dev).
  *
  * Every function reports a failing CUDA call or bad argument on stderr and returns -1
  * (NULL); the caller then attends through kb_get()->decode on host rows instead. */
@@ -45,9 +44,14 @@ int kb_kvdev_active(void);
  * kb_kvdev_new_typed: rows of d elements of type (kvtype.h: KB_F32, KB_F16, KB_BF16),
  * stored on the device as the host stores them (a 16-bit row takes half the bytes) and
  * widened to f32 by the decode kernels as they read them. Host rows passed to the
- * functions below are of that type; kb_kvdev_rows_dev needs f32 rows. */
+ * functions below are of that type. */
 kb_kvdev *kb_kvdev_new(int d, const char *what);
 kb_kvdev *kb_kvdev_new_typed(int d, int type, const char *what);
+/* Host rows of f32 holding values of type (rounded to it, kb_kv_round_rows), stored on the
+ * device as type: every upload narrows them on the host first (exact), so the device holds
+ * 2 bytes an element for 16-bit types. For stores that keep f32 buffers (SeKV's rows).
+ * Uploads are synchronous: kb_kvdev_put_async refuses 16-bit rows from f32. */
+kb_kvdev *kb_kvdev_new_from_f32(int d, int type, const char *what);
 int kb_kvdev_type(const kb_kvdev *m);   /* NULL: KB_F32 */
 void kb_kvdev_free(kb_kvdev *m);
 
@@ -72,10 +76,11 @@ int kb_kvdev_reserve(kb_kvdev *m, int rows);
  * first). 0 or -1. */
 int kb_kvdev_put_async(kb_kvdev *m, int r0, const void *K, const void *V, int n);
 
-/* Device addresses of rows [r0, r0 + n) (K's at *K, V's at *V, [n][d] each) for a kernel
- * to write on the default stream, in order with kb_kvdev_decode (reserve first). Like
- * kb_kvdev_put_async, the copy no longer takes those rows for the host's. 0 or -1. */
-int kb_kvdev_rows_dev(kb_kvdev *m, int r0, int n, float **K, float **V);
+/* Device addresses of rows [r0, r0 + n) (K's at *K, V's at *V, [n][d] elements of
+ * kb_kvdev_type(m) each) for a kernel to write on the default stream, in order with
+ * kb_kvdev_decode (reserve first). Like kb_kvdev_put_async, the copy no longer takes those
+ * rows for the host's. 0 or -1. */
+int kb_kvdev_rows_dev(kb_kvdev *m, int r0, int n, void **K, void **V);
 
 /* Decode attention (core.h's contract) over the device rows: a->q, a->idx, a->bias,
  * a->out, a->probs are host pointers; a->K, a->V are ignored; a->idx lists device rows

@@ -1,16 +1,19 @@
 /* SeKV's slow tier on the device (kernels/cuda_spans.cu; `make CUDA=1` builds only: C
  * callers use #ifdef KB_CUDA, see methods/sekv/sekv_dev.c). The span factors live in pinned
- * host memory; at each attend the selected spans' factors are queued to the device on
- * the copy stream (kb_spans_dev_stage, before anything else of the step, so the copies
- * overlap the device's work and the host's), then, once the groups' persistent rows are
- * synced, one kernel rebuilds every span, rows = U diag(s m) Vt, straight into its
- * group's device rows (kb_spans_dev_rebuild: fences the copies first). The decodes that
- * follow on the default stream see the rebuilt rows. The next stage waits for the last
- * rebuild to finish before it reuses the staging buffers, so no caller has to wait.
- * Device memory comes from the tracked allocator (kb_cuda_malloc). Every function
- * reports a failing CUDA call or bad argument on stderr and returns -1 (NULL). */
-#ifndef KB_CUDA_SEKV_H
-#define KB_CUDA_SEKV_H
+ * host memory; at each attend the selected spans' factors (or, for a span the slow tier
+ * keeps as rows, its rows) are queued to the device on the copy stream (kb_spans_dev_stage,
+ * before anything else of the step, so the copies overlap the device's work and the
+ * host's), then, once the groups' persistent rows are synced, one kernel rebuilds every
+ * span, rows = U diag(s) diag(m) Vt with sekv_reconstruct's operations in its order, and
+ * stores it in the group's device rows in their element type (f32, f16, bf16: the same
+ * bits as the host's kb_kv_round_rows of the host's rebuild) (kb_spans_dev_rebuild: fences
+ * the copies first). The decodes that follow on the default stream see the rebuilt rows.
+ * The next stage waits for the last rebuild to finish before it reuses the staging
+ * buffers, so no caller has to wait. Device memory comes from the tracked allocator
+ * (kb_cuda_malloc). Every function reports a failing CUDA call or bad argument on stderr
+ * and returns -1 (NULL). */
+#ifndef KB_CUDA_SPANS_H
+#define KB_CUDA_SPANS_H
 #include <stddef.h>
 #include "cuda_kvmirror.h"
 #ifdef __cplusplus
@@ -21,13 +24,15 @@ typedef struct kb_spans_dev kb_spans_dev;
 
 /* One span of one kv group to rebuild. buf (pinned host memory, unchanged until the next
  * decode on m returns): K's factors U [len][r], s [r], Vt [r][d], then V's, as
- * sekv_basis.buf; mk, mv [r] the gate masks, folded into s here. */
+ * sekv_basis.buf; mk, mv [r] the gate masks. rows = 1: buf holds the span's rows instead,
+ * K [len][d] then V [len][d] (r, mk, mv unused), stored into m's rows as they are. */
 typedef struct {
     kb_kvdev *m;            /* the group's device rows (needed by kb_spans_dev_rebuild) */
     int row;                /* rebuilt into rows [row, row + len) of m */
     int len, d, r;
     const float *buf;
     const float *mk, *mv;
+    int rows;
 } kb_spans_span;
 
 /* Staging for one SeKV state (no device memory until spans are staged); free(NULL) does

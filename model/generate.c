@@ -2,17 +2,11 @@
  * step), and plainly, with the engine's own full cache and attention loop, which is
  * the yardstick FullKV-through-the-method-interface must match token for token. */
 #include "engine.h"
+#include "../kernels/host.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- plain: the engine's own cache, one straightforward softmax per head ---- */
 
@@ -91,7 +85,7 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
     stats->n_prompt = n;
     stats->prefill_s = pf.seconds;
     memcpy(logits, pf.last_logits, (size_t)c->n_vocab * sizeof(float));
-    double t0 = now_s();
+    double t0 = kb_now_s();
     count = 0;
     while (count < max_new) {
         int id = model_argmax(logits, c->n_vocab);
@@ -107,7 +101,7 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
         stats->n_steps++;
     }
     stats->n_new = count > 0 ? count : 0;
-    stats->decode_s = now_s() - t0;
+    stats->decode_s = kb_now_s() - t0;
 done:
     free(pc.K);
     free(pc.V);
@@ -179,7 +173,7 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
         goto done_nopf;
     stats->n_prompt = n;
     stats->prefill_s = pf.seconds;   /* streamed: the ingest is inside it */
-    double t0 = now_s();
+    double t0 = kb_now_s();
     for (int l = 0; !streamed && l < c->n_layer && !gs.failed; l++) {
         kv_prefill p = prefill_layer(&pf, l);
         if (meth->ingest(st, &p, gs.err, sizeof gs.err)) gs.failed = 1;
@@ -188,9 +182,9 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
         snprintf(err, errlen, "%s: %s", meth->name, gs.err);
         goto done;
     }
-    stats->prefill_s += now_s() - t0;
+    stats->prefill_s += kb_now_s() - t0;
     memcpy(logits, pf.last_logits, (size_t)c->n_vocab * sizeof(float));
-    t0 = now_s();
+    t0 = kb_now_s();
     count = 0;
     while (count < max_new) {
         int id = model_argmax(logits, c->n_vocab);
@@ -207,7 +201,7 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
         stats->n_steps++;
     }
     stats->n_new = count > 0 ? count : 0;
-    stats->decode_s = now_s() - t0;
+    stats->decode_s = kb_now_s() - t0;
     if (meth->memory) meth->memory(st, &stats->mem);
 done:
     prefill_out_free(&pf);

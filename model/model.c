@@ -4,6 +4,7 @@
 #include "hf_load.h"
 #include "quant.h"
 #include "random_model.h"
+#include "../kernels/host.h"
 #ifdef KB_CUDA
 #include "cuda_model.h"
 #endif
@@ -18,11 +19,7 @@ const char *model_default_path(void) {
     static char path[1024];
     const char *env = getenv("KVBENCH_MODEL");
     if (env && *env) return env;
-    const char *cache = getenv("KVBENCH_CACHE");
-    const char *home = getenv("HOME");
-    if (cache && *cache) snprintf(path, sizeof path, "%s/%s", cache, DEFAULT_MODEL);
-    else snprintf(path, sizeof path, "%s/.cache/kvbench/%s", home ? home : ".", DEFAULT_MODEL);
-    return path;
+    return kb_cache_path(DEFAULT_MODEL, path, sizeof path);
 }
 
 /* "PATH: message" into err. */

@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "quant.h"
 #include "../kernels/core.h"
+#include "../kernels/host.h"
 #ifdef KB_CUDA
 #include "cuda_model.h"
 #endif
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Run fn(ctx, row) for row in [0, n), rows sliced over the worker threads. */
 typedef void (*row_fn)(void *ctx, int row);
@@ -167,12 +167,6 @@ kv_prefill prefill_layer(const kv_prefill_out *p, int layer) {
     return v;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 #ifdef KB_CUDA
 /* The layers of a prefill already held whole (the CUDA path) handed to on_layer one by
  * one as a streamed prefill would, then dropped. */
@@ -222,7 +216,7 @@ int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs 
         snprintf(err, errlen, "%s: the host copy of the weights was freed after the upload to the device", m->gf.path);
         return -1;
     }
-    double t_start = now_s();
+    double t_start = kb_now_s();
     openblas_set_num_threads(1);   /* GEMMs are split over kb_parallel_for instead */
 
     int L = cf->n_layer, H = cf->n_head, E = cf->n_embd, d = cf->head_dim, nv = cf->n_vocab;
@@ -302,6 +296,6 @@ int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs 
     }
     free(buf);
     free(rope);
-    out->seconds = now_s() - t_start;
+    out->seconds = kb_now_s() - t_start;
     return 0;
 }

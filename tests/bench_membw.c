@@ -3,6 +3,7 @@
  * ~/.cache/kvbench/membw.tsv ("read|copy THREADS GBps" per line), where kvbench sim's
  * latency model reads the host bandwidth (`kvbench sim --bw-host` overrides it). On a
  * shared machine the figures move with the load: the best pass is kept. */
+#include "../kernels/host.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,11 +68,10 @@ int main(int argc, char **argv) {
     double r1 = measure(jobs, 1, 0, 5), r2 = measure(jobs, 2, 0, 5), c1 = measure(jobs, 1, 1, 5), c2 = measure(jobs, 2, 1, 5);
     printf("host memory bandwidth (best of 5, %u MiB per thread; GB/s, copy = read + write)\n", BYTES >> 20);
     printf("  read  1 thread %6.2f   2 threads %6.2f\n  copy  1 thread %6.2f   2 threads %6.2f\n", r1, r2, c1, c2);
-    const char *home = getenv("HOME");
-    char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/.cache/kvbench", home ? home : ".");
+    char dir[1024], path[1024];
+    kb_cache_path("", dir, sizeof dir);
     mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/membw.tsv", dir);
+    kb_cache_path("membw.tsv", path, sizeof path);
     FILE *f = fopen(path, "w");
     if (!f) return fprintf(stderr, "bench_membw: cannot write %s\n", path), 1;
     fprintf(f, "read 1 %.3f\nread 2 %.3f\ncopy 1 %.3f\ncopy 2 %.3f\n", r1, r2, c1, c2);

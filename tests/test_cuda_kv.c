@@ -642,13 +642,57 @@ static void test_typed_bytes(int kt) {
     CHECK(kb_kvdev_bytes(m) == want && dev_current() - cur0 == want,
           "%d %s rows of %d: the copy holds %zu bytes, the allocator %zu, want %zu", rows, kb_kvtype_name(kt), D,
           kb_kvdev_bytes(m), dev_current() - cur0, want);
-    float *K = NULL, *V = NULL;
+    void *K = NULL, *V = NULL;   /* rows for a kernel to write, in the copy's type: V's start rows * d * eb after K's */
+    int r0 = test_int(0, rows - 1);
+    CHECK(kb_kvdev_rows_dev(m, r0, rows - r0, &K, &V) == 0 && K && (char *)V - (char *)K == (ptrdiff_t)rows * D * eb,
+          "device rows [%d, %d) of %d %s rows: K %p, V %p", r0, rows, rows, kb_kvtype_name(kt), K, V);
+    kb_kvdev_free(m);
+    CHECK(dev_current() == cur0, "freeing the copy left %zu bytes", dev_current() - cur0);
+}
+
+/* A copy from f32 host rows (kb_kvdev_new_from_f32, SeKV's): the rows hold values of kt
+ * and the device stores kt, 2 bytes an element for 16-bit types, by the allocator's count;
+ * decodes over the mirror and a working set against float64 over the host rows; the
+ * asynchronous put, which cannot narrow, refuses 16-bit rows. */
+static void test_from_f32(int kt) {
+    int n = test_int(20, 300), eb = kb_kvtype_bytes(kt), valid = 0;
+    float *K = fmalloc((size_t)n * D), *V = fmalloc((size_t)n * D), q[G * D], out[G * D];
+    test_fill(K, (size_t)n * D, 1.0f);
+    test_fill(V, (size_t)n * D, 1.0f);
+    kb_kv_round_rows(kt, K, (size_t)n * D);   /* the values the type holds, as SeKV writes them */
+    kb_kv_round_rows(kt, V, (size_t)n * D);
+    size_t cur0 = dev_current();
+    kb_kvdev *m = kb_kvdev_new_from_f32(D, kt, "test rows");
+    CHECK(m && kb_kvdev_type(m) == kt, "a copy of %s rows from f32", kb_kvtype_name(kt));
+    if (!m) return;
+    CHECK(kb_kvdev_sync(m, K, V, n, n, &valid) == 0 && valid == n, "sync of %d f32 rows into %s", n, kb_kvtype_name(kt));
+    size_t rows_b = (size_t)kb_kvdev_rows(m) * 2 * D * eb, grew = dev_current() - cur0;
+    CHECK(kb_kvdev_rows(m) == n && grew == rows_b,
+          "%d f32 rows into %s: the allocator grew by %zu bytes, the rows take %zu", n, kb_kvtype_name(kt), grew, rows_b);
+    test_fill(q, G * D, 1.5f);
+    test_poison(out, G * D);
+    kb_decode_args a = {.g = G, .d = D, .n = n, .q = q, .out = out};
+    CHECK(kb_kvdev_decode(m, &a) == 0, "decode over %s rows from f32", kb_kvtype_name(kt));
+    char what[48];
+    snprintf(what, sizeof what, "%s rows from f32, mirror", kb_kvtype_name(kt));
+    check_against(what, G, D, q, K, V, NULL, n, NULL, out, NULL);
+    int32_t sel[64];
+    int ns = test_int(1, 64);
+    for (int i = 0; i < ns; i++) sel[i] = test_int(0, n - 1);
+    test_poison(out, G * D);
+    kb_decode_args w = {.g = G, .d = D, .n = ns, .q = q, .idx = sel, .out = out};
+    valid = 0;
+    CHECK(kb_kvdev_decode_subset(m, K, V, n, &valid, &w) == 0, "working-set decode over %s rows from f32", kb_kvtype_name(kt));
+    snprintf(what, sizeof what, "%s rows from f32, working set", kb_kvtype_name(kt));
+    check_against(what, G, D, q, K, V, sel, ns, NULL, out, NULL);
     if (kt != KB_F32) {
         fprintf(stderr, "(one refusal expected next)\n");
-        CHECK(kb_kvdev_rows_dev(m, 0, 1, &K, &V) == -1, "float device rows handed out for %s rows", kb_kvtype_name(kt));
+        CHECK(kb_kvdev_put_async(m, 0, K, V, 1) == -1, "an asynchronous put of f32 rows into %s was accepted",
+              kb_kvtype_name(kt));
     }
     kb_kvdev_free(m);
     CHECK(dev_current() == cur0, "freeing the copy left %zu bytes", dev_current() - cur0);
+    free(K), free(V);
 }
 
 /* The backend's decode over host rows of type kt (gathered and copied in the type; the
@@ -697,6 +741,7 @@ int main(void) {
             test_mirror(kt);
             test_working_set(kt);
             test_typed_bytes(kt);
+            test_from_f32(kt);
         }
         test_mirror_headroom();
         test_decode_many();

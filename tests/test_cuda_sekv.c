@@ -2,21 +2,28 @@
  * path, on fresh random K/V/Q and surprisal, with zoom active (tau=0, room in the budget)
  * and a budget just over twice the prompt's persistent rows, so that the 20 decode steps
  * fold decoded tokens into new spans (the device rows' valid marks at work).
- * Every build: the CPU backend's outputs, step by step, against a float64 attention over
- * the rows the state says it attended (persistent rows, coarse rows with bias ln|S|, the
- * expanded spans rebuilt from their factors; gate=0, so no gate masks).
- * CUDA builds with a device (or the emulation, tests/gpu/emu.sh), in addition, for gate=0
- * and the soft gate (gate=2, masks folded into s on the device):
+ * Every build, with f32, bf16 and f16 rows: the CPU backend's run; with f32 rows and
+ * gate=0, its outputs step by step against a float64 attention over the rows the state
+ * says it attended (persistent rows, coarse rows with bias ln|S|, the expanded spans
+ * rebuilt from their factors); with every type, every row attention read (rebuilt rows
+ * too) holding a value of the type.
+ * CUDA builds with a device (or the emulation, tests/gpu/emu.sh), in addition, for f32
+ * rows with gate=0 and the soft gate (gate=2, gate masks applied on the device), bf16 with
+ * gate=2 and f16 with gate=0:
  *   - the same run with the CUDA backend selected: outputs step by step against the CPU
- *     run (and the float64 reference for gate=0), the same spans expanded for every
+ *     run (and the float64 reference for f32, gate=0), the same spans expanded for every
  *     (step, layer, head), the same persistent rows;
  *   - the span factors in pinned host memory (cudaPointerGetAttributes) on the CUDA
  *     backend, in pageable memory on the CPU backend;
  *   - the state's device bytes equal to the tracked allocator's growth at every step and
- *     at least its rows, none with the CPU backend selected, and the allocator back to its
- *     value before init after free. */
+ *     at least its rows at the type's bytes, none with the CPU backend selected, and the
+ *     allocator back to its value before init after free;
+ *   - 16-bit rows: fewer device bytes than the same run with f32 rows, at every step by at
+ *     least the 16-bit rows' own bytes. */
 #include "../kernels/core.h"
 #include "../methods/sekv/sekv.h"
+#include "../methods/sekv/sekv_spans.h"
+#include "../kernels/kvtype.h"
 #include "cuda_check.h"
 #ifdef KB_CUDA
 #include "../kernels/cuda_backend.h"
@@ -25,7 +32,7 @@
 
 #define TOL 1e-5
 
-enum { L = 2, H = 4, HKV = 2, G = H / HKV, D = 32, STEPS = 20, MAXS = 512 };
+enum { L = 2, H = 4, HKV = 2, G = H / HKV, D = 32, STEPS = 20, MAXS = 512, RANK = 8 };
 
 typedef struct {
     int n;
@@ -54,10 +61,10 @@ static scen make_scen(int n) {
 static void free_scen(scen *s) { free(s->K), free(s->V), free(s->Q), free(s->surp); }
 
 /* The sekv-spread variant: its fold at B/2 is what the compaction checks below need. */
-static kv_state *start(const scen *s, const char *params, int budget) {
+static kv_state *start(const scen *s, const char *params, int budget, int kt) {
     char err[256] = "";
     kv_setup su = {.decode_rule = KV_DECODE_HOLD, .n_layers = L, .n_heads = H, .n_kv_heads = HKV, .head_dim = D, .n_prompt = s->n,
-                   .max_decode = STEPS, .budget_tokens = budget, .params = params};
+                   .max_decode = STEPS, .budget_tokens = budget, .params = params, .kv_type = kt};
     kv_state *st = kv_sekv_spread.init(&su, err, sizeof err);
     for (int l = 0; st && l < L; l++) {
         kv_prefill p = {.layer = l, .n = s->n, .K = krow(s, l, 0, 0), .V = vrow(s, l, 0, 0), .kv_stride = s->stride,
@@ -67,7 +74,7 @@ static kv_state *start(const scen *s, const char *params, int budget) {
             st = NULL;
         }
     }
-    CHECK(st != NULL, "sekv setup (%s, budget %d): %s", params, budget, err);
+    CHECK(st != NULL, "sekv setup (%s, %s, budget %d): %s", params, kb_kvtype_name(kt), budget, err);
     return st;
 }
 
@@ -121,20 +128,23 @@ typedef struct {
     int32_t *rows;          /* [STEPS][L] persistent rows */
     int spans0, spans1;     /* layer 0's spans after ingest and at the end */
     int all_expanded;       /* some step expanded every span for every head (then the budget is too loose) */
+    long rebuilt;           /* rebuilt rows read on the host, summed over (step, layer, kv head) */
+    long from_factors;      /* expansions of spans the slow tier keeps as factors, not rows */
+    size_t held[STEPS], rows_b[STEPS];   /* the state's device bytes, its resident rows' bytes, per step */
 } record;
 
 static record new_record(void) {
-    record r = {malloc(sizeof(float) * STEPS * L * H * D), calloc((size_t)STEPS * L * H * MAXS, sizeof(int32_t)),
-                calloc((size_t)STEPS * L * H, sizeof(int32_t)), calloc((size_t)STEPS * L, sizeof(int32_t)), 0, 0, 0};
+    record r = {.out = malloc(sizeof(float) * STEPS * L * H * D), .ex = calloc((size_t)STEPS * L * H * MAXS, sizeof(int32_t)),
+                .nex = calloc((size_t)STEPS * L * H, sizeof(int32_t)), .rows = calloc((size_t)STEPS * L, sizeof(int32_t))};
     return r;
 }
 static void free_record(record *r) { free(r->out), free(r->ex), free(r->nex), free(r->rows); }
 
 /* SeKV through prefill and STEPS decode steps on the selected backend. on_dev: the CUDA
  * backend is selected. ref: check each output against ref_head (gate=0). */
-static void run(const scen *s, const char *params, int budget, int on_dev, int ref, record *rec) {
+static void run(const scen *s, const char *params, int budget, int kt, int on_dev, int ref, record *rec) {
     size_t cur0 = dev_current();
-    kv_state *st = start(s, params, budget);
+    kv_state *st = start(s, params, budget, kt);
     if (!st) return;
     rec->spans0 = sekv_span_count(st, 0);
 #ifdef KB_CUDA
@@ -165,6 +175,8 @@ static void run(const scen *s, const char *params, int budget, int on_dev, int r
             for (int h = 0; h < H; h++) {
                 size_t at = ((size_t)k * L + l) * H + h;
                 rec->nex[at] = sekv_expanded(st, l, h, rec->ex + at * MAXS);
+                for (int i = 0; i < rec->nex[at]; i++)
+                    rec->from_factors += !sekv_store_rows(sekv_span_at(st, l, rec->ex[at * MAXS + i]).len, D, RANK);
                 all &= rec->nex[at] == sekv_span_count(st, l);
                 if (!ref) continue;
                 ref_head(st, l, h, qrow(s, k, l) + (size_t)h * D, refo);
@@ -174,10 +186,26 @@ static void run(const scen *s, const char *params, int budget, int on_dev, int r
                       k, l, h, e);
             }
             rec->all_expanded |= all;
+            /* every row attention read, rebuilt ones too, holds a value of the K/V type (on
+             * the host: with the CUDA backend the rebuilt rows exist only on the device) */
+            int off = 0;
+            for (int j = 0; j < HKV && !on_dev; j++) {
+                int P = 0, R = 0;
+                sekv_resident(st, l, j, &P, &R);
+                for (int r = 0; r < P + R; r++) {
+                    const float *kr, *vr;
+                    sekv_row(st, l, j, r, &kr, &vr);
+                    for (int c = 0; c < D; c++) off += kb_kv_round(kt, kr[c]) != kr[c] || kb_kv_round(kt, vr[c]) != vr[c];
+                }
+                rec->rebuilt += R;
+            }
+            CHECK(off == 0, "%s %s step %d layer %d: %d elements of the rows are not %s values", params,
+                  on_dev ? "cuda" : "cpu", k, l, off, kb_kvtype_name(kt));
         }
         size_t held = sekv_device_bytes(st), grew = dev_current() - cur0, rows_b = 0;
         for (int l = 0; l < L; l++)
-            for (int j = 0; j < HKV; j++) rows_b += (size_t)sekv_resident(st, l, j, NULL, NULL) * 2 * D * sizeof(float);
+            for (int j = 0; j < HKV; j++) rows_b += (size_t)sekv_resident(st, l, j, NULL, NULL) * 2 * D * kb_kvtype_bytes(kt);
+        rec->held[k] = held, rec->rows_b[k] = rows_b;
         if (on_dev)
             CHECK(held == grew && held >= rows_b, "%s step %d: state holds %zu device bytes, allocator grew by %zu, rows %zu",
                   params, k, held, grew, rows_b);
@@ -196,32 +224,42 @@ static void run(const scen *s, const char *params, int budget, int on_dev, int r
 /* The budget: just over twice the prompt's persistent rows (a probe run), so that
  * P passes B/2 after a few steps and decoded tokens are folded. */
 static int pick_budget(const scen *s, const char *params) {
-    kv_state *st = start(s, params, 4 * s->n);
+    kv_state *st = start(s, params, 4 * s->n, KB_F32);
     if (!st) return 4 * s->n;
     int P = sekv_rows(st, 0, NULL, NULL);
     kv_sekv_spread.free(st);
     return 2 * P + 6;
 }
 
-static void test_case(int gate, int cuda) {
+/* One scenario with gate (0 or 2), K/V type kt and longest span l_max: the CPU run (against
+ * float64 for gate=0 with f32 rows); with cuda, the CUDA run against it, and for 16-bit
+ * rows a CUDA run with f32 rows too: the 16-bit run's device bytes are lower by at least
+ * its resident rows at 2 bytes an element at every step (the device rows are 16-bit, not
+ * f32). l_max = 8: every span is kept as rows (rank 8, d 32: rows are smaller up to 11
+ * tokens) and decoded tokens are folded into new spans; l_max = 24: longer spans, kept
+ * as factors and rebuilt from them, and no fold within the 20 steps. */
+static void test_case(int gate, int cuda, int kt, int l_max) {
     scen s = make_scen(test_int(120, 180));
     char params[128];
     /* p_max=0.5 pinned: the budget below is sized so that P passes B/2 */
-    snprintf(params, sizeof params, "alpha=1,rank=8,gate=%d,tau=0,local=8,sinks=2,l_max=8,p_max=0.5", gate);
-    int budget = pick_budget(&s, params);
+    snprintf(params, sizeof params, "alpha=1,rank=%d,gate=%d,tau=0,local=8,sinks=2,l_max=%d,p_max=0.5", RANK, gate, l_max);
+    int budget = pick_budget(&s, params), ref = gate == 0 && kt == KB_F32;
     record rc = new_record(), rg = new_record();
     kb_select("cpu", NULL);
-    run(&s, params, budget, 0, gate == 0, &rc);
-    CHECK(rc.spans1 > rc.spans0, "%s: no decoded tokens folded into spans (%d -> %d)", params, rc.spans0, rc.spans1);
+    run(&s, params, budget, kt, 0, ref, &rc);
+    if (l_max <= 8)
+        CHECK(rc.spans1 > rc.spans0, "%s: no decoded tokens folded into spans (%d -> %d)", params, rc.spans0, rc.spans1);
+    else
+        CHECK(rc.from_factors > 0, "%s: no span kept as factors was expanded", params);
     int some = 0;
     for (int i = 0; i < STEPS * L * H; i++) some += rc.nex[i] > 0;
-    CHECK(some > STEPS * L * H / 2 && !rc.all_expanded,
-          "%s: zoom not selective: %d of %d (step, layer, head) expanded a span, all at once: %d", params, some,
-          STEPS * L * H, rc.all_expanded);
+    CHECK(some > STEPS * L * H / 2 && !rc.all_expanded && rc.rebuilt > 0,
+          "%s: zoom not selective: %d of %d (step, layer, head) expanded a span, all at once: %d, rows rebuilt %ld",
+          params, some, STEPS * L * H, rc.all_expanded, rc.rebuilt);
     if (cuda) {
 #ifdef KB_CUDA
         kb_select("cuda", NULL);
-        run(&s, params, budget, 1, gate == 0, &rg);
+        run(&s, params, budget, kt, 1, ref, &rg);
         kb_select("cpu", NULL);
         double worst = 0;
         int diff_ex = 0, diff_rows = 0;
@@ -230,19 +268,35 @@ static void test_case(int gate, int cuda) {
                 diff_rows += rg.rows[k * L + l] != rc.rows[k * L + l];
                 for (int h = 0; h < H; h++) {
                     size_t at = ((size_t)k * L + l) * H + h;
-                    double ref[D];
-                    for (int c = 0; c < D; c++) ref[c] = rc.out[at * D + c];
-                    double e = rel_l2(rg.out + at * D, ref, D);
+                    double ref_o[D];
+                    for (int c = 0; c < D; c++) ref_o[c] = rc.out[at * D + c];
+                    double e = rel_l2(rg.out + at * D, ref_o, D);
                     if (e > worst) worst = e;
-                    CHECK(e < TOL, "%s step %d layer %d head %d: cuda vs cpu rel err %.3g", params, k, l, h, e);
+                    CHECK(e < TOL, "%s %s step %d layer %d head %d: cuda vs cpu rel err %.3g", params, kb_kvtype_name(kt),
+                          k, l, h, e);
                     diff_ex += rg.nex[at] != rc.nex[at] ||
                                memcmp(rg.ex + at * MAXS, rc.ex + at * MAXS, sizeof(int32_t) * rc.nex[at]) != 0;
                 }
             }
-        CHECK(diff_ex == 0, "%s: %d (step, layer, head) expanded other spans on cuda", params, diff_ex);
-        CHECK(diff_rows == 0, "%s: %d (step, layer) with another persistent row count on cuda", params, diff_rows);
-        printf("%-22s cuda vs cpu: worst rel err %.3g over %d steps, same spans expanded: %s\n", params, worst, STEPS,
-               diff_ex ? "no" : "yes");
+        CHECK(diff_ex == 0, "%s %s: %d (step, layer, head) expanded other spans on cuda", params, kb_kvtype_name(kt), diff_ex);
+        CHECK(diff_rows == 0, "%s %s: %d (step, layer) with another persistent row count on cuda", params,
+              kb_kvtype_name(kt), diff_rows);
+        printf("%-22s %-4s cuda vs cpu: worst rel err %.3g over %d steps, same spans expanded: %s\n", params,
+               kb_kvtype_name(kt), worst, STEPS, diff_ex ? "no" : "yes");
+        if (kt != KB_F32) {
+            record rf = new_record();
+            kb_select("cuda", NULL);
+            run(&s, params, budget, KB_F32, 1, 0, &rf);
+            kb_select("cpu", NULL);
+            int small = 0;
+            for (int k = 0; k < STEPS; k++) small += rf.held[k] < rg.held[k] + rg.rows_b[k];
+            CHECK(small == 0, "%s: %d of %d steps where %s device rows saved less than their own bytes against f32 "
+                  "(last step: f32 %zu bytes, %s %zu, rows %zu)", params, small, STEPS, kb_kvtype_name(kt),
+                  rf.held[STEPS - 1], kb_kvtype_name(kt), rg.held[STEPS - 1], rg.rows_b[STEPS - 1]);
+            printf("%-22s %-4s device bytes at the last step: %zu (f32 rows: %zu)\n", params, kb_kvtype_name(kt),
+                   rg.held[STEPS - 1], rf.held[STEPS - 1]);
+            free_record(&rf);
+        }
 #endif
     }
     free_record(&rc);
@@ -262,7 +316,11 @@ int main(void) {
     }
 #endif
     if (!cuda) printf("cuda backend not tested: %s\n", why ? why : "?");
-    test_case(0, cuda != NULL);
-    if (cuda) test_case(2, 1);
+    test_case(0, cuda != NULL, KB_F32, 8);
+    if (cuda) test_case(2, 1, KB_F32, 8);
+    test_case(0, cuda != NULL, KB_F32, 24);
+    test_case(2, cuda != NULL, KB_BF16, 8);   /* the device default */
+    test_case(2, cuda != NULL, KB_BF16, 24);
+    test_case(0, cuda != NULL, KB_F16, 24);
     return check_done("test_cuda_sekv");
 }

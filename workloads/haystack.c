@@ -8,13 +8,12 @@
 #include "haystack.h"
 #include "strbuf.h"
 #include "utf8.h"
+#include "../kernels/host.h"
 
 char *haystack_default_dir(void) {
-    const char *cache = getenv("KVBENCH_CACHE"), *home = getenv("HOME");
+    char path[1024];
     strbuf b = {0};
-    if (cache && *cache) sb_puts(&b, cache);
-    else sb_printf(&b, "%s/.cache/kvbench", home && *home ? home : ".");
-    sb_puts(&b, "/haystack/PaulGrahamEssays");
+    sb_puts(&b, kb_cache_path("haystack/PaulGrahamEssays", path, sizeof path));
     return sb_take(&b);
 }
 

@@ -10,6 +10,7 @@
 #include "../../results/db.h"
 #include "../../results/merge.h"
 #include "../../results/query.h"
+#include "../../kernels/host.h"
 
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -17,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 enum { SHOW_MISSING = 20 };
 
@@ -54,12 +54,6 @@ static int fail(int code, const char *fmt, ...) {
     fprintf(stderr, "\n");
     va_end(ap);
     return code;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int same_file(const char *a, const char *b) {
@@ -142,7 +136,7 @@ int cmd_merge(int argc, char **argv) {
     if (!rc && !out) rc = fail(1, "%s", err);
     if (!rc) merge_speed_up(out);
 
-    double t0 = now_s();
+    double t0 = kb_now_s();
     merge_stats total = {0};
     for (int i = 0; i < n_in && !rc; i++) {
         merge_stats st = {0};
@@ -201,7 +195,7 @@ int cmd_merge(int argc, char **argv) {
         if (!rc) {
             printf("%s: %lld results merged from %d files (%lld new, %lld already present); %.2fs\n", out_path,
                    (long long)(total.results_new + total.results_present), n_in, (long long)total.results_new,
-                   (long long)total.results_present, now_s() - t0);
+                   (long long)total.results_present, kb_now_s() - t0);
             if (any_missing) rc = 3;
         }
     }

@@ -10,18 +10,12 @@
 #include "rss.h"
 #include "../identity/run_ident.h"
 #include "fidelity.h"
+#include "../../kernels/host.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The model file's identity for kv_setup.model_hash: one pass over the file per model
  * (~0.2 s for SmolLM2), remembered for the model last asked about. */
@@ -81,9 +75,9 @@ typedef struct {
 
 static void ingest_one(mc_ingested *p, const kv_prefill *layer) {
     if (!p->st || p->failed) return;
-    double t0 = now_s();
+    double t0 = kb_now_s();
     if (p->m->ingest(p->st, layer, p->err, sizeof p->err)) p->failed = 1, p->layer = layer->layer;
-    p->compress_s += now_s() - t0;
+    p->compress_s += kb_now_s() - t0;
 }
 
 static void stream_layer(void *vctx, const kv_prefill *layer) {
@@ -91,7 +85,7 @@ static void stream_layer(void *vctx, const kv_prefill *layer) {
     mc_case *c = sc->c;
     for (int i = 0; i < c->n_pre; i++)
         if (!c->pre[i].m->needs_surprisal) ingest_one(&c->pre[i], layer);
-    double now = now_s();
+    double now = kb_now_s();
     if (c->progress && now - sc->said >= 15) {   /* an 8B prefill at 8K takes minutes a layer */
         fprintf(stderr, "%s: prefill layer %d/%d done, %.0fs\n", c->progress, layer->layer + 1,
                 model_config(c->model)->n_layer, now - sc->start);
@@ -125,7 +119,7 @@ int mc_prefill_streamed(mc_case *c, const kv_needs *needs, const kv_method *cons
         p->st = p->m->init(&s, p->err, sizeof p->err);
         keep |= p->st && p->m->needs_surprisal;
     }
-    stream_ctx sc = {c, NULL, NULL, now_s(), now_s()};
+    stream_ctx sc = {c, NULL, NULL, kb_now_s(), kb_now_s()};
     size_t kv_n = (size_t)cf->n_layer * cf->n_head_kv * c->n_pf * cf->head_dim;
     if (keep && (!(sc.keep_K = malloc(kv_n * sizeof(float))) || !(sc.keep_V = malloc(kv_n * sizeof(float))))) {
         free(sc.keep_K);
@@ -297,7 +291,7 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
         goto done;
     }
 
-    double t0 = now_s();
+    double t0 = kb_now_s();
     int bad_layer = pre && pre->failed ? pre->layer : -1;   /* streamed: ingested already */
     for (int l = 0; !pre && l < L && bad_layer < 0; l++) {
         kv_prefill p = prefill_layer(&c->pf, l);
@@ -313,23 +307,23 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
         set_reason(res, infeasible ? "infeasible" : "error", "%s%s", where, err);
         goto done;
     }
-    r->compress_s = pre ? pre->compress_s : now_s() - t0;
+    r->compress_s = pre ? pre->compress_s : kb_now_s() - t0;
     note_decode_peak(m, st, r);
     memcpy(logits, c->pf.last_logits, (size_t)cf->n_vocab * sizeof *logits);
 
     /* question_after: the question tokens join the compressed cache through decode steps. */
-    t0 = now_s();
+    t0 = kb_now_s();
     if (mc_feed_question(c, m, st, logits, r)) {
         set_reason(res, "error", "a question token failed in decode%s%s", "", "");
         goto done;
     }
-    res->question_s = now_s() - t0;
+    res->question_s = kb_now_s() - t0;
     r->prefill_s += res->question_s;
 
     /* Greedy generation until a stop token, a newline where the task stops there, or max_new;
      * no stop before min_new_tokens tokens. */
     int count = 0, steps = 0;
-    t0 = now_s();
+    t0 = kb_now_s();
     while (count < c->max_new) {
         int id = count < c->tc->min_new_tokens ? mc_argmax_no_stop(tok, logits, cf->n_vocab, c->tc->stop_newline)
                                                : model_argmax(logits, cf->n_vocab);
@@ -347,7 +341,7 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
         note_decode_peak(m, st, r);
         steps++;
     }
-    r->decode_s = now_s() - t0;
+    r->decode_s = kb_now_s() - t0;
     r->decode_tokens = steps;
     r->tokens_per_s = steps && r->decode_s > 0 ? steps / r->decode_s : 0;
     res->n_generated = count;

@@ -21,6 +21,7 @@
 #include "../../results/db.h"
 #include "../../workloads/split.h"
 #include "../../workloads/synthetic.h"
+#include "../../kernels/host.h"
 
 #include <errno.h>
 #include <math.h>
@@ -29,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { MAX_LIST = 64, PREFILL_CHUNK = 512 };
 
@@ -209,12 +209,6 @@ static int parse_args(int argc, char **argv, run_opts *o) {
 
 /* ---------------------------------------------------------------- timing, strings */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void fmt_bytes(char *buf, size_t len, double b) {
     if (b >= 1 << 20) snprintf(buf, len, "%.2f MiB", b / (1 << 20));
     else if (b >= 1 << 10) snprintf(buf, len, "%.1f KiB", b / (1 << 10));
@@ -354,7 +348,7 @@ static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *nee
         c->V[l] = c->K[l] + (size_t)c->Hkv * c->kv_stride;
         syn_layer(c->w, l, Q, c->K[l], c->V[l], c->kv_stride);
         memcpy(c->Qdec + (size_t)l * c->T * hd, Q + (size_t)c->ctx * hd, (size_t)c->T * hd * sizeof(float));
-        double t0 = now_s();
+        double t0 = kb_now_s();
         for (int t0q = 0; t0q < c->ctx; t0q += PREFILL_CHUNK) {
             kb_prefill_args a = {
                 .H = c->H, .Hkv = c->Hkv, .d = c->d, .t0 = t0q,
@@ -366,7 +360,7 @@ static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *nee
             };
             be->prefill(&a);
         }
-        c->prefill_s += now_s() - t0;
+        c->prefill_s += kb_now_s() - t0;
     }
     free(out);
     free(Q);
@@ -417,7 +411,7 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
         return;
     }
     const syn_workload *w = c->w;
-    double t0 = now_s();
+    double t0 = kb_now_s();
     for (int l = 0; l < L; l++) {
         kv_prefill p = {
             .layer = l, .n = c->ctx, .K = c->K[l], .V = c->V[l], .kv_stride = c->kv_stride,
@@ -433,7 +427,7 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
             return;
         }
     }
-    double t1 = now_s();
+    double t1 = kb_now_s();
     kv_mem mem;
     m->memory(st, &mem);   /* the steady (decode-time) fast tier: after compression, after each step */
     r->fast_decode_peak = (int64_t)mem.fast_bytes;
@@ -455,7 +449,7 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
         m->memory(st, &mem);
         if ((int64_t)mem.fast_bytes > r->fast_decode_peak) r->fast_decode_peak = (int64_t)mem.fast_bytes;
     }
-    double t2 = now_s();
+    double t2 = kb_now_s();
     free(k);
     m->memory(st, &r->mem);
     r->rss_peak = rss_peak_since(rss_rc);
@@ -662,7 +656,7 @@ int cmd_run(int argc, char **argv) {
     if (o.shard.n && !o.quiet)
         fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", o.shard.k, o.shard.n, n_cases,
                 o.n_kinds * o.n_ctx * o.n_depths);
-    double start = now_s();
+    double start = kb_now_s();
     int case_i = 0, n_new = 0, n_skipped = 0, rc = 0;
     summary_row *rows = xcalloc((size_t)o.n_kinds * per_case, sizeof *rows);
     int n_rows = 0;
@@ -775,7 +769,7 @@ int cmd_run(int argc, char **argv) {
                         done_here++;
                         summary_add(rows, &n_rows, o.n_kinds * per_case, o.kinds[k], &mr.r);
                         if (!o.quiet) {
-                            double el = now_s() - start;
+                            double el = kb_now_s() - start;
                             double frac = (done_w + w_case * done_here / missing) / total_w;
                             char b_s[32];
                             fmt_budget(b_s, sizeof b_s, o.budgets[b]);
@@ -793,7 +787,7 @@ int cmd_run(int argc, char **argv) {
     if (!rc) {
         if (n_rows) summary_print(&o, rows, n_rows);
         printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
-               n_skipped, now_s() - start, o.db_path);
+               n_skipped, kb_now_s() - start, o.db_path);
     }
     free(rows);
     free(owner);

@@ -1,6 +1,7 @@
 #include "run_args.h"
 #include "../../model/model.h"
 #include "shard.h"
+#include "../../kernels/host.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -164,11 +165,8 @@ int run_parse_split(const char *flag, const char *s, wl_split *out) {
 }
 
 int run_parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return run_fail("%s '%s': expected an integer in %d..%d", flag, s, lo, hi);
+    long v;
+    if (kb_parse_long(s, lo, hi, &v)) return run_fail("%s '%s': expected an integer in %d..%d", flag, s, lo, hi);
     *out = (int)v;
     return 0;
 }

@@ -26,6 +26,7 @@
 #include "../../model/model.h"
 #include "../../results/db.h"
 #include "../../results/query.h"
+#include "../../kernels/host.h"
 #ifdef KB_CUDA
 #include "../../kernels/cuda_backend.h"
 #include "../../kernels/cuda_mem.h"
@@ -43,7 +44,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -363,12 +363,6 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
 }
 
 /* ---------------------------------------------------------------- small helpers */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void fmt_dur(char *buf, size_t n, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
@@ -797,7 +791,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         free(missing), free(case_ids);
         return run_fail("out of memory");
     }
-    progress pg = {.start = now_s()};
+    progress pg = {.start = kb_now_s()};
     if (o->jobs > 1) snprintf(pg.prefix, sizeof pg.prefix, "[job %d/%d] ", o->job_index + 1, o->jobs);
     else if (o->shard.n) snprintf(pg.prefix, sizeof pg.prefix, "[shard %d/%d] ", o->shard.k, o->shard.n);
     int job = o->jobs > 1 ? o->job_index : -1, mine = 0;
@@ -852,7 +846,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
 #ifdef KB_CUDA
         if (gpu) kb_cuda_mem_reset_peak();
 #endif
-        double t0 = now_s();
+        double t0 = kb_now_s();
         int rss_rc = rss_reset_peak();
         int stream = rm_streams(o);
         char label[160];
@@ -863,7 +857,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             rc = run_fail("case %s: prefill: %s", cs->key[i], err);
             break;
         }
-        pg.pf_s += now_s() - t0;
+        pg.pf_s += kb_now_s() - t0;
         int64_t pf_rss = rss_peak_since(rss_rc);
 #ifdef KB_CUDA
         size_t case_peak = 0, case_drv = 0;   /* the prefill's peaks, before the methods reset them */
@@ -903,7 +897,7 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
         for (int p = 0; p < o->n_pairs && !rc; p++) {
             if (!miss[p]) continue;
             const kv_method *m = o->pair_m[p];
-            double rt0 = now_s();
+            double rt0 = kb_now_s();
 #ifdef KB_CUDA
             if (gpu) kb_cuda_mem_reset_peak();   /* this method's peak: weights + its KV + decode */
 #endif
@@ -941,12 +935,12 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             (*n_new)++;
             pg.done++;
             double c = result_cost(mc.n, mc.max_new);
-            pg.res_s += now_s() - rt0;
+            pg.res_s += kb_now_s() - rt0;
             pg.res_cost += c;
             pg.left_res_cost -= c;
             if (!o->quiet) {
                 char el[32], et[32], sc[96], dec[64];
-                fmt_dur(el, sizeof el, now_s() - pg.start);
+                fmt_dur(el, sizeof el, kb_now_s() - pg.start);
                 fmt_dur(et, sizeof et, eta(&pg));
                 if (!strcmp(res.r.status, "ok")) {
                     int k = snprintf(sc, sizeof sc, "score %.2f", res.r.score);
@@ -1115,7 +1109,7 @@ int cmd_run_model(int argc, char **argv) {
     char key[8192], *json = NULL;
     int64_t run_id = -1;
     int n_new = 0;
-    double start = now_s();
+    double start = kb_now_s();
     int present = 0;
     if (!rc && run_key(&o, model, ident, backend, prov.code, key, sizeof key))
         rc = run_fail("the run key is too long (too many --params)");
@@ -1185,7 +1179,7 @@ int cmd_run_model(int argc, char **argv) {
     if (!rc && o.job_index < 0) {
         print_summary(db, run_id, o.decode_rule);
         printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
-               present, now_s() - start, o.db_path);
+               present, kb_now_s() - start, o.db_path);
     }
     free(json);
     kvdb_close(db);

@@ -11,6 +11,7 @@
 #include "../../kernels/kvtype.h"
 #include "../../results/db.h"
 #include "../../results/sim_mem.h"
+#include "../../kernels/host.h"
 
 #include <errno.h>
 #include <math.h>
@@ -323,9 +324,8 @@ int cmd_sim(int argc, char **argv) {
     char err[1024];
     if (o.check_run) return sim_check_run(o.check_run, err, sizeof err) ? (fail("%s", err), 1) : 0;
     if (o.measure) {
-        const char *home = getenv("HOME");
-        char corpus[512];
-        snprintf(corpus, sizeof corpus, "%s/.cache/kvbench/corpus", home ? home : ".");
+        char corpus[1024];
+        kb_cache_path("corpus", corpus, sizeof corpus);
         if (sim_measure_inputs(o.model, o.corpus ? o.corpus : corpus, o.chunks, o.tokens, stdout, err, sizeof err))
             return fail("%s", err), 1;
         return 0;

@@ -2,6 +2,7 @@
  * statistics; the CPU engine's memory model (for checking a run's measured peak RSS);
  * bandwidths and the per-token latency model. Every term is named where it is computed. */
 #include "sim.h"
+#include "../../kernels/host.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,9 +95,8 @@ void sim_bw_get(double bw_host_flag, double bw_device_flag, double bw_pcie_flag,
         snprintf(bw->host_src, sizeof bw->host_src, "--bw-host %.3g GB/s", bw_host_flag);
         return;
     }
-    const char *home = getenv("HOME");
     char path[512];
-    snprintf(path, sizeof path, "%s/.cache/kvbench/membw.tsv", home ? home : ".");
+    kb_cache_path("membw.tsv", path, sizeof path);
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(bw->host_src, sizeof bw->host_src, "unknown (run make bench, or give --bw-host)");

@@ -7,24 +7,12 @@
  *   chunks. */
 #include "sim.h"
 #include "../../kernels/cpu.h"
+#include "../../kernels/host.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) free(s), s = NULL;
-    fclose(f);
-    if (s) s[n] = 0, *len = (size_t)n;
-    return s;
-}
 
 /* The corpus files listed in MANIFEST.tsv (5th column), in order. */
 static int manifest(const char *dir, char names[][256], int cap) {
@@ -99,7 +87,7 @@ int sim_measure_inputs(const char *model_path, const char *corpus, int chunks, i
         char path[1024];
         size_t len;
         snprintf(path, sizeof path, "%s/%s", corpus, names[pick]);
-        char *text = read_file(path, &len);
+        char *text = kb_read_file(path, &len);
         if (!text) continue;
         int n = tok_encode(model_tokenizer(m), text, len, 0, ids, tokens);
         free(text);

@@ -15,18 +15,12 @@
  * With m = L nothing is scaled: the figures are the method's memory() as a run records it. */
 #include "sim.h"
 #include "../identity/run_ident.h"
+#include "../../kernels/host.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static kv_setup setup_of(const sim_case *c, double budget) {
     const kv_model_config *cf = &c->shape->cfg;
@@ -135,7 +129,7 @@ int sim_method_run(const sim_case *c, const kv_method *m, double budget, sim_res
         snprintf(r->why, sizeof r->why, "out of memory");
         return 0;
     }
-    double t0 = now_s(), prefix = 0, prefill_peak = 0, excess = 0;
+    double t0 = kb_now_s(), prefix = 0, prefill_peak = 0, excess = 0;
     kv_mem sum = {0};
     int rc = 0;
     for (int bi = 0; bi < nb && !rc; bi++) {
@@ -159,7 +153,7 @@ int sim_method_run(const sim_case *c, const kv_method *m, double budget, sim_res
         sum.fast_tokens += (long)llround((double)b.end.fast_tokens * f);
         r->slow_read += b.slow_read * f;
     }
-    r->seconds = now_s() - t0;
+    r->seconds = kb_now_s() - t0;
     if (!rc) {
         double dpeak = 0;
         for (int k = 0; k <= T; k++) dpeak = maxd(dpeak, dec_total[k]);

@@ -49,6 +49,9 @@ static void recon_task(void *c_, int i) {
     const sekv_basis *b = &c->ly->kv[j].basis[s];
     size_t row = (size_t)c->ly->recon_row[(size_t)j * c->ly->span_cap + s] * c->st->d;
     sekv_basis_rows(b, 1, c->ly->kv[j].K + row, c->ly->kv[j].V + row);
+    /* rebuilt rows are fast-tier rows: stored in the K/V type like the others (the device
+     * rebuild stores the same bits, kernels/cuda_spans.cu) */
+    sekv_round_rows(c->st, c->ly->kv[j].K + row, b->fk.len), sekv_round_rows(c->st, c->ly->kv[j].V + row, b->fk.len);
 }
 
 /* The selected spans of every group rebuilt into the host rows, on the worker threads. */

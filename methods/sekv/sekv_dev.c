@@ -1,14 +1,17 @@
 /* SeKV's tiers on the CUDA backend (issue 6), used only when the CUDA backend is the
  * selected one in a KB_CUDA build; otherwise factor buffers are plain malloc and no
  * device work is done (the host path of sekv_decode.c, unchanged).
- *   fast tier  each (layer, kv head)'s rows on the device (kernels/cuda_kvmirror.h): the
- *              persistent rows [0, n_rows) mirrored from the host through the valid mark
- *              (sekv_rows_moved lowers it where append, folding or ingest change rows),
- *              the rows reconstructed at this step after them; every query head of a layer
- *              attends there in one batched call (kb_kvdev_decode_many);
+ *   fast tier  each (layer, kv head)'s rows on the device (kernels/cuda_kvmirror.h), in the
+ *              K/V type (2 bytes an element for bf16 and f16, narrowed on upload from the
+ *              host's f32 buffers, which hold the type's values): the persistent rows
+ *              [0, n_rows) mirrored from the host through the valid mark (sekv_rows_moved
+ *              lowers it where append, folding or ingest change rows), the rows rebuilt at
+ *              this step after them; every query head of a layer attends there in one
+ *              batched call (kb_kvdev_decode_many);
  *   slow tier  the span factors in pinned host memory; at attend the selected spans' factors
- *              go to the device on the copy stream first (overlapping the row uploads and
- *              the host's idx/bias lists), and a kernel rebuilds them into the device rows
+ *              (or rows) go to the device on the copy stream first (overlapping the row
+ *              uploads and the host's idx/bias lists), and a kernel rebuilds them into the
+ *              device rows in the K/V type, the same bits as the host's rebuild
  *              (kernels/cuda_spans.h). Attention of every query head then runs on the device.
  * Any device failure is reported once; the state then attends on the host for good. */
 #include "sekv_state.h"
@@ -126,18 +129,17 @@ int sekv_dev_prepare(kv_state *st, int layer) {
     if (!st->dev && !(st->dev = kb_spans_dev_new())) return failed(st), 0;
     for (int j = 0; j < st->Hkv; j++) {
         sekv_kvh *kv = &ly->kv[j];
-        if (!kv->dev && !(kv->dev = kb_kvdev_new(d, "SeKV rows"))) return failed(st), 0;
+        if (!kv->dev && !(kv->dev = kb_kvdev_new_from_f32(d, st->kvt, "SeKV rows"))) return failed(st), 0;
     }
-    /* 1. the factors of every group's spans, on the copy stream before anything else
-     * (spans stored as rows are copied in after the sync, step 2b) */
+    /* 1. the factors of every group's spans (the rows of those the slow tier keeps as
+     * rows), on the copy stream before anything else */
     n = 0;
     for (int j = 0; j < st->Hkv; j++)
         for (int k = 0; k < ly->n_sel[j]; k++) {
             int s = ly->sel[(size_t)j * ly->span_cap + k];
             const sekv_basis *b = &ly->kv[j].basis[s];
-            if (b->rows) continue;
             sp[n++] = (kb_spans_span){ly->kv[j].dev, ly->recon_row[(size_t)j * ly->span_cap + s], b->fk.len, d,
-                                     b->fk.r, b->buf, b->mk, b->mv};
+                                     b->fk.r, b->buf, b->mk, b->mv, b->rows};
         }
     if (kb_spans_dev_stage(st->dev, sp, n)) return failed(st), 0;
     /* 2. the persistent rows that changed (room for the rebuilt rows behind them) */
@@ -147,17 +149,7 @@ int sekv_dev_prepare(kv_state *st, int layer) {
             kb_kvdev_sync(kv->dev, kv->K, kv->V, ly->n_rows, ly->row_cap, &kv->dev_valid))
             return failed(st), 0;
     }
-    /* 2b. spans stored as rows go straight into their rows (copy stream, fenced by decode) */
-    for (int j = 0; j < st->Hkv; j++)
-        for (int k = 0; k < ly->n_sel[j]; k++) {
-            int s = ly->sel[(size_t)j * ly->span_cap + k];
-            const sekv_basis *b = &ly->kv[j].basis[s];
-            size_t rows = (size_t)b->fk.len * d;
-            if (b->rows && kb_kvdev_put_async(ly->kv[j].dev, ly->recon_row[(size_t)j * ly->span_cap + s], b->buf,
-                                              b->buf + rows, b->fk.len))
-                return failed(st), 0;
-        }
-    /* 3. the spans rebuilt into the rows after them */
+    /* 3. the spans rebuilt into the rows after them, in the K/V type */
     if (kb_spans_dev_rebuild(st->dev, sp, n)) return failed(st), 0;
     return 1;
 }

@@ -55,28 +55,27 @@ static void float_arrays(const sekv_params *p, float *arr[8]) {
     for (int i = 0; i < 8; i++) arr[i] = src[i];
 }
 
+/* Every array of t to p (to_params) or of p to t, element by element. */
+static void convert(const sekv_tparams *t, const sekv_params *p, int to_params) {
+    double *a[8];
+    float *f[8];
+    size_t len[8];
+    sekv_tparams_arrays(t, a, len);
+    float_arrays(p, f);
+    for (int i = 0; i < 8; i++)
+        for (size_t k = 0; k < len[i]; k++)
+            if (to_params) f[i][k] = (float)a[i][k];
+            else a[i][k] = f[i][k];
+}
+
 int sekv_tparams_from(sekv_tparams *t, const sekv_params *p) {
     if (p->dp != SEKV_DPRIME || p->hidden != SEKV_HIDDEN) return -1;
     if (sekv_tparams_alloc(t, p->n_layers, p->n_heads, p->head_dim, p->rank_cap)) return -1;
-    double *a[8];
-    float *f[8];
-    size_t len[8];
-    sekv_tparams_arrays(t, a, len);
-    float_arrays(p, f);
-    for (int i = 0; i < 8; i++)
-        for (size_t k = 0; k < len[i]; k++) a[i][k] = f[i][k];
+    convert(t, p, 0);
     return 0;
 }
 
-void sekv_tparams_to(const sekv_tparams *t, sekv_params *p) {
-    double *a[8];
-    float *f[8];
-    size_t len[8];
-    sekv_tparams_arrays(t, a, len);
-    float_arrays(p, f);
-    for (int i = 0; i < 8; i++)
-        for (size_t k = 0; k < len[i]; k++) f[i][k] = (float)a[i][k];
-}
+void sekv_tparams_to(const sekv_tparams *t, sekv_params *p) { convert(t, p, 1); }
 
 sekv_optim_cfg sekv_optim_defaults(int steps) {
     return (sekv_optim_cfg){.lr = 1e-3, .weight_decay = 0.01, .beta1 = 0.9, .beta2 = 0.999,

@@ -2,23 +2,17 @@
  * sekv_teacher.h). */
 #include "sekv_teacher.h"
 #include "../../../kernels/core.h"
+#include "../../../kernels/host.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 sekv_teacher_cfg sekv_teacher_defaults(void) {
     return (sekv_teacher_cfg){.candidates = 64, .keep = 16, .window = 0, .alpha = 1.0, .l_min = 4,
                               .l_max = SEKV_LMAX_NONE, .sinks = 0, .local = 0, .rank = 32, .rho = 0.9,
                               .fit_budget = 0, .p_max = 0.2, .grid_lo = 0.5, .grid_hi = 8, .grid_step = 0.25};
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ---------------------------------------------------------------- the capture method */
@@ -158,11 +152,11 @@ int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_
         snprintf(err, errlen, "sekv teacher: document of %d tokens / settings unusable", n);
         return -1;
     }
-    double t0 = now_s();
+    double t0 = kb_now_s();
     kv_needs needs = {0};
     kv_prefill_out pf;
     if (model_prefill(m, ids, n, &needs, &pf, err, errlen)) return -1;
-    st0.prefill_s = now_s() - t0;
+    st0.prefill_s = kb_now_s() - t0;
 
     int rc = -1, window = c->window > 0 ? c->window : (n / 16 > 1 ? n / 16 : 1);
     sekv_seg seg = {0};
@@ -188,7 +182,7 @@ int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_
     st0.n_spans = seg.n_spans;
     st0.persistent = sekv_seg_persistent(&seg);
     /* queries and far shares at the candidates */
-    t0 = now_s();
+    t0 = kb_now_s();
     int nc = sekv_candidates(n, c->candidates, cand);
     for (int k = 0; k < nc; k++)
         if (sekv_teacher_capture(m, &pf, ids, cand[k], window, Qc + (size_t)k * L * H * d, logits, &score[k])) {
@@ -196,9 +190,9 @@ int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_
             goto done;
         }
     st0.n_cand = nc;
-    st0.decode_s = now_s() - t0;
+    st0.decode_s = kb_now_s() - t0;
     /* keep the most far-reaching candidates */
-    t0 = now_s();
+    t0 = kb_now_s();
     kept = malloc((size_t)nc * sizeof *kept);
     Qk = malloc((size_t)nc * L * H * d * sizeof *Qk);
     if (!kept || !Qk) {
@@ -218,7 +212,7 @@ int sekv_teacher_doc(kv_model *m, const int32_t *ids, int n, const sekv_teacher_
     if (sekv_tdoc_build(out, pf.K, pf.V, pf.surprisal, n, L, Hkv, d, H, &seg, c->rank, c->local, kept, nk, Qk,
                         c->rho, err, errlen))
         goto done;
-    st0.build_s = now_s() - t0;
+    st0.build_s = kb_now_s() - t0;
     rc = 0;
 done:
     if (stats) *stats = st0;

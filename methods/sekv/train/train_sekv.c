@@ -2,8 +2,10 @@
  * over the documents in shuffled epochs, one document's mined positions per step. */
 #include "train_sekv.h"
 #include "sekv_teacher.h"
+#include "train_ckpt.h"
 #include "../../../kernels/core.h"
 #include "../../../workloads/utf8.h"
+#include "../../../kernels/host.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -111,21 +113,14 @@ static int fail(const char *fmt, ...) {
 }
 
 static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return fail("%s '%s': expected an integer in %ld..%ld", flag, s, lo, hi);
-    *out = v;
+    if (kb_parse_long(s, lo, hi, out)) return fail("%s '%s': expected an integer in %ld..%ld", flag, s, lo, hi);
     return 0;
 }
 
+/* $env, else the cache's leaf. */
 static const char *default_dir(const char *env, const char *leaf, char *buf, size_t len) {
-    const char *e = getenv(env), *c = getenv("KVBENCH_CACHE"), *h = getenv("HOME");
-    if (e && *e) return e;
-    if (c && *c) snprintf(buf, len, "%s/%s", c, leaf);
-    else snprintf(buf, len, "%s/.cache/kvbench/%s", h ? h : ".", leaf);
-    return buf;
+    const char *e = getenv(env);
+    return e && *e ? e : kb_cache_path(leaf, buf, len);
 }
 
 static int parse_args(int argc, char **argv, train_opts *o, int *help) {
@@ -264,12 +259,6 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Sorted *.txt names of dir; NULL (message printed) when there are none. */
@@ -302,22 +291,6 @@ static char **list_docs(const char *dir, int *count) {
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     *count = n;
     return names;
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = 0, *len = (size_t)n;
-    return b;
 }
 
 static int mkdirs(const char *path) {
@@ -413,7 +386,7 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         char path[1100];
         snprintf(path, sizeof path, "%s/%s", o->corpus, names[(size_t)i * nall / nd]);
         size_t len = 0, at;
-        char *text = read_file(path, &len);
+        char *text = kb_read_file(path, &len);
         if (!text) fail("%s: cannot read", path), nd = -1;
         else if (memchr(text, 0, len)) fail("%s: contains a NUL byte: not a text document", path), nd = -1;
         else if ((at = utf8_invalid_at(text, len)) < len)
@@ -428,7 +401,7 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         char path[1100];
         snprintf(path, sizeof path, "%s/%s", o->corpus, names[(size_t)i * nall / nd]);
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = kb_read_file(path, &len);
         int n = text ? tok_encode(model_tokenizer(m), text, len, 0, ids, o->ctx) : -1;
         free(text);
         len_idx[2 * i] = n > o->ctx ? o->ctx : n, len_idx[2 * i + 1] = i;
@@ -440,13 +413,13 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         for (int r = 0; nd > 0 && r < nd; r++) stage_of[len_idx[2 * r + 1]] = (int)((long)r * o->n_stages / nd);
     }
     free(len_idx);
-    double t_start = now_s(), resident_mb = 0;
+    double t_start = kb_now_s(), resident_mb = 0;
     for (int i = 0; i < nd; i++) {
         const char *name = names[(size_t)i * nall / nd];
         char path[1100], err[512];
         snprintf(path, sizeof path, "%s/%s", o->corpus, name);
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = kb_read_file(path, &len);
         if (!text) {
             fail("%s: cannot read", path);
             continue;
@@ -466,7 +439,7 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         d->n = n, d->stage = stage_of[i], d->budget = tc.fit_budget, d->alpha = tc.alpha;
         uint64_t key = d->key = sekv_teacher_key(mhash, ids, n, &tc);
         if (use_cache) snprintf(d->path, sizeof d->path, "%s/%016llx.tdoc", o->cache, (unsigned long long)key);
-        double t0 = now_s();
+        double t0 = kb_now_s();
         const char *how = "cached";
         sekv_teacher_stats ts = {0};
         if (!use_cache || sekv_tdoc_load(&d->doc, d->path, err, sizeof err)) {
@@ -483,11 +456,11 @@ static int prepare_docs(kv_model *m, const train_opts *o, uint64_t mhash, train_
         d->resident = !use_cache || resident_mb + mb <= o->mem_mb;
         if (d->resident) resident_mb += mb;
         else sekv_tdoc_free(&d->doc);   /* loaded from its cache file at each use */
-        double el = now_s() - t_start;
+        double el = kb_now_s() - t_start;
         char eta[32];
         fmt_time(el / (i + 1) * (nd - i - 1), eta, sizeof eta);
         fprintf(stderr, "train-sekv: doc %d/%d %s: stage %d, %d tokens, %d spans, %d positions, %.0f MB, %s in %.1fs",
-                i + 1, nd, name, d->stage + 1, n, spans, npos, mb, how, now_s() - t0);
+                i + 1, nd, name, d->stage + 1, n, spans, npos, mb, how, kb_now_s() - t0);
         if (ts.n_cand) {
             d->alpha = ts.alpha;
             fprintf(stderr, " (prefill %.1fs, %d candidates %.1fs, far share %.2f..%.2f", ts.prefill_s, ts.n_cand,
@@ -519,75 +492,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-/* Checkpoint file: magic, version, the configuration hash, the next step, the shuffle
- * state, the best held-out state, the four parameter-shaped arrays (parameters, Adam
- * moments, best parameters) and the current stage epoch's document order. Written to
- * FILE.tmp and renamed, so an interrupted write leaves the previous one. */
-static const char CKPT_MAGIC[8] = {'K', 'V', 'S', 'E', 'K', 'V', 'C', '1'};
-
-static int ckpt_save(const char *path, uint64_t hash, int next, uint64_t rng, int best_step, double best_held,
-                     const sekv_tparams *th, const sekv_tparams *mo, const sekv_tparams *vo, const sekv_tparams *best,
-                     const int *order, int n_order, char *err, size_t errlen) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return snprintf(err, errlen, "--checkpoint %.900s.tmp: cannot write (%s)", path, strerror(errno)), -1;
-    int64_t hdr[6] = {(int64_t)hash, next, (int64_t)rng, best_step, (int64_t)th->n, n_order};
-    int ok = fwrite(CKPT_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
-             fwrite(&best_held, sizeof best_held, 1, f) == 1;
-    const sekv_tparams *arr[4] = {th, mo, vo, best};
-    for (int i = 0; i < 4 && ok; i++) ok = fwrite(arr[i]->W, sizeof *arr[i]->W, th->n, f) == th->n;
-    ok = ok && (n_order == 0 || fwrite(order, sizeof *order, (size_t)n_order, f) == (size_t)n_order);
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path)) {
-        remove(tmp);
-        return snprintf(err, errlen, "--checkpoint %s: write failed (%s)", path, strerror(errno)), -1;
-    }
-    return 0;
-}
-
-/* 1 = resumed, 0 = no file (a fresh start), -1 = unusable (err names why). */
-static int ckpt_load(const char *path, uint64_t hash, int *next, uint64_t *rng, int *best_step, double *best_held,
-                     sekv_tparams *th, sekv_tparams *mo, sekv_tparams *vo, sekv_tparams *best, int *order, int cap,
-                     int *n_order, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) return 0;
-        return snprintf(err, errlen, "--checkpoint %s: cannot read (%s)", path, strerror(errno)), -1;
-    }
-    char magic[8];
-    int64_t hdr[6];
-    double bh;
-    int rc = -1;
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, CKPT_MAGIC, 8) || fread(hdr, sizeof hdr, 1, f) != 1 ||
-        fread(&bh, sizeof bh, 1, f) != 1)
-        snprintf(err, errlen, "--checkpoint %s: not a train-sekv checkpoint (bad header)", path);
-    else if ((uint64_t)hdr[0] != hash || hdr[4] != (int64_t)th->n)
-        snprintf(err, errlen,
-                 "--checkpoint %s: written by a different configuration (options, documents or teacher data); "
-                 "remove it or pass another file",
-                 path);
-    else if (hdr[1] < 0 || hdr[5] < 0 || hdr[5] > cap)
-        snprintf(err, errlen, "--checkpoint %s: corrupt header", path);
-    else {
-        sekv_tparams *arr[4] = {th, mo, vo, best};
-        int ok = 1;
-        for (int i = 0; i < 4 && ok; i++) ok = fread(arr[i]->W, sizeof *arr[i]->W, th->n, f) == th->n;
-        ok = ok && (hdr[5] == 0 || fread(order, sizeof *order, (size_t)hdr[5], f) == (size_t)hdr[5]);
-        ok = ok && fgetc(f) == EOF;
-        for (size_t i = 0; ok && i < th->n; i++) ok = isfinite(th->W[i]) && isfinite(mo->W[i]) && isfinite(vo->W[i]);
-        for (int i = 0; ok && i < hdr[5]; i++) ok = order[i] >= 0 && order[i] < cap;
-        if (!ok) snprintf(err, errlen, "--checkpoint %s: truncated or corrupt", path);
-        else {
-            *next = (int)hdr[1], *rng = (uint64_t)hdr[2], *best_step = (int)hdr[3], *n_order = (int)hdr[5];
-            *best_held = bh;
-            rc = 1;
-        }
-    }
-    fclose(f);
-    return rc;
-}
-
 int cmd_train_sekv(int argc, char **argv) {
     train_opts o;
     int help = 0;
@@ -598,7 +502,7 @@ int cmd_train_sekv(int argc, char **argv) {
     }
     if (o.threads) kb_set_threads(o.threads);
     char err[1024];
-    double t_begin = now_s();
+    double t_begin = kb_now_s();
     clock_t c_begin = clock();
     kv_model *m = model_load(o.model, err, sizeof err);
     if (!m) {
@@ -615,7 +519,7 @@ int cmd_train_sekv(int argc, char **argv) {
         model_free(m);
         return 1;
     }
-    double t_data = now_s() - t_begin;
+    double t_data = kb_now_s() - t_begin;
 
     sekv_params p = {0};
     sekv_tparams th = {0}, g = {0}, mo = {0}, vo = {0}, best = {0};
@@ -718,7 +622,7 @@ int cmd_train_sekv(int argc, char **argv) {
     }
     int start = 0, n_order = 0;
     if (o.checkpoint) {
-        int r = ckpt_load(o.checkpoint, cfg_hash, &start, &rng, &best_step, &best_held, &th, &mo, &vo, &best, order,
+        int r = train_ckpt_load(o.checkpoint, cfg_hash, &start, &rng, &best_step, &best_held, &th, &mo, &vo, &best, order,
                           nd, &n_order, err, sizeof err);
         if (r < 0) {
             fail("%s", err);
@@ -739,7 +643,7 @@ int cmd_train_sekv(int argc, char **argv) {
     if (logf && start == 0)
         fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,pos_rate,recall,precision,eff_rank,lr,"
                       "grad_norm,seconds,heldout\n");
-    double t_train = now_s(), first_total = NAN;
+    double t_train = kb_now_s(), first_total = NAN;
     sekv_loss_parts last = {0};
     int every = o.steps / 40 > 1 ? o.steps / 40 : 1;
     for (int s = start; s < o.steps; s++) {
@@ -764,7 +668,7 @@ int cmd_train_sekv(int argc, char **argv) {
         sekv_adamw(&th, &g, &mo, &vo, &oc, lr, s + 1);
         if (s == start) first_total = parts.total;
         last = parts;
-        double el = now_s() - t_train;
+        double el = kb_now_s() - t_train;
         double ho = NAN;
         int check = (s + 1) % eval_every == 0 || s == o.steps - 1;
         if (n_held && check) {
@@ -791,7 +695,7 @@ int cmd_train_sekv(int argc, char **argv) {
         }
         int out_of_time = o.time_limit > 0 && el > o.time_limit && s + 1 < o.steps;
         if (o.checkpoint && (check || out_of_time) &&
-            ckpt_save(o.checkpoint, cfg_hash, s + 1, rng, best_step, best_held, &th, &mo, &vo, &best, order, n_order,
+            train_ckpt_save(o.checkpoint, cfg_hash, s + 1, rng, best_step, best_held, &th, &mo, &vo, &best, order, n_order,
                       err, sizeof err)) {
             fail("%s", err);
             goto done;
@@ -826,12 +730,12 @@ int cmd_train_sekv(int argc, char **argv) {
         fail("%s", err);
         goto done;
     }
-    double total = now_s() - t_begin;
+    double total = kb_now_s() - t_begin;
     fprintf(stderr,
             "train-sekv: wrote %s: %zu parameters (%.3f%% of %.1fM), %d steps over %d documents; loss %.4f -> %.4f;"
             " %.0fs (data %.0fs, training %.0fs), CPU %.0fs\n",
             o.out, np, 100.0 * np / (double)mc->n_params, mc->n_params / 1e6, o.steps, nd, first_total, last.total,
-            total, t_data, now_s() - t_train, (double)(clock() - c_begin) / CLOCKS_PER_SEC);
+            total, t_data, kb_now_s() - t_train, (double)(clock() - c_begin) / CLOCKS_PER_SEC);
     rc = 0;
 done:
     if (logf) fclose(logf);

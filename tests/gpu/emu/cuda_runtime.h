@@ -73,6 +73,10 @@ int device_range(const void *p, size_t bytes);
 #define blockDim (kbemu::g_bdim)
 #define gridDim (kbemu::g_grid)
 inline void __syncthreads() { kbemu::syncthreads(); }
+// IEEE f32 products and sums, rounded to nearest, never fused (this file is compiled
+// without FMA contraction, as ISO C++ is)
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     if (mask != 0xffffffffu) kbemu::fail("__shfl_xor_sync with a partial mask is not emulated");
     return kbemu::shfl_xor(v, lane_mask);

@@ -1,0 +1,23 @@
+/* train-sekv's checkpoint (train_ckpt.c): everything a run needs to go on from a step
+ * after --time-limit stopped it (exit 3), tied to its configuration by a hash. */
+#ifndef KB_TRAIN_CKPT_H
+#define KB_TRAIN_CKPT_H
+#include "sekv_train.h"
+#include <stddef.h>
+#include <stdint.h>
+
+/* Writes path (through path.tmp and a rename). 0, or -1 with err. */
+int train_ckpt_save(const char *path, uint64_t hash, int next, uint64_t rng, int best_step, double best_held,
+                    const sekv_tparams *th, const sekv_tparams *mo, const sekv_tparams *vo, const sekv_tparams *best,
+                    const int *order, int n_order, char *err, size_t errlen);
+
+/* Reads path into the arrays (allocated by the caller, th->n scalars each) and order (cap
+ * entries). 1 = resumed, 0 = no file (a fresh start), -1 = unusable: another
+ * configuration (hash or size), a bad header, truncated, trailing bytes, a non-finite
+ * value or an order entry outside 0..cap-1 (err names why; the outputs may be partly
+ * written). */
+int train_ckpt_load(const char *path, uint64_t hash, int *next, uint64_t *rng, int *best_step, double *best_held,
+                    sekv_tparams *th, sekv_tparams *mo, sekv_tparams *vo, sekv_tparams *best, int *order, int cap,
+                    int *n_order, char *err, size_t errlen);
+
+#endif
