@@ -35,6 +35,12 @@ char *kb_read_file(const char *path, size_t *len) {
     return b;
 }
 
+void kb_vcomplain(const char *cmd, const char *fmt, va_list ap) {
+    fprintf(stderr, "kvbench %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 int kb_parse_long(const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;

@@ -49,9 +49,7 @@ static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2,
 static int fail(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kvbench merge: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    kb_vcomplain("merge", fmt, ap);
     va_end(ap);
     return code;
 }

@@ -6,6 +6,7 @@
  * starts again on its own file and skips what it committed. */
 #include "commands.h"
 #include "../identity/plugin.h"
+#include "../../kernels/host.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -50,9 +51,7 @@ static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2,
 static int fail(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kvbench slurm-script: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    kb_vcomplain("slurm-script", fmt, ap);
     va_end(ap);
     return code;
 }

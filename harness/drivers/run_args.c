@@ -12,9 +12,7 @@
 int run_fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kvbench run: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    kb_vcomplain("run", fmt, ap);
     va_end(ap);
     return -1;
 }

@@ -42,9 +42,7 @@ static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kvbench sim: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    kb_vcomplain("sim", fmt, ap);
     va_end(ap);
     return -1;
 }

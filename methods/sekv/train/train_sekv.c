@@ -105,9 +105,7 @@ static void usage(FILE *f) {
 static int fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kvbench train-sekv: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    kb_vcomplain("train-sekv", fmt, ap);
     va_end(ap);
     return -1;
 }
