@@ -17,6 +17,7 @@ extern "C" {
 #include <vector>
 
 using kbcuda::DevBuf;
+using kbcuda::release;
 
 enum { kNone, kMirror, kWorkingSet };
 
@@ -42,12 +43,6 @@ struct kb_kvdev {
 };
 
 namespace {
-
-void release(DevBuf &b) {
-    kb_cuda_free(b.p);
-    b.p = nullptr;
-    b.cap = 0;
-}
 
 void forget_slots(kb_kvdev *m) {
     m->slot_of.assign(m->slot_of.size(), -1);
@@ -426,7 +421,7 @@ extern "C" void kb_kvdev_batch_free(kb_kvdev_batch *b) {
     release(b->in);
     release(b->idx);
     release(b->out);
-    for (kbcuda::HostBuf *h : {&b->hin, &b->hidx, &b->hout}) kb_cuda_host_free(h->p);
+    for (kbcuda::HostBuf *h : {&b->hin, &b->hidx, &b->hout}) release(*h);
     delete b;
 }
 

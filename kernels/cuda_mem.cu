@@ -53,11 +53,21 @@ namespace kbcuda {
 void lock() { pthread_mutex_lock(&g_backend_lock); }
 void unlock() { pthread_mutex_unlock(&g_backend_lock); }
 
-int reserve(DevBuf &b, size_t bytes, const char *what) {
-    if (bytes <= b.cap && b.p) return 0;
+void release(DevBuf &b) {
     kb_cuda_free(b.p);
     b.p = nullptr;
     b.cap = 0;
+}
+
+void release(HostBuf &b) {
+    kb_cuda_host_free(b.p);
+    b.p = nullptr;
+    b.cap = 0;
+}
+
+int reserve(DevBuf &b, size_t bytes, const char *what) {
+    if (bytes <= b.cap && b.p) return 0;
+    release(b);
     // a little headroom so that slowly growing shapes do not reallocate every call
     size_t want = bytes + bytes / 8;
     if (want < 256) want = 256;
@@ -69,9 +79,7 @@ int reserve(DevBuf &b, size_t bytes, const char *what) {
 
 int reserve_pinned(HostBuf &b, size_t bytes) {
     if (bytes <= b.cap && b.p) return 0;
-    kb_cuda_host_free(b.p);
-    b.p = nullptr;
-    b.cap = 0;
+    release(b);
     size_t want = bytes + bytes / 8;
     if (want < 256) want = 256;
     b.p = kb_cuda_host_alloc(want);

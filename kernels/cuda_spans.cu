@@ -15,6 +15,7 @@ extern "C" {
 
 using kbcuda::DevBuf;
 using kbcuda::HostBuf;
+using kbcuda::release;
 
 namespace {
 
@@ -95,18 +96,6 @@ size_t side_floats(const kb_spans_span &s) {
     return s.rows ? (size_t)s.len * s.d : (size_t)s.len * s.r + s.r + (size_t)s.r * s.d;
 }
 int side_masks(const kb_spans_span &s) { return s.rows ? 0 : s.r; }
-
-void release(DevBuf &b) {
-    kb_cuda_free(b.p);
-    b.p = nullptr;
-    b.cap = 0;
-}
-
-void release(HostBuf &b) {
-    kb_cuda_host_free(b.p);
-    b.p = nullptr;
-    b.cap = 0;
-}
 
 int bad(const char *why) {
     fprintf(stderr, "kb cuda spans: %s\n", why);

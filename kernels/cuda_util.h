@@ -62,6 +62,10 @@ struct HostBuf {
 };
 int reserve_pinned(HostBuf &b, size_t bytes);
 
+// Frees a buffer back to its allocator and empties it (an empty one: nothing).
+void release(DevBuf &b);
+void release(HostBuf &b);
+
 // The table's entries (host pointers): on the device, or on the CPU when that fails.
 void prefill_entry(const kb_prefill_args *a);   // cuda_attn.cu
 void decode_entry(const kb_decode_args *a);     // cuda_decode.cu
