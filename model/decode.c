@@ -13,24 +13,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The per-token buffers: floats first, then the q8 blocks of the largest mat-vec input. */
+/* The per-token buffers: floats first, then the 8-bit blocks of the largest mat-vec input. */
 static size_t scratch_floats(const kv_model_config *c, int n_rot) {
     size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
     return 2 * (size_t)c->n_embd + 2 * qd + 2 * kvd + 2 * (size_t)c->n_ff + (size_t)n_rot + 16;
 }
-static size_t scratch_blocks(const kv_model_config *c) {
+static size_t scratch_q8_bytes(const kv_model_config *c) {
     size_t qd = (size_t)c->n_head * c->head_dim, n = (size_t)c->n_embd;
     n = qd > n ? qd : n;
     n = (size_t)c->n_ff > n ? (size_t)c->n_ff : n;
-    return n / 32 + 1;
+    return quant_q8_act_bytes((int64_t)n);
 }
 
 /* x quantized into xq for weights of type, or NULL: f32 activations asked for, a type
- * without an int8 path, or a length that is not whole blocks. */
-static const q8_block *quantize_for(const kv_model *m, const float *x, int n, int type, q8_block *xq) {
-    if (!m->q8_activations || n % 32 || !quant_q8_supported(type)) return NULL;
-    quant_q8_row(x, xq, n);
-    return xq;
+ * without an int8 path, or a length that is not whole blocks of the type's layout. */
+static const void *quantize_for(const kv_model *m, const float *x, int n, int type, void *xq) {
+    int block = quant_q8_act_block(type);
+    if (!m->q8_activations || !block || n % block) return NULL;
+    return quant_q8_act(type, x, n, xq);
+}
+
+/* xq, quantized for weights of type qtype, for a job on weights of type: NULL (f32 for
+ * that job) where the two read different block layouts (Q4_K beside Q5_0, say). */
+static const void *shared_for(const void *xq, int qtype, int type) {
+    return xq && quant_q8_act_block(type) == quant_q8_act_block(qtype) ? xq : NULL;
 }
 
 void engine_scratch_free(kv_model *m) {
@@ -47,7 +53,7 @@ int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void
         return -1;
     }
     int E = c->n_embd, qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
-    size_t nfl = scratch_floats(c, m->n_rot), bytes = nfl * sizeof(float) + scratch_blocks(c) * sizeof(q8_block);
+    size_t nfl = scratch_floats(c, m->n_rot), bytes = nfl * sizeof(float) + scratch_q8_bytes(c);
     /* one allocation per model, reused by every token; a second caller while it is in
      * use (another thread, or a method decoding inside attn) gets its own */
     int mine = !__atomic_exchange_n(&m->decode_busy, 1, __ATOMIC_ACQUIRE);
@@ -62,17 +68,20 @@ int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void
     }
     float *x = buf, *h = x + E, *q = h + E, *att = q + qd, *k = att + qd, *v = k + kvd, *g = v + kvd,
           *u = g + c->n_ff, *cs = u + c->n_ff;
-    q8_block *xq = (q8_block *)(void *)(buf + nfl);   /* nfl keeps it 4-byte aligned, all it needs */
+    void *xq = buf + nfl;   /* nfl keeps it 4-byte aligned, all the blocks need */
 
     dequant_row(m->embd.t->type, (const uint8_t *)m->embd.t->data + (size_t)id * m->embd.row_bytes, x, E);
     rope_cossin(m, pos, cs);
     for (int l = 0; l < c->n_layer; l++) {
         const layer_weights *w = &m->layers[l];
-        /* Q, K and V in one parallel pass over one quantized input (they share a type in
-         * every GGUF we know; a mixed file quantizes for wq's and falls back per job) */
+        /* Q, K and V in one parallel pass over one quantized input (quantized for wq's type;
+         * K or V of a type with another block layout falls back to f32 for its job) */
         rmsnorm(h, x, w->attn_norm, E, c->norm_eps);
-        const q8_block *hq = quantize_for(m, h, E, w->wq.t->type, xq);
-        matvec_job qkv[3] = {{&w->wq, h, q, w->bq, hq, 0}, {&w->wk, h, k, w->bk, hq, 0}, {&w->wv, h, v, w->bv, hq, 0}};
+        int tq = w->wq.t->type;
+        const void *hq = quantize_for(m, h, E, tq, xq);
+        matvec_job qkv[3] = {{&w->wq, h, q, w->bq, hq, 0},
+                             {&w->wk, h, k, w->bk, shared_for(hq, tq, w->wk.t->type), 0},
+                             {&w->wv, h, v, w->bv, shared_for(hq, tq, w->wv.t->type), 0}};
         matvec_many(qkv, 3);
         rope_rotate(m, q, c->n_head, cs);
         rope_rotate(m, k, c->n_head_kv, cs);
@@ -82,7 +91,8 @@ int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void
 
         rmsnorm(h, x, w->ffn_norm, E, c->norm_eps);
         hq = quantize_for(m, h, E, w->gate.t->type, xq);
-        matvec_job gu[2] = {{&w->gate, h, g, NULL, hq, 0}, {&w->up, h, u, NULL, hq, 0}};
+        matvec_job gu[2] = {{&w->gate, h, g, NULL, hq, 0},
+                            {&w->up, h, u, NULL, shared_for(hq, w->gate.t->type, w->up.t->type), 0}};
         matvec_glu(gu);   /* g = silu(gate h) * (up h) */
         matvec_job down = {&w->down, g, x, NULL, quantize_for(m, g, c->n_ff, w->down.t->type, xq), 1};   /* x += W g */
         matvec_many(&down, 1);

@@ -57,8 +57,9 @@ void rope_cossin(const kv_model *m, int pos, float *cs);
 void rope_rotate(const kv_model *m, float *x, int n_heads, const float *cs);
 void silu_mul(float *g, const float *u, int n);           /* g = silu(g) * u */
 /* y = W x (+ bias) from the quantized rows, several matrices at once, rows split
- * across kb_parallel_for. With xq (x quantized by quant_q8_row) and a weight type
- * quant_q8_supported, the rows are int8 dot products with xq; else quant_dot on x.
+ * across kb_parallel_for. With xq (x quantized by quant_q8_act for w's type, or for a
+ * type with the same quant_q8_act_block) and a weight type quant_q8_supported, the rows
+ * are int8 dot products with xq; else quant_dot on x.
  * add: y += W x instead of y = W x (the residual stream, in place). */
 typedef struct q8_block q8_block;
 typedef struct {
@@ -66,7 +67,7 @@ typedef struct {
     const float *x;
     float *y;
     const float *bias;
-    const q8_block *xq;
+    const void *xq;          /* q8_blocks, or q8k_blocks for the K-quants */
     int add;
 } matvec_job;
 void matvec_many(const matvec_job *jobs, int n_jobs);

@@ -1,9 +1,15 @@
-/* Activations quantized to 8 bits per block of 32, and integer dot products against
- * Q4_0 / Q4_1 / Q8_0 weight rows (llama.cpp's vec_dot_q4_0_q8_0, q4_1_q8_1, q8_0_q8_0).
- * Per block: isum = sum(qw * qx) exactly in integers, then
- *   Q4_1: d_w d_x isum + m_w s_x            (w = d_w qw + m_w, qw in 0..15)
- *   Q4_0: the same with m_w = -8 d_w        (w = d_w (qw - 8))
- *   Q8_0: d_w d_x isum                      (qw in -128..127)
+/* Activations quantized to 8 bits per block (32, or 256 for the K-quants), and integer
+ * dot products against quantized weight rows (llama.cpp's vec_dot_q4_0_q8_0, q4_1_q8_1,
+ * q5_0_q8_0, q5_1_q8_1, q8_0_q8_0, q4_K_q8_K, q5_K_q8_K, q6_K_q8_K).
+ * Per block of 32: isum = sum(qw * qx) exactly in integers, then
+ *   Q4_1, Q5_1: d_w d_x isum + m_w s_x     (w = d_w qw + m_w, qw in 0..15 / 0..31)
+ *   Q4_0, Q5_0: the same with m_w = -8 d_w / -16 d_w
+ *   Q8_0: d_w d_x isum                     (qw in -128..127)
+ * Per super-block of 256 (sub-blocks j of 32, or of 16 for Q6_K):
+ *   Q4_K, Q5_K: d d_x sum_j sc_j isum_j - dmin d_x sum_j mn_j bsum_j
+ *                                          (w = d sc_j qw - dmin mn_j)
+ *   Q6_K: d d_x sum_j sc_j (isum_j - 32 bsum_j)      (w = d sc_j (qw - 32), qw in 0..63)
+ * where bsum_j is the sum of the activation codes of sub-block j, all in integers.
  * The only approximation is the activation rounding, |x - d_x qx| <= d_x / 2. */
 #include "quant_q8.h"
 #include "quant.h"
@@ -19,32 +25,70 @@
 #endif
 #endif
 
-int quant_q8_supported(int type) { return type == GGML_Q4_0 || type == GGML_Q4_1 || type == GGML_Q8_0; }
+int quant_q8_act_block(int type) {
+    switch (type) {
+    case GGML_Q4_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1: case GGML_Q8_0: return 32;
+    case GGML_Q4_K: case GGML_Q5_K: case GGML_Q6_K: return 256;
+    default: return 0;
+    }
+}
+
+int quant_q8_supported(int type) { return quant_q8_act_block(type) != 0; }
+
+size_t quant_q8_act_bytes(int64_t n) {
+    size_t b32 = (size_t)(n / 32 + 1) * sizeof(q8_block), b256 = (size_t)(n / 256 + 1) * sizeof(q8k_block);
+    return b32 > b256 ? b32 : b256;
+}
+
+const void *quant_q8_act(int type, const float *x, int64_t n, void *buf) {
+    switch (quant_q8_act_block(type)) {
+    case 32: quant_q8_row(x, buf, n); return buf;
+    case 256: quant_q8k_row(x, buf, n); return buf;
+    default: return NULL;
+    }
+}
+
+/* Codes of k values: q = round(x / d) with d = max|x| / 127; returns d, or NaN (codes
+ * 0) when a value is NaN or infinite, so every dot product that reads them is NaN. */
+static float q8_codes(const float *x, int k, int8_t *q) {
+    float amax = 0;
+    int finite = 1;
+    for (int j = 0; j < k; j++) {
+        float a = fabsf(x[j]);
+        finite &= a <= FLT_MAX;   /* false for inf and NaN */
+        amax = a > amax ? a : amax;
+    }
+    if (!finite) {
+        memset(q, 0, (size_t)k);
+        return NAN;
+    }
+    if (amax >= 0x1p-100f) {       /* 127 / amax is a normal float */
+        float id = 127.0f / amax;
+        for (int j = 0; j < k; j++) q[j] = (int8_t)lrintf(x[j] * id);
+    } else {                       /* tiny or zero block: the scale in double */
+        double id = amax > 0 ? 127.0 / amax : 0.0;
+        for (int j = 0; j < k; j++) q[j] = (int8_t)lrint(x[j] * id);
+    }
+    return amax / 127.0f;
+}
 
 void quant_q8_row(const float *x, q8_block *y, int64_t n) {
     for (int64_t b = 0; b < n / 32; b++, x += 32, y++) {
-        float amax = 0;
-        int finite = 1;
-        for (int j = 0; j < 32; j++) {
-            float a = fabsf(x[j]);
-            finite &= a <= FLT_MAX;   /* false for inf and NaN */
-            amax = a > amax ? a : amax;
-        }
-        if (!finite) {
-            y->d = y->s = NAN;
-            memset(y->q, 0, 32);
-            continue;
-        }
+        y->d = q8_codes(x, 32, y->q);
         int sum = 0;
-        if (amax >= 0x1p-100f) {       /* 127 / amax is a normal float */
-            float id = 127.0f / amax;
-            for (int j = 0; j < 32; j++) sum += y->q[j] = (int8_t)lrintf(x[j] * id);
-        } else {                       /* tiny or zero block: the scale in double */
-            double id = amax > 0 ? 127.0 / amax : 0.0;
-            for (int j = 0; j < 32; j++) sum += y->q[j] = (int8_t)lrint(x[j] * id);
-        }
-        y->d = amax / 127.0f;
+        for (int j = 0; j < 32; j++) sum += y->q[j];
         y->s = y->d * (float)sum;
+    }
+}
+
+void quant_q8k_row(const float *x, q8k_block *y, int64_t n) {
+    for (int64_t b = 0; b < n / 256; b++, x += 256, y++) {
+        y->d = q8_codes(x, 256, y->q);
+        for (int k = 0; k < 16; k++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) sum += y->q[16 * k + j];
+            y->bsums[k] = (int16_t)sum;
+        }
     }
 }
 
@@ -80,16 +124,108 @@ static float gen_q8_0_row(const uint8_t *r, const q8_block *x, int64_t nb) {
     return sumf;
 }
 
+/* Q5_0 / Q5_1: the fifth bit of element j is bit j of the 32-bit qh. */
+static inline int q5_code(const uint8_t *qs, uint32_t qh, int j) {
+    return (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) | (int)((qh >> j) & 1) << 4;
+}
+
+static float gen_q5_row(const uint8_t *r, const q8_block *x, int64_t nb, int has_min) {
+    float sumf = 0, summs = 0;
+    for (int64_t b = 0; b < nb; b++, r += has_min ? 24 : 22) {
+        float dw = f16_at(r), m = has_min ? f16_at(r + 2) : -16.0f * dw;
+        uint32_t qh;
+        memcpy(&qh, r + (has_min ? 4 : 2), 4);
+        const uint8_t *qs = r + (has_min ? 8 : 6);
+        int isum = 0;
+        for (int j = 0; j < 32; j++) isum += q5_code(qs, qh, j) * x[b].q[j];
+        sumf += dw * x[b].d * (float)isum;
+        summs += m * x[b].s;
+    }
+    return sumf + summs;
+}
+
+/* The eight 6-bit scales and mins of a Q4_K / Q5_K super-block (12 bytes): sub-blocks
+ * 0-3 in the low 6 bits of bytes 0-3 and 4-7; 4-7 in the nibbles of bytes 8-11, with
+ * their top two bits in the top bits of bytes 0-7. */
+static inline void k_scales(const uint8_t *s, int sc[8], int mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+        sc[j + 4] = (s[j + 8] & 15) | (s[j] >> 6) << 4;
+        mn[j + 4] = (s[j + 8] >> 4) | (s[j + 4] >> 6) << 4;
+    }
+}
+
+/* Q4_K (144 bytes: d, dmin, scales, 128 bytes of nibbles) and Q5_K (176: the same with
+ * 32 bytes of fifth bits before the nibbles): element 64c + l is the low nibble of
+ * byte 32c + l, element 64c + 32 + l its high nibble; the fifth bits of both are bits
+ * 2c and 2c + 1 of qh[l]. */
+static float gen_q45k_row(const uint8_t *r, const q8k_block *x, int64_t nb, int five) {
+    float sumf = 0, summs = 0;
+    for (int64_t b = 0; b < nb; b++, r += five ? 176 : 144) {
+        const uint8_t *qh = r + 16, *qs = r + (five ? 48 : 16);
+        const int8_t *xq = x[b].q;
+        int sc[8], mn[8], isum = 0, msum = 0;
+        k_scales(r + 4, sc, mn);
+        for (int c = 0; c < 4; c++) {
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
+                if (five) lo |= (qh[l] >> (2 * c) & 1) << 4, hi |= (qh[l] >> (2 * c + 1) & 1) << 4;
+                s0 += lo * xq[64 * c + l];
+                s1 += hi * xq[64 * c + 32 + l];
+            }
+            isum += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+        }
+        for (int j = 0; j < 8; j++) msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        sumf += f16_at(r) * x[b].d * (float)isum;
+        summs += f16_at(r + 2) * x[b].d * (float)msum;
+    }
+    return sumf - summs;
+}
+
+/* Q6_K (210 bytes: 128 bytes of low nibbles ql, 64 of 2-bit highs qh, 16 int8 scales,
+ * d): in half h, element 128h + 32k + l (k < 4, l < 32) is nibble k / 2 of
+ * ql[64h + 32 (k & 1) + l] with bits 2k, 2k + 1 of qh[32h + l] above it, minus 32; its
+ * scale is scales[8h + 2k + l / 16], the scale of its sub-block of 16. */
+static float gen_q6k_row(const uint8_t *r, const q8k_block *x, int64_t nb) {
+    float sumf = 0;
+    for (int64_t b = 0; b < nb; b++, r += 210) {
+        const int8_t *sc = (const int8_t *)(r + 192);
+        int isum = 0;
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++)
+                for (int g = 0; g < 2; g++) {
+                    int sub = 0;
+                    for (int j = 0; j < 16; j++) {
+                        int l = 16 * g + j, byte = r[64 * h + 32 * (k & 1) + l];
+                        int code = ((k < 2 ? byte & 15 : byte >> 4) | (r[128 + 32 * h + l] >> (2 * k) & 3) << 4) - 32;
+                        sub += code * x[b].q[128 * h + 32 * k + l];
+                    }
+                    isum += sc[8 * h + 2 * k + g] * sub;
+                }
+        sumf += f16_at(r + 208) * x[b].d * (float)isum;
+    }
+    return sumf;
+}
+
 static float nan_row(void) { return NAN; }
 
-void quant_matvec_q8_generic(int type, const void *w, size_t row_bytes, int n_rows, const q8_block *x,
+void quant_matvec_q8_generic(int type, const void *w, size_t row_bytes, int n_rows, const void *xv,
                              int64_t n, float *y) {
     const uint8_t *r = w;
+    const q8_block *x = xv;
+    const q8k_block *xk = xv;
     for (int i = 0; i < n_rows; i++, r += row_bytes)
         switch (type) {
         case GGML_Q4_0: y[i] = gen_q4_row(r, x, n / 32, 0); break;
         case GGML_Q4_1: y[i] = gen_q4_row(r, x, n / 32, 1); break;
+        case GGML_Q5_0: y[i] = gen_q5_row(r, x, n / 32, 0); break;
+        case GGML_Q5_1: y[i] = gen_q5_row(r, x, n / 32, 1); break;
         case GGML_Q8_0: y[i] = gen_q8_0_row(r, x, n / 32); break;
+        case GGML_Q4_K: y[i] = gen_q45k_row(r, xk, n / 256, 0); break;
+        case GGML_Q5_K: y[i] = gen_q45k_row(r, xk, n / 256, 1); break;
+        case GGML_Q6_K: y[i] = gen_q6k_row(r, xk, n / 256); break;
         default: y[i] = nan_row(); break;   /* misuse: visible */
         }
 }
@@ -105,7 +241,7 @@ static inline __m256i dot_u8s8(__m256i u, __m256i s) {
 #elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 #else
-    /* u <= 255, |s| <= 127 here: |u0 s0 + u1 s1| <= 2 * 15 * 127 (Q4) or 2 * 128 * 127
+    /* u <= 255, |s| <= 127 here: |u0 s0 + u1 s1| <= 2 * 31 * 127 (Q4, Q5) or 2 * 128 * 127
      * (Q8_0 via the sign trick), below maddubs's int16 saturation */
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 #endif
@@ -175,6 +311,109 @@ static float avx2_q8_0_row(const uint8_t *r, const q8_block *x, int64_t nb) {
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
 #endif
+
+/* byte j of the result is 16 where bit j of h is set, else 0 (each byte of h copied
+ * to its 8 lanes, then each lane tests its own bit) */
+static inline __m256i bits_x16(uint32_t h) {
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
+                                    _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                                      0x0101010101010101LL, 0));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
+}
+
+static inline __m256 q5_block(const uint8_t *r, const q8_block *x, int has_min, float *summs) {
+    float dw = f16_fast(r);
+    float m = has_min ? f16_fast(r + 2) : -16.0f * dw;
+    uint32_t qh;
+    memcpy(&qh, r + (has_min ? 4 : 2), 4);
+    *summs += m * x->s;
+    __m256i w = _mm256_or_si256(nibbles32(r + (has_min ? 8 : 6)), bits_x16(qh));
+    __m256i p = dot_u8s8(w, _mm256_loadu_si256((const __m256i *)x->q));
+    return _mm256_mul_ps(_mm256_set1_ps(dw * x->d), _mm256_cvtepi32_ps(p));
+}
+
+static float avx2_q5_row(const uint8_t *r, const q8_block *x, int64_t nb, int has_min) {
+    const int bytes = has_min ? 24 : 22;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float s0 = 0, s1 = 0;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, r += 2 * bytes) {
+        acc0 = _mm256_add_ps(acc0, q5_block(r, x + b, has_min, &s0));
+        acc1 = _mm256_add_ps(acc1, q5_block(r + bytes, x + b + 1, has_min, &s1));
+    }
+    if (b < nb) acc0 = _mm256_add_ps(acc0, q5_block(r, x + b, has_min, &s0));
+    return hsum8(_mm256_add_ps(acc0, acc1)) + (s0 + s1);
+}
+
+/* 32 unsigned codes (<= 63) times 32 activations, pairs summed to int16 (no saturation:
+ * 2 * 63 * 127 < 2^15), then pairs times the sub-block scales to 8 int32 lanes: scale_lo
+ * for codes 0-15, scale_hi for 16-31. Exact. */
+static inline __m256i scaled_dot(__m256i u, const int8_t *xq, int scale_lo, int scale_hi) {
+    __m256i p = _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)xq));
+    return _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16((short)scale_hi), _mm_set1_epi16((short)scale_lo)));
+}
+
+static float avx2_q45k_row(const uint8_t *r, const q8k_block *x, int64_t nb, int five) {
+    const __m256i low4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(16);
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0;
+    for (int64_t b = 0; b < nb; b++, r += five ? 176 : 144) {
+        const uint8_t *qs = r + (five ? 48 : 16);
+        int sc[8], mn[8], msum = 0;
+        k_scales(r + 4, sc, mn);
+        for (int j = 0; j < 8; j++) msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        summs += f16_fast(r + 2) * x[b].d * (float)msum;
+        __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(r + 16)) : _mm256_setzero_si256();
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+            if (five) {   /* bits 2c and 2c+1 of qh (shifted down by 2 each chunk) to bit 4 */
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), bit4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
+            isum = _mm256_add_epi32(isum, scaled_dot(lo, x[b].q + 64 * c, sc[2 * c], sc[2 * c]));
+            isum = _mm256_add_epi32(isum, scaled_dot(hi, x[b].q + 64 * c + 32, sc[2 * c + 1], sc[2 * c + 1]));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_fast(r) * x[b].d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum8(acc) - summs;
+}
+
+/* Q6_K on the unsigned codes 0..63, the -32 folded in once per super-block through the
+ * activation sums: sum_j sc_j (isum_j - 32 bsum_j). */
+static float avx2_q6k_row(const uint8_t *r, const q8k_block *x, int64_t nb) {
+    const __m256i low4 = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30);   /* the two high bits, at 4-5 */
+    __m256 acc = _mm256_setzero_ps();
+    float offs = 0;
+    for (int64_t b = 0; b < nb; b++, r += 210) {
+        const int8_t *sc = (const int8_t *)(r + 192);
+        int off = 0;
+        for (int j = 0; j < 16; j++) off += sc[j] * x[b].bsums[j];
+        float d = f16_fast(r + 208) * x[b].d;
+        offs += d * (float)(32 * off);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(r + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(r + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(r + 128 + 32 * h));
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(qh, top2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)),
+            };
+            const int8_t *s = sc + 8 * h;
+            for (int k = 0; k < 4; k++)
+                isum = _mm256_add_epi32(isum, scaled_dot(q[k], x[b].q + 128 * h + 32 * k, s[2 * k], s[2 * k + 1]));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum8(acc) - offs;
+}
 #endif
 
 /* ---- AVX-512 VNNI ----
@@ -251,10 +490,11 @@ static float avx512_q8_0_row(const uint8_t *r, const q8_block *x, int64_t nb) {
 #define simd_q8_0_row avx2_q8_0_row
 #endif
 
-void quant_matvec_q8(int type, const void *w, size_t row_bytes, int n_rows, const q8_block *x, int64_t n,
-                     float *y) {
+void quant_matvec_q8(int type, const void *w, size_t row_bytes, int n_rows, const void *xv, int64_t n, float *y) {
 #ifdef Q8_AVX2
     const uint8_t *r = w;
+    const q8_block *x = xv;
+    const q8k_block *xk = xv;
     switch (type) {
     case GGML_Q4_0:
         for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = simd_q4_row(r, x, n / 32, 0);
@@ -262,11 +502,26 @@ void quant_matvec_q8(int type, const void *w, size_t row_bytes, int n_rows, cons
     case GGML_Q4_1:
         for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = simd_q4_row(r, x, n / 32, 1);
         return;
+    case GGML_Q5_0:
+        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx2_q5_row(r, x, n / 32, 0);
+        return;
+    case GGML_Q5_1:
+        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx2_q5_row(r, x, n / 32, 1);
+        return;
     case GGML_Q8_0:
         for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = simd_q8_0_row(r, x, n / 32);
+        return;
+    case GGML_Q4_K:
+        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx2_q45k_row(r, xk, n / 256, 0);
+        return;
+    case GGML_Q5_K:
+        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx2_q45k_row(r, xk, n / 256, 1);
+        return;
+    case GGML_Q6_K:
+        for (int i = 0; i < n_rows; i++, r += row_bytes) y[i] = avx2_q6k_row(r, xk, n / 256);
         return;
     default: break;
     }
 #endif
-    quant_matvec_q8_generic(type, w, row_bytes, n_rows, x, n, y);
+    quant_matvec_q8_generic(type, w, row_bytes, n_rows, xv, n, y);
 }
