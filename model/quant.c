@@ -437,6 +437,113 @@ static float avx2_q8_0(const uint8_t *r, const float *x, int64_t nb) {
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
+/* One Q5_0 / Q5_1 block: its 32 codes built as bytes in element order (nibbles, and 16
+ * where bit j of qh is set: each byte of qh copied to 8 lanes that test their own bit),
+ * then widened eight at a time to f32 lanes; d*sum(q*x) + m*sum(x) as in Q4. */
+static inline __m256 avx2_q5_block(const uint8_t *r, const float *x, int has_min) {
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    float d = _cvtsh_ss(rd16(r));
+    float m = has_min ? _cvtsh_ss(rd16(r + 2)) : -16.0f * d;
+    uint32_t h;
+    memcpy(&h, r + (has_min ? 4 : 2), 4);
+    __m128i raw = _mm_loadu_si128((const __m128i *)(r + (has_min ? 8 : 6)));
+    __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(15));
+    __m256i hv = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                                                                  0x0101010101010101LL, 0));
+    __m256i codes = _mm256_or_si256(nib, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
+                                                          _mm256_set1_epi8(16)));
+    __m128i c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
+    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+    __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+    __m256 sq = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c0)), x0);
+    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c0, 8))), x1, sq);
+    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c1)), x2, sq);
+    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c1, 8))), x3, sq);
+    __m256 sx = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+    return _mm256_fmadd_ps(_mm256_set1_ps(d), sq, _mm256_mul_ps(_mm256_set1_ps(m), sx));
+}
+
+static float avx2_q5(const uint8_t *r, const float *x, int64_t nb, int has_min) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int bytes = has_min ? 24 : 22;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, r += 2 * bytes, x += 64) {
+        acc0 = _mm256_add_ps(acc0, avx2_q5_block(r, x, has_min));
+        acc1 = _mm256_add_ps(acc1, avx2_q5_block(r + bytes, x + 32, has_min));
+    }
+    if (b < nb) acc0 = _mm256_add_ps(acc0, avx2_q5_block(r, x, has_min));
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+/* Q4_K / Q5_K: per sub-block of 32, a * sum(q x) - b * sum(x) with a = d sc, b = dmin mn;
+ * eight bytes of codes at a time widened to eight f32 lanes. */
+static float avx2_q45k(const uint8_t *r, const float *x, int64_t nb, int five) {
+    const __m256i low4 = _mm256_set1_epi32(15), one = _mm256_set1_epi32(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, r += five ? 176 : 144, x += 256) {
+        float d = _cvtsh_ss(rd16(r)), dmin = _cvtsh_ss(rd16(r + 2));
+        const uint8_t *qh = r + 16, *qs = r + (five ? 48 : 16);
+        for (int c = 0; c < 4; c++) {
+            int sc0, mn0, sc1, mn1;
+            kscale(r + 4, 2 * c, &sc0, &mn0);
+            kscale(r + 4, 2 * c + 1, &sc1, &mn1);
+            const float *x0 = x + 64 * c, *x1 = x0 + 32;
+            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();
+            for (int g = 0; g < 4; g++) {
+                __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 32 * c + 8 * g)));
+                __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_srli_epi32(q, 4);
+                if (five) {
+                    __m256i hb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + 8 * g)));
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2 * c), one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2 * c + 1), one), 4));
+                }
+                __m256 xa = _mm256_loadu_ps(x0 + 8 * g), xb = _mm256_loadu_ps(x1 + 8 * g);
+                s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), xa, s0);
+                s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), xb, s1);
+                t0 = _mm256_add_ps(t0, xa);
+                t1 = _mm256_add_ps(t1, xb);
+            }
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc0), s0, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc1), s1, acc1);
+            acc0 = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * (float)mn0), t0, acc0);
+            acc1 = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * (float)mn1), t1, acc1);
+        }
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+/* Q6_K: per sub-block of 16 (two groups of eight lanes), d sc * sum((q - 32) x). */
+static float avx2_q6_k(const uint8_t *r, const float *x, int64_t nb) {
+    const __m256i low4 = _mm256_set1_epi32(15), three = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, r += 210, x += 256) {
+        float d = _cvtsh_ss(rd16(r + 208));
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = r + 64 * h, *qh = r + 128 + 32 * h;
+            const int8_t *sc = (const int8_t *)(r + 192 + 8 * h);
+            for (int k = 0; k < 4; k++) {
+                const uint8_t *L = ql + 32 * (k & 1);
+                const float *xk = x + 128 * h + 32 * k;
+                for (int g = 0; g < 2; g++) {   /* elements 16g .. 16g+15 share sc[g + 2k] */
+                    __m256 s = _mm256_setzero_ps();
+                    for (int e = 0; e < 2; e++) {
+                        int l = 16 * g + 8 * e;
+                        __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(L + l)));
+                        q = k < 2 ? _mm256_and_si256(q, low4) : _mm256_srli_epi32(q, 4);
+                        __m256i hb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                        hb = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2 * k), three), 4);
+                        q = _mm256_sub_epi32(_mm256_or_si256(q, hb), off);
+                        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(xk + l), s);
+                    }
+                    if (g) acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc[g + 2 * k]), s, acc1);
+                    else acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc[g + 2 * k]), s, acc0);
+                }
+            }
+        }
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
 static float avx2_f32(const float *w, const float *x, int64_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -469,7 +576,12 @@ float quant_dot(int type, const void *row, const float *x, int64_t n) {
     case GGML_F16: return avx2_f16(r, x, n);
     case GGML_Q4_0: return avx2_q4(r, x, n / 32, 0);
     case GGML_Q4_1: return avx2_q4(r, x, n / 32, 1);
+    case GGML_Q5_0: return avx2_q5(r, x, n / 32, 0);
+    case GGML_Q5_1: return avx2_q5(r, x, n / 32, 1);
     case GGML_Q8_0: return avx2_q8_0(r, x, n / 32);
+    case GGML_Q4_K: return avx2_q45k(r, x, n / 256, 0);
+    case GGML_Q5_K: return avx2_q45k(r, x, n / 256, 1);
+    case GGML_Q6_K: return avx2_q6_k(r, x, n / 256);
     default: break;
     }
 #endif

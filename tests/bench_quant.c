@@ -1,6 +1,8 @@
-/* quant_dot throughput: a Q4_1 / Q8_0 / F32 matrix-vector product of the model's shapes,
- * fast path (AVX2 where built) and portable path; for Q4_0/Q4_1/Q8_0 also the 8-bit
- * activation path (quant_q8_row once, then quant_matvec_q8), single-threaded. */
+/* quant_dot throughput: a matrix-vector product of each weight type at the shapes of
+ * the default model (576 x 1536) and of Qwen2.5-0.5B (896 x 4864, which the K-quants
+ * need: rows of 256-blocks), fast path (AVX2 where built) and portable path; for the
+ * types with an int8 path also the 8-bit activation path (quant_q8_act once, then
+ * quant_matvec_q8), and the ratio f32 time / q8 time side by side; single-threaded. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,17 +31,19 @@ static double run(dot_fn fn, int type, const uint8_t *w, size_t rb, int rows, co
 
 int main(int argc, char **argv) {
     if (argc > 1) {
-        printf("usage: bench_quant   (quant_dot on 1536x576 and 576x1536 matrices; prints us per matvec)\n");
+        printf("usage: bench_quant   (quant_dot on 1536x576, 576x1536, 4864x896 and 896x4864 matrices of each type;\n"
+               "                     prints us per matvec, f32 and 8-bit activations side by side)\n");
         return strcmp(argv[1], "--help") ? 2 : 0;
     }
-    int types[] = {GGML_Q4_1, GGML_Q8_0, GGML_Q4_0, GGML_Q6_K, GGML_F32};
-    int shapes[][2] = {{576, 1536}, {1536, 576}};
+    int types[] = {GGML_Q4_1, GGML_Q8_0, GGML_Q4_0, GGML_Q5_0, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K, GGML_F32};
+    int shapes[][2] = {{576, 1536}, {1536, 576}, {896, 4864}, {4864, 896}};
     srand(1);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
-        for (int s = 0; s < 2; s++) {
+        for (int s = 0; s < 4; s++) {
             int n = shapes[s][0], rows = shapes[s][1], type = types[ti];
             size_t rb = quant_row_bytes(type, n);
-            if (!rb) continue;   /* n not a multiple of the block (Q6_K on 576) */
+            if (!rb) continue;   /* n not a multiple of the block (K-quants on 576 or 896) */
+            if (type == GGML_F32 && s >= 2) continue;   /* F32: the small shapes say enough */
             uint8_t *w = malloc(rb * rows);
             float *x = malloc(n * sizeof *x), *y = malloc(rows * sizeof *y);
             for (size_t i = 0; i < rb * rows; i++) w[i] = (uint8_t)rand();
@@ -51,7 +55,8 @@ int main(int argc, char **argv) {
                 for (size_t b = 0; b < rb * rows / bytes; b++) {   /* sane f16 scales */
                     uint16_t h = f32_to_f16(0.01f);
                     memcpy(w + b * bytes + (type == GGML_Q6_K ? 208 : 0), &h, 2);
-                    if (type == GGML_Q4_1) memcpy(w + b * bytes + 2, &h, 2);
+                    if (type == GGML_Q4_1 || type == GGML_Q5_1 || type == GGML_Q4_K || type == GGML_Q5_K)
+                        memcpy(w + b * bytes + 2, &h, 2);
                 }
             for (int i = 0; i < n; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
             double tf = run(quant_dot, type, w, rb, rows, x, n, y);
@@ -59,11 +64,11 @@ int main(int argc, char **argv) {
             printf("%-5s %4d x %4d: quant_dot %7.1f us (%5.2f GB/s of weights), portable %7.1f us",
                    quant_name(type), rows, n, tf * 1e6, rb * rows / tf * 1e-9, tg * 1e6);
             if (quant_q8_supported(type)) {   /* 8-bit activations: quantize x, then int8 dots */
-                q8_block *xq = malloc(n / 32 * sizeof *xq);
+                void *xq = malloc(quant_q8_act_bytes(n));
                 double tq = 1e30, tqg = 1e30;
                 for (int rep = 0; rep < 40; rep++) {
                     double t0 = now();
-                    quant_q8_row(x, xq, n);
+                    quant_q8_act(type, x, n, xq);
                     quant_matvec_q8(type, w, rb, rows, xq, n, y);
                     double t1 = now();
                     quant_matvec_q8_generic(type, w, rb, rows, xq, n, y);
@@ -71,8 +76,8 @@ int main(int argc, char **argv) {
                     tq = t1 - t0 < tq ? t1 - t0 : tq;
                     tqg = t2 - t1 < tqg ? t2 - t1 : tqg;
                 }
-                printf("; q8 activations %6.1f us (%5.2f GB/s), portable %7.1f us", tq * 1e6, rb * rows / tq * 1e-9,
-                       tqg * 1e6);
+                printf("; q8 activations %6.1f us (%5.2f GB/s), portable %7.1f us; f32 / q8 %4.2fx", tq * 1e6,
+                       rb * rows / tq * 1e-9, tqg * 1e6, tf / tq);
                 free(xq);
             }
             printf("\n");
