@@ -163,6 +163,7 @@ bench: $(KVBENCH) $(BENCH_BIN)
 # The engine against llama.cpp on the same GGUF and threads (tools/bench_llamacpp.sh): the
 # first run downloads the llama-cpp-python source distribution (77 MB) and builds its
 # llama-bench into ~/.cache/kvbench/llamacpp (long on 2 cores). Not part of check or CI.
+# KVBENCH_MODEL=FILE adds that GGUF's rows to the table (the default model always runs).
 bench-llamacpp: $(BUILD)/tests/bench_model
 	@BUILD=$(BUILD) bash tools/bench_llamacpp.sh
 
