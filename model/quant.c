@@ -189,22 +189,24 @@ static void deq_q5_k(const uint8_t *b, float *y) {
     }
 }
 
+/* Element 128h + 32k + l of half h: nibble k / 2 of ql[32 (k & 1) + l], bits 2k..2k+1 of
+ * qh[l] above it, minus 32, times d * scales[2k + l / 16] (that product first, as
+ * section 2.4 writes it). Loops in output order, so the compiler vectorises them. */
 static void deq_q6_k(const uint8_t *b, float *y) {
     float d = f16_portable(rd16(b + 208));
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
         const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
-        float *o = y + 128 * h;
-        for (int l = 0; l < 32; l++) {
-            int is = l / 16;
-            int q1 = ((ql[l] & 15) | ((qh[l] >> 0 & 3) << 4)) - 32;
-            int q2 = ((ql[l + 32] & 15) | ((qh[l] >> 2 & 3) << 4)) - 32;
-            int q3 = ((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
-            int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
-            o[l] = d * (float)sc[is + 0] * (float)q1;
-            o[l + 32] = d * (float)sc[is + 2] * (float)q2;
-            o[l + 64] = d * (float)sc[is + 4] * (float)q3;
-            o[l + 96] = d * (float)sc[is + 6] * (float)q4;
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *L = ql + 32 * (k & 1);
+            float *o = y + 128 * h + 32 * k;
+            for (int g = 0; g < 2; g++) {
+                float c = d * (float)sc[2 * k + g];
+                for (int j = 16 * g; j < 16 * g + 16; j++) {
+                    int nib = k < 2 ? L[j] & 15 : L[j] >> 4;
+                    o[j] = c * (float)((nib | ((qh[j] >> (2 * k)) & 3) << 4) - 32);
+                }
+            }
         }
     }
 }
