@@ -2,7 +2,8 @@
  * the default model (576 x 1536) and of Qwen2.5-0.5B (896 x 4864, which the K-quants
  * need: rows of 256-blocks), fast path (AVX2 where built) and portable path; for the
  * types with an int8 path also the 8-bit activation path (quant_q8_act once, then
- * quant_matvec_q8), and the ratio f32 time / q8 time side by side; single-threaded. */
+ * quant_matvec_q8), and the ratio f32 time / q8 time side by side; single-threaded. Also
+ * dequant_row of the whole matrix (what prefill does to each tile before its sgemm). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +62,16 @@ int main(int argc, char **argv) {
             for (int i = 0; i < n; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
             double tf = run(quant_dot, type, w, rb, rows, x, n, y);
             double tg = run(quant_dot_generic, type, w, rb, rows, x, n, y);
-            printf("%-5s %4d x %4d: quant_dot %7.1f us (%5.2f GB/s of weights), portable %7.1f us",
-                   quant_name(type), rows, n, tf * 1e6, rb * rows / tf * 1e-9, tg * 1e6);
+            float *tile = malloc((size_t)rows * n * sizeof *tile);   /* prefill's dequantised tile */
+            double td = 1e30;
+            for (int rep = 0; rep < 10; rep++) {
+                double t0 = now();
+                for (int r = 0; r < rows; r++) dequant_row(type, w + (size_t)r * rb, tile + (size_t)r * n, n);
+                td = now() - t0 < td ? now() - t0 : td;
+            }
+            free(tile);
+            printf("%-5s %4d x %4d: quant_dot %7.1f us (%5.2f GB/s of weights), portable %7.1f us, dequant_row %7.1f us",
+                   quant_name(type), rows, n, tf * 1e6, rb * rows / tf * 1e-9, tg * 1e6, td * 1e6);
             if (quant_q8_supported(type)) {   /* 8-bit activations: quantize x, then int8 dots */
                 void *xq = malloc(quant_q8_act_bytes(n));
                 double tq = 1e30, tqg = 1e30;
