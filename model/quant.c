@@ -439,6 +439,19 @@ static float avx2_q8_0(const uint8_t *r, const float *x, int64_t nb) {
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
+/* 32 codes (bytes) times x[0..31] in 8 f32 lanes, widened eight bytes at a time;
+ * *sx gets the sum of x in 8 lanes. */
+static inline __m256 codes32_dot(__m256i codes, const float *x, __m256 *sx) {
+    __m128i c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
+    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8), x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+    __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c0)), x0);
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c0, 8))), x1, s);
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c1)), x2, s);
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c1, 8))), x3, s);
+    *sx = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+    return s;
+}
+
 /* One Q5_0 / Q5_1 block: its 32 codes built as bytes in element order (nibbles, and 16
  * where bit j of qh is set: each byte of qh copied to 8 lanes that test their own bit),
  * then widened eight at a time to f32 lanes; d*sum(q*x) + m*sum(x) as in Q4. */
@@ -454,14 +467,7 @@ static inline __m256 avx2_q5_block(const uint8_t *r, const float *x, int has_min
                                                                                   0x0101010101010101LL, 0));
     __m256i codes = _mm256_or_si256(nib, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
                                                           _mm256_set1_epi8(16)));
-    __m128i c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
-    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
-    __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
-    __m256 sq = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c0)), x0);
-    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c0, 8))), x1, sq);
-    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c1)), x2, sq);
-    sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c1, 8))), x3, sq);
-    __m256 sx = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+    __m256 sx, sq = codes32_dot(codes, x, &sx);
     return _mm256_fmadd_ps(_mm256_set1_ps(d), sq, _mm256_mul_ps(_mm256_set1_ps(m), sx));
 }
 
@@ -477,14 +483,14 @@ static float avx2_q5(const uint8_t *r, const float *x, int64_t nb, int has_min) 
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
-/* Q4_K / Q5_K: per sub-block of 32, a * sum(q x) - b * sum(x) with a = d sc, b = dmin mn;
- * eight bytes of codes at a time widened to eight f32 lanes. */
-static float avx2_q45k(const uint8_t *r, const float *x, int64_t nb, int five) {
-    const __m256i low4 = _mm256_set1_epi32(15), one = _mm256_set1_epi32(1);
+/* Q4_K: per sub-block of 32, a * sum(q x) - b * sum(x) with a = d sc, b = dmin mn; eight
+ * bytes of nibbles at a time widened to f32 lanes (cheaper here than building bytes). */
+static float avx2_q4_k(const uint8_t *r, const float *x, int64_t nb) {
+    const __m256i low4 = _mm256_set1_epi32(15);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, r += five ? 176 : 144, x += 256) {
+    for (int64_t b = 0; b < nb; b++, r += 144, x += 256) {
         float d = _cvtsh_ss(rd16(r)), dmin = _cvtsh_ss(rd16(r + 2));
-        const uint8_t *qh = r + 16, *qs = r + (five ? 48 : 16);
+        const uint8_t *qs = r + 16;
         for (int c = 0; c < 4; c++) {
             int sc0, mn0, sc1, mn1;
             kscale(r + 4, 2 * c, &sc0, &mn0);
@@ -493,18 +499,40 @@ static float avx2_q45k(const uint8_t *r, const float *x, int64_t nb, int five) {
             __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();
             for (int g = 0; g < 4; g++) {
                 __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 32 * c + 8 * g)));
-                __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_srli_epi32(q, 4);
-                if (five) {
-                    __m256i hb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + 8 * g)));
-                    lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2 * c), one), 4));
-                    hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2 * c + 1), one), 4));
-                }
                 __m256 xa = _mm256_loadu_ps(x0 + 8 * g), xb = _mm256_loadu_ps(x1 + 8 * g);
-                s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), xa, s0);
-                s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), xb, s1);
+                s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q, low4)), xa, s0);
+                s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4)), xb, s1);
                 t0 = _mm256_add_ps(t0, xa);
                 t1 = _mm256_add_ps(t1, xb);
             }
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc0), s0, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc1), s1, acc1);
+            acc0 = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * (float)mn0), t0, acc0);
+            acc1 = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * (float)mn1), t1, acc1);
+        }
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+/* Q5_K: as Q4_K, with a chunk's 64 codes built as bytes (nibbles, and bit 2c or 2c+1 of
+ * qh[l] as 16) before they are widened. */
+static float avx2_q5_k(const uint8_t *r, const float *x, int64_t nb) {
+    const __m256i low4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(16);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, r += 176, x += 256) {
+        float d = _cvtsh_ss(rd16(r)), dmin = _cvtsh_ss(rd16(r + 2));
+        const uint8_t *qs = r + 48;
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(r + 16));
+        for (int c = 0; c < 4; c++) {
+            int sc0, mn0, sc1, mn1;
+            kscale(r + 4, 2 * c, &sc0, &mn0);
+            kscale(r + 4, 2 * c + 1, &sc1, &mn1);
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), bit4));   /* bit 2c */
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));   /* bit 2c+1 */
+            qh = _mm256_srli_epi16(qh, 2);
+            __m256 t0, t1, s0 = codes32_dot(lo, x + 64 * c, &t0), s1 = codes32_dot(hi, x + 64 * c + 32, &t1);
             acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc0), s0, acc0);
             acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc1), s1, acc1);
             acc0 = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * (float)mn0), t0, acc0);
@@ -581,8 +609,8 @@ float quant_dot(int type, const void *row, const float *x, int64_t n) {
     case GGML_Q5_0: return avx2_q5(r, x, n / 32, 0);
     case GGML_Q5_1: return avx2_q5(r, x, n / 32, 1);
     case GGML_Q8_0: return avx2_q8_0(r, x, n / 32);
-    case GGML_Q4_K: return avx2_q45k(r, x, n / 256, 0);
-    case GGML_Q5_K: return avx2_q45k(r, x, n / 256, 1);
+    case GGML_Q4_K: return avx2_q4_k(r, x, n / 256);
+    case GGML_Q5_K: return avx2_q5_k(r, x, n / 256);
     case GGML_Q6_K: return avx2_q6_k(r, x, n / 256);
     default: break;
     }
