@@ -2,6 +2,8 @@
 paths SmolLM2 does not: qwen2 (Q/K/V biases, NeoX rope), an untied output matrix, linear
 rope scaling, F16/Q8_0 weights, and the long-context RoPE scalings past a short original
 context (256), written the way llama.cpp's convert_hf_to_gguf.py writes them:
+  kquant   llama with 256-wide rows in Q4_K, Q5_K, Q6_K (random blocks), Q5_0 and Q5_1, mixed
+           within the Q/K/V and gate/up groups (8-bit activations of both block layouts)
   llama3   Llama-3.1-shaped: only the rope_freqs tensor (no rope.scaling keys)
   yarn     qwen2 with rope.scaling.type yarn, factor, original_context_length
   yarnb    llama with yarn and the yarn_beta_fast / yarn_beta_slow keys
@@ -61,9 +63,32 @@ def llama3_rope_freqs(base, dim, rs):
     return np.array(out, dtype=np.float32)
 
 
+def kquant_blocks(rng, rows, cols, qt):
+    """Random K-quant rows (the gguf package has no K-quant quantizer): random codes and
+    sub-block scales, with d (and dmin) set per block so each weight is about cols^-0.5
+    in size and centred (random factors in [0.5, 1.5), never zero)."""
+    s = cols ** -0.5
+    nb = cols // 256
+    size = {GGMLQuantizationType.Q4_K: 144, GGMLQuantizationType.Q5_K: 176, GGMLQuantizationType.Q6_K: 210}[qt]
+    raw = rng.integers(0, 256, size=(rows, nb, size), dtype=np.uint8)
+
+    def put(at, v):
+        raw[:, :, at:at + 2] = (v * rng.uniform(0.5, 1.5, size=(rows, nb))).astype(np.float16)[..., None].view(np.uint8)
+
+    if qt == GGMLQuantizationType.Q6_K:
+        put(208, s / (64 * 32))
+    else:
+        put(0, 2 * s / (63 * (15 if qt == GGMLQuantizationType.Q4_K else 31)))
+        put(2, s / 63)
+    return raw.reshape(rows, nb * size)
+
+
 def main():
+    global E, FF, HD
     variant, out, ids_dir, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     rng = np.random.default_rng(seed)
+    if variant == "kquant":   # rows of whole 256-blocks
+        E, FF, HD = 256, 512, 64
     arch = "qwen2" if variant in ("qwen2", "yarn") else "llama"
     hkv = 1 if variant == "mistral" else HKV
     base = 1000.0 if arch == "qwen2" else 1e6 if variant == "mistral" else 10000.0
@@ -112,11 +137,40 @@ def main():
     def q8(name, x):
         w.add_tensor(name, quantize(x, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
 
-    q8("token_embd.weight", mat(V, E, 1.0))
-    w.add_tensor("output_norm.weight", (1 + 0.1 * rng.standard_normal(E)).astype(np.float32))
-    if variant not in ("dynamic", "bogus", "badfreqs"):
+    T = GGMLQuantizationType
+
+    def typed(name, rows, cols, qt):
+        if qt in (T.Q5_0, T.Q5_1):
+            w.add_tensor(name, quantize(mat(rows, cols), qt), raw_dtype=qt)
+        else:
+            w.add_tensor(name, kquant_blocks(rng, rows, cols, qt), raw_dtype=qt)
+
+    if variant == "kquant":
+        # layer 0: Q/K/V and gate/up each share a block layout (256); layer 1 mixes Q5_0 / Q5_1
+        # (32) with Q4_K in both groups, so a job there falls back to f32 activations
+        layers = [dict(q=T.Q4_K, k=T.Q4_K, v=T.Q6_K, o=T.Q5_K, gate=T.Q4_K, up=T.Q6_K, down=T.Q6_K),
+                  dict(q=T.Q5_0, k=T.Q4_K, v=T.Q5_1, o=T.Q5_1, gate=T.Q5_0, up=T.Q4_K, down=T.Q5_K)]
+        q8("token_embd.weight", mat(V, E, 1.0))
+        w.add_tensor("output_norm.weight", (1 + 0.1 * rng.standard_normal(E)).astype(np.float32))
+        typed("output.weight", V, E, T.Q6_K)
+        for l, t in enumerate(layers):
+            p = f"blk.{l}."
+            w.add_tensor(p + "attn_norm.weight", (1 + 0.1 * rng.standard_normal(E)).astype(np.float32))
+            w.add_tensor(p + "ffn_norm.weight", (1 + 0.1 * rng.standard_normal(E)).astype(np.float32))
+            typed(p + "attn_q.weight", H * HD, E, t["q"])
+            typed(p + "attn_k.weight", hkv * HD, E, t["k"])
+            typed(p + "attn_v.weight", hkv * HD, E, t["v"])
+            typed(p + "attn_output.weight", E, H * HD, t["o"])
+            typed(p + "ffn_gate.weight", FF, E, t["gate"])
+            typed(p + "ffn_up.weight", FF, E, t["up"])
+            typed(p + "ffn_down.weight", E, FF, t["down"])
+
+    if variant != "kquant":
+        q8("token_embd.weight", mat(V, E, 1.0))
+        w.add_tensor("output_norm.weight", (1 + 0.1 * rng.standard_normal(E)).astype(np.float32))
+    if variant not in ("dynamic", "bogus", "badfreqs", "kquant"):
         w.add_tensor("output.weight", mat(V, E))
-    for l in range(LAYERS):
+    for l in range(0 if variant == "kquant" else LAYERS):
         p = f"blk.{l}."
         w.add_tensor(p + "attn_norm.weight", (1 + 0.1 * rng.standard_normal(E)).astype(np.float32))
         w.add_tensor(p + "ffn_norm.weight", (1 + 0.1 * rng.standard_normal(E)).astype(np.float32))

@@ -7,7 +7,8 @@
  * prefill's surprisal and last logits, and FullKV's greedy tokens with the logits of every
  * decode step, for tests/model_ref.py to check against numpy in float64 (decode with f32
  * activations; `--dump-q8 DIR` the same with the default 8-bit activations);
- * `test_model --dump-model MODEL DIR` does the same for another model and DIR/p0_ids.txt. */
+ * `test_model --dump-model MODEL DIR` does the same for another model and DIR/p0_ids.txt
+ * (`--dump-model-q8 MODEL DIR` with 8-bit activations). */
 #include "check.h"
 #include "../kernels/core.h"
 #include "../model/engine.h"
@@ -433,7 +434,7 @@ static int prefill_matches_decode(kv_model *m, const char *dir, const int32_t *i
 /* Another model (tests/model_tiny.py's) with the ids in DIR/p0_ids.txt, prefilled in
  * chunks of 5, decoded for GEN steps regardless of stop tokens; then the prefill of
  * prompt and generated ids against the last decode step. */
-static int dump_model(const char *path, const char *dir) {
+static int dump_model(const char *path, const char *dir, int q8) {
     char err[512], file[1024];
     kv_model *m = model_load(path, err, sizeof err);
     if (!m) {
@@ -447,10 +448,10 @@ static int dump_model(const char *path, const char *dir) {
     int n = 0;
     while (f && n < MAX_IDS && fscanf(f, "%d", &ids[n]) == 1) n++;
     if (f) fclose(f);
-    model_set_f32_activations(m, 1);   /* the float64 reference's tolerance is f32's */
+    model_set_f32_activations(m, !q8);   /* f32: the float64 reference's tolerance is f32's */
     int rc = n > 0 ? (model_set_prefill_chunk(m, n > 512 ? 64 : 5), dump_one(m, dir, 0, ids, n, 0)) : 1;
     if (!n) fprintf(stderr, "test_model: no ids in %s\n", file);
-    if (!rc) rc = prefill_matches_decode(m, dir, ids, n);
+    if (!rc && !q8) rc = prefill_matches_decode(m, dir, ids, n);   /* an f32 comparison */
     free(ids);
     model_free(m);
     return rc;
@@ -486,7 +487,8 @@ int main(int argc, char **argv) {
         printf("%s\n", path);
         return 0;
     }
-    if (argc == 4 && !strcmp(argv[1], "--dump-model")) return dump_model(argv[2], argv[3]);
+    if (argc == 4 && !strcmp(argv[1], "--dump-model")) return dump_model(argv[2], argv[3], 0);
+    if (argc == 4 && !strcmp(argv[1], "--dump-model-q8")) return dump_model(argv[2], argv[3], 1);
     if (argc == 3 && !strcmp(argv[1], "--rope-table")) return rope_table(argv[2]);
     if (access(path, R_OK)) {
         fprintf(stderr, "test_model: no model at %s: run `make model` (or set KVBENCH_MODEL)\n", path);

@@ -5,7 +5,8 @@
 #    from the GGUF. The same with --dump-q8 (the default 8-bit activations) is held to a
 #    gross-error bound and prints how far 8-bit activations move the logits.
 # 2. Tiny random models written by tests/model_tiny.py (fresh seed, printed): qwen2
-#    (biases, NeoX rope, untied output) and llama with linear rope scaling, checked the
+#    (biases, NeoX rope, untied output), llama with linear rope scaling, and kquant (Q4_K,
+#    Q5_K, Q6_K, Q5_0, Q5_1 weights; also decoded with 8-bit activations), checked the
 #    same way. (The long-context scalings, llama3 and yarn: tests/test_rope_scaling.sh.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,10 +30,16 @@ fi
 
 seed=${KVBENCH_TEST_SEED:-$(( (RANDOM << 15) | RANDOM ))}
 echo "tiny models: seed $seed (KVBENCH_TEST_SEED to replay)"
-for v in qwen2 llama; do
+for v in qwen2 llama kquant; do
     mkdir -p "$dir/$v"
     "$PY" tests/model_tiny.py "$v" "$dir/$v/model.gguf" "$dir/$v" "$seed"
     echo "== tiny $v"
     "$BUILD"/tests/test_model --dump-model "$dir/$v/model.gguf" "$dir/$v"
-    "$PY" tests/model_ref.py "$dir/$v/model.gguf" "$dir/$v"
+    q8=()
+    if [ "$v" = kquant ]; then   # and decode on 8-bit activations of both block layouts
+        mkdir -p "$dir/$v/q8" && cp "$dir/$v/p0_ids.txt" "$dir/$v/q8/"
+        "$BUILD"/tests/test_model --dump-model-q8 "$dir/$v/model.gguf" "$dir/$v/q8"
+        q8=(--q8 "$dir/$v/q8")
+    fi
+    "$PY" tests/model_ref.py "$dir/$v/model.gguf" "$dir/$v" "${q8[@]}"
 done
