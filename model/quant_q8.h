@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 /* x[i] ~ d * q[i] for the 32 elements of the block; s = d * sum(q) (the block's sum of
- * the quantized values, which the min of Q4_1 and the offset of Q4_0 multiply). */
+ * the quantized values, which the min of Q4_1 / Q5_1 and the offset of Q4_0 / Q5_0
+ * multiply). */
 typedef struct q8_block {
     float d, s;
     int8_t q[32];
@@ -33,8 +34,9 @@ int quant_q8_supported(int type);
 int quant_q8_act_block(int type);
 /* Bytes that quant_q8_act needs for n activations, whatever the weight type. */
 size_t quant_q8_act_bytes(int64_t n);
-/* x (n floats, a multiple of quant_q8_act_block(type)) quantized into buf in the layout
- * type's rows are multiplied with; returns buf, or NULL for a type without an int8 path. */
+/* x (n floats, a multiple of quant_q8_act_block(type)) quantized into buf (4-byte
+ * aligned, quant_q8_act_bytes(n) long) in the layout type's rows are multiplied with;
+ * returns buf, or NULL for a type without an int8 path. */
 const void *quant_q8_act(int type, const float *x, int64_t n, void *buf);
 /* Quantize n floats (a multiple of 32) into n/32 blocks: d = max|x| / 127,
  * q = round(x / d), so |x - d q| <= d/2. A block holding a NaN or an infinity gets
