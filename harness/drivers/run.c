@@ -483,7 +483,7 @@ typedef struct {
     syn_kind kind;
     const char *method;
     double budget;
-    int n_ok, n_other;
+    int n_ok, n_other, n_error;   /* n_other: not ok (infeasible or error); n_error: error */
     double score, err, fast;
 } summary_row;
 
@@ -498,6 +498,7 @@ static void summary_add(summary_row *rows, int *n, int cap, syn_kind kind, const
     }
     if (strcmp(r->status, "ok")) {
         row->n_other++;
+        row->n_error += !strcmp(r->status, "error");
         return;
     }
     row->n_ok++;
@@ -517,7 +518,8 @@ static void summary_print(const run_opts *o, const summary_row *rows, int n) {
         char b[32], f[32];
         fmt_budget(b, sizeof b, r->budget);
         if (!r->n_ok) {
-            printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", "infeasible");
+            const char *why = r->n_error == r->n_other ? "error" : r->n_error ? "infeasible/error" : "infeasible";
+            printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", why);
             continue;
         }
         fmt_bytes(f, sizeof f, r->fast / r->n_ok);
