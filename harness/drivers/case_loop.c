@@ -114,7 +114,7 @@ int case_loop_run(const cl_source *src, const cl_grid *g, kv_db *db, const prove
         }
         void *prepared = NULL;
         kvdb_case row;
-        if (src->prepare(src->self, c, &prepared, &row)) {
+        if (src->prepare(src->self, c, methods, budgets, missing, &prepared, &row)) {
             rc = -1;
             break;
         }
@@ -142,7 +142,7 @@ int case_loop_run(const cl_source *src, const cl_grid *g, kv_db *db, const prove
                 continue;
             }
             n_new++;
-            src->added(src->self, c, r);
+            src->added(src->self, db, case_id, c, p, r);
             if (!g->quiet) {
                 double el = kb_now_s() - start;
                 double frac = (done_w + cs->cost * (p + 1) / missing) / total_w;

@@ -33,16 +33,19 @@ typedef struct {
      * the source's strings or prov's. */
     int (*run_row)(void *self, int r, const provenance *prov, char *key, size_t key_len, char *json,
                    size_t json_len, kvdb_run *row);
-    /* Case c made ready for its methods (the shared prefill), its row filled; *prepared
-     * is handed back to run_pairs and release. */
-    int (*prepare)(void *self, int c, void **prepared, kvdb_case *row);
+    /* Case c made ready for the pairs (methods[i], budgets[i]), i < n, it lacks (the shared
+     * prefill, with the statistics they need), its row filled; *prepared is handed back to
+     * run_pairs and release. */
+    int (*prepare)(void *self, int c, const kv_method *const *methods, const double *budgets, int n,
+                   void **prepared, kvdb_case *row);
     /* Every pair (methods[i], budgets[i]), i < n, on the prepared case: results[i] filled,
      * its strings and arrays owned by the source until the next call or release. */
     void (*run_pairs)(void *self, void *prepared, const kv_method *const *methods, const double *budgets, int n,
                       const kvdb_result **results);
     void (*release)(void *self, void *prepared);
-    /* A result newly committed (for the summary). */
-    void (*added)(void *self, int c, const kvdb_result *r);
+    /* results[p] of case c newly committed as case_id: the summary's count, and what the
+     * source records beside a result. */
+    void (*added)(void *self, kv_db *db, int64_t case_id, int c, int p, const kvdb_result *r);
     /* Printed after the loop when it ran through (before the "N results written" line). */
     void (*summary)(void *self);
 } cl_source;

@@ -638,7 +638,11 @@ static int syn_run_row(void *self, int r, const provenance *prov, char *key, siz
     return 0;
 }
 
-static int syn_prepare(void *self, int c, void **prepared, kvdb_case *row) {
+/* The prefill's statistics are those every pair at the case's ctx asks for, the missing
+ * ones or not (a case's prefill is the same whatever was resumed). */
+static int syn_prepare(void *self, int c, const kv_method *const *methods, const double *budgets, int n,
+                       void **prepared, kvdb_case *row) {
+    (void)methods, (void)budgets, (void)n;
     syn_source *ss = self;
     const run_opts *o = ss->o;
     int k = ss->kind_of[c], ci = ss->ctx_of[c], ctx = o->ctxs[ci];
@@ -677,7 +681,8 @@ static void syn_release(void *self, void *prepared) {
     free(prepared);
 }
 
-static void syn_added(void *self, int c, const kvdb_result *r) {
+static void syn_added(void *self, kv_db *db, int64_t case_id, int c, int p, const kvdb_result *r) {
+    (void)db, (void)case_id, (void)p;
     syn_source *ss = self;
     const run_opts *o = ss->o;
     summary_add(ss->rows, &ss->n_rows, o->n_kinds * o->n_methods * o->n_budgets, o->kinds[ss->kind_of[c]], r);
