@@ -22,6 +22,7 @@ typedef struct {
 
 struct kv_model {
     gguf_file gf;
+    uint64_t content_hash;   /* kv_model_hash of the file's bytes, made by model_load */
     kv_model_config cfg;
     kv_tokenizer *tok;
     int n_rot;               /* rotated dims per head (the rest pass through) */
@@ -43,7 +44,6 @@ struct kv_model {
                                 0, the default: f32 activations, logits as the references */
     float *decode_scratch;   /* engine_forward_token's buffers, allocated on first use */
     int decode_busy;         /* the scratch is in use (a concurrent call allocates its own) */
-    uint64_t content_hash;   /* kv_model_hash of the file's bytes, made by model_load */
 };
 
 /* ops.c */

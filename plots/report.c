@@ -12,8 +12,8 @@
 #include <string.h>
 #include "plot_cmds.h"
 #include "report_tables.h"
-#include "../kernels/cli_opt.h"
 #include "runinfo.h"
+#include "../kernels/cli_opt.h"
 #include "../kernels/stats.h"
 #include "../results/query.h"
 

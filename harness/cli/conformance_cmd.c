@@ -2,7 +2,6 @@
  * registered methods, a plugin's included: what tests/test_conformance.c runs on the
  * built-in ones. */
 #include "commands.h"
-#include "../../kernels/cli_opt.h"
 #include "../identity/plugin.h"
 #include "../../methods/conformance.h"
 
@@ -30,12 +29,16 @@ int cmd_conformance(int argc, char **argv) {
     const kv_method *pick[64];
     int n = 0, trials = 5;
     unsigned long long seed = (unsigned long long)time(NULL) ^ ((unsigned long long)clock() << 20);
-    static const char *const bare[] = {"--help", "-h", NULL}, *const valued[] = {"--method", "--seed", "--trials", NULL};
     for (int i = 1; i < argc; i++) {
-        char a[64];
-        const char *v;
-        if (kb_opt_read("conformance", argc, argv, &i, bare, valued, 0, a, sizeof a, &v)) return 2;
+        const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
+        int known = !strcmp(a, "--method") || !strcmp(a, "--seed") || !strcmp(a, "--trials");
+        if (!known || i + 1 >= argc) {
+            fprintf(stderr, "kvbench conformance: %s '%s' (see kvbench conformance --help)\n",
+                    known ? "missing value for" : "unknown argument", a);
+            return 2;
+        }
+        const char *v = argv[++i];
         char *end;
         if (!strcmp(a, "--method")) {
             const kv_method *m = kv_method_find(v);
