@@ -75,12 +75,13 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: FORCE test-seeds install print-cflags print-objects corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
+.PHONY: FORCE test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
 	@echo $(CFLAGS)
 # The objects of the binary (tests/test_make_deps.sh asks which of them a header rebuilds).
+.PHONY: print-objects
 print-objects:
 	@echo $(filter-out $(BUILD)/gen/%,$(LIB_OBJ)) $(BUILD)/harness/cli/main.o
 

@@ -338,7 +338,10 @@ static int build_sent_end(kv_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-static kv_model *load_file(const char *path, char *err, size_t errlen) {
+kv_model *model_load(const char *path, char *err, size_t errlen) {
+    /* random:NAME[:SEED]: a named architecture with seeded random weights (latency and
+     * memory runs; meaningless for accuracy) */
+    if (!strncmp(path, "random:", 7)) return model_load_random_spec(path, err, errlen);
     kv_model *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "%s: out of memory", path);
@@ -375,20 +378,12 @@ static kv_model *load_file(const char *path, char *err, size_t errlen) {
         for (int d = 0; d < 4; d++) n *= m->gf.tensors[i].ne[d];
         m->cfg.n_params += n;
     }
+    m->content_hash = kv_model_hash(m->gf.base, m->gf.size);   /* the file's identity, once: ~0.2 s for SmolLM2 */
     m->prefill_chunk = 512;
     return m;
 bad:
     model_free(m);
     return NULL;
-}
-
-kv_model *model_load(const char *path, char *err, size_t errlen) {
-    /* random:NAME[:SEED]: a named architecture with seeded random weights (latency and
-     * memory runs; meaningless for accuracy) */
-    kv_model *m = !strncmp(path, "random:", 7) ? model_load_random_spec(path, err, errlen) : load_file(path, err, errlen);
-    /* the file's identity, once here: one pass over its bytes (~0.2 s for SmolLM2) */
-    if (m) m->content_hash = kv_model_hash(m->gf.base, m->gf.size);
-    return m;
 }
 
 void model_free(kv_model *m) {
