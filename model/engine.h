@@ -22,6 +22,7 @@ typedef struct {
 
 struct kv_model {
     gguf_file gf;
+    uint64_t content_hash;   /* kv_model_hash of the file's bytes, made by model_load */
     kv_model_config cfg;
     kv_tokenizer *tok;
     int n_rot;               /* rotated dims per head (the rest pass through) */

@@ -147,7 +147,7 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
     s.head_dim = c->head_dim;
     s.n_prompt = n;
     s.max_decode = max_new;
-    if (!s.model_hash) s.model_hash = kv_model_hash(m->gf.base, m->gf.size);   /* the model file's identity */
+    if (!s.model_hash) s.model_hash = m->content_hash;   /* the model file's identity */
     char merr[256];
     kv_state *st = meth->init(&s, merr, sizeof merr);
     if (!st) {

@@ -5,6 +5,7 @@
 #include "quant.h"
 #include "random_model.h"
 #include "../kernels/host.h"
+#include "../kernels/model_hash.h"
 #ifdef KB_CUDA
 #include "cuda_model.h"
 #endif
@@ -377,6 +378,7 @@ kv_model *model_load(const char *path, char *err, size_t errlen) {
         for (int d = 0; d < 4; d++) n *= m->gf.tensors[i].ne[d];
         m->cfg.n_params += n;
     }
+    m->content_hash = kv_model_hash(m->gf.base, m->gf.size);   /* the file's identity, once: ~0.2 s for SmolLM2 */
     m->prefill_chunk = 512;
     return m;
 bad:
@@ -403,6 +405,7 @@ void model_free(kv_model *m) {
 const kv_model_config *model_config(const kv_model *m) { return &m->cfg; }
 const kv_tokenizer *model_tokenizer(const kv_model *m) { return m->tok; }
 const gguf_file *model_gguf(const kv_model *m) { return &m->gf; }
+uint64_t model_content_hash(const kv_model *m) { return m->content_hash; }
 int model_sent_end(const kv_model *m, int id) {
     return id >= 0 && id < m->cfg.n_vocab ? m->sent_end[id] : 0;
 }

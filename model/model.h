@@ -63,6 +63,9 @@ void model_free(kv_model *m);
 const kv_model_config *model_config(const kv_model *m);
 const kv_tokenizer *model_tokenizer(const kv_model *m);
 const gguf_file *model_gguf(const kv_model *m);
+/* The model file's identity (kv_setup.model_hash; kernels/model_hash.h), computed once when
+ * the model is made (model_load; a random model, by its constructor). */
+uint64_t model_content_hash(const kv_model *m);
 /* A loader's last step on the context: n_ctx_file = n_ctx_train, then n_ctx_train capped at
  * sliding_window (positions inside the window see every earlier token, so no mask is
  * needed there; past it the engine refuses rather than attend without the window). */

@@ -5,6 +5,7 @@
 #include "quantize.h"
 #include "tok_internal.h"
 #include "../kernels/core.h"
+#include "../kernels/model_hash.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -367,6 +368,7 @@ kv_model *model_load_random_typed(const char *name, uint64_t seed, int wtype, ch
     fill_row(s, E, seed, id, 0, 0.9f, 1.1f);
 
     c->n_params = (int64_t)total + (int64_t)L * (int64_t)per_layer + E;
+    m->content_hash = kv_model_hash(m->gf.base, m->gf.size);   /* as model_load's for a file */
     return m;
 }
 

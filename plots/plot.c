@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "plot_cmds.h"
+#include "../kernels/cli_opt.h"
 #include "plot_util.h"
 #include "runinfo.h"
 #include "../results/query.h"
@@ -394,23 +395,16 @@ int cmd_plot(int argc, char **argv) {
     long long run = 0;
     int metric_given = 0;
     metric_ix = 0;
+    static const char *const bare[] = {"--help", "-h", NULL},
+                             *const valued[] = {"--db", "--run", "--figure", "--out", "--variant", "--metric", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        char a[64];
+        const char *v;
+        if (kb_opt_read("plot", argc, argv, &i, bare, valued, 0, a, sizeof a, &v)) return 2;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         }
-        int known = !strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--figure") || !strcmp(a, "--out") ||
-                    !strcmp(a, "--variant") || !strcmp(a, "--metric");
-        if (!known) {
-            fprintf(stderr, "kvbench plot: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvbench plot: %s needs a value\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
         if (!strcmp(a, "--db")) path = v;
         else if (!strcmp(a, "--figure")) figure = v;
         else if (!strcmp(a, "--out")) out_arg = v;

@@ -13,6 +13,7 @@
 #include "plot_cmds.h"
 #include "report_tables.h"
 #include "runinfo.h"
+#include "../kernels/cli_opt.h"
 #include "../kernels/stats.h"
 #include "../results/query.h"
 
@@ -414,49 +415,51 @@ int cmd_report(int argc, char **argv) {
     int csv = 0, by_given = 0, run_all = 0, metric = RT_M_SCORE;
     long long run = 0;
     enum by by = BY_VARIANT;
+    static const char *const bare[] = {"--help", "-h", NULL},
+                             *const valued[] = {"--db", "--run", "--by", "--table", "--metric", "--base", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        char a[64];
+        const char *v = NULL;
+        /* --csv [FILE]: its value is optional, so "--csv=FILE" or a next word not an option */
+        if (!strcmp(argv[i], "--csv") || !strncmp(argv[i], "--csv=", 6)) {
+            csv = 1;
+            if (argv[i][5] == '=') csv_out = argv[i] + 6;
+            else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) csv_out = argv[++i];
+            if (csv_out && !strcmp(csv_out, "-")) csv_out = NULL;   /* stdout */
+            continue;
+        }
+        if (kb_opt_read("report", argc, argv, &i, bare, valued, 0, a, sizeof a, &v)) return 2;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--csv")) {
-            csv = 1;
-            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) csv_out = argv[++i];
-            if (csv_out && !strcmp(csv_out, "-")) csv_out = NULL;   /* stdout */
-        } else if (i + 1 >= argc &&
-                   (!strcmp(a, "--db") || !strcmp(a, "--run") || !strcmp(a, "--by") || !strcmp(a, "--table") ||
-                    !strcmp(a, "--metric") || !strcmp(a, "--base"))) {
-            fprintf(stderr, "kvbench report: %s needs a value\n", a);
-            return 2;
         } else if (!strcmp(a, "--db")) {
-            path = argv[++i];
+            path = v;
         } else if (!strcmp(a, "--metric")) {
-            metric = rt_metric_known(argv[++i]);
+            metric = rt_metric_known(v);
             if (metric < 0) {
-                fprintf(stderr, "kvbench report: --metric '%s' is not score, nll, kl or top1\n", argv[i]);
+                fprintf(stderr, "kvbench report: --metric '%s' is not score, nll, kl or top1\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--base")) {
-            base = argv[++i];
+            base = v;
             char bn[64];
             double bb;
             if (rt_base_parse(base, bn, sizeof bn, &bb)) return 2;
         } else if (!strcmp(a, "--table")) {
-            tname = argv[++i];
+            tname = v;
             if (rt_table_known(tname) < 0) {
                 fprintf(stderr, "kvbench report: unknown --table '%s' (valid: %s)\n", tname, rt_table_names);
                 return 2;
             }
         } else if (!strcmp(a, "--run")) {
             char *end;
-            run_all = !strcmp(argv[++i], "all");
-            run = run_all ? 0 : strtoll(argv[i], &end, 10);
-            if (!run_all && (*end || run <= 0)) {
-                fprintf(stderr, "kvbench report: --run '%s' is not a positive run id or all\n", argv[i]);
+            run_all = !strcmp(v, "all");
+            run = run_all ? 0 : strtoll(v, &end, 10);
+            if (!run_all && (end == v || *end || run <= 0)) {
+                fprintf(stderr, "kvbench report: --run '%s' is not a positive run id or all\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--by")) {
-            const char *v = argv[++i];
             by_given = 1;
             if (!strcmp(v, "variant")) by = BY_VARIANT;
             else if (!strcmp(v, "budget")) by = BY_BUDGET;
@@ -465,9 +468,6 @@ int cmd_report(int argc, char **argv) {
                 fprintf(stderr, "kvbench report: --by '%s' is not variant, budget or ctx\n", v);
                 return 2;
             }
-        } else {
-            fprintf(stderr, "kvbench report: unknown option '%s' (see --help)\n", a);
-            return 2;
         }
     }
     if (!path) {

@@ -15,6 +15,10 @@ grep -q -- "float-cast-overflow" <<<"$san" || fail "make SAN=1 lacks -fsanitize=
 rel=$(make -n -B all 2>&1)
 grep -Eq -- "-o kvbench( |$)" <<<"$rel" || fail "make does not link ./kvbench"
 grep -q -- "-fsanitize" <<<"$rel" && fail "the release build is sanitized"
+grep -q -- "-MMD -MP -MF build/kernels/host.o.d" <<<"$rel" || fail "objects do not record their headers (-MMD -MP)"
+cuda=$(make -n -B CUDA=1 NVCC=nvcc all 2>&1)
+grep -Eq -- "^nvcc .*-MMD -MP -MF build-cuda/kernels/[a-z_]+\.cu\.o\.d .*-c " <<<"$cuda" \
+    || fail "make CUDA=1 does not record the headers of .cu files"
 check=$(make -n SAN=1 check 2>&1)
 grep -q "KVBENCH=[^ ]*/build-san/kvbench " <<<"$check" || fail "make SAN=1 check does not test build-san/kvbench"
 fuzz=$(make -n -B FUZZ=1 build-fuzz/fuzz/fuzz_json 2>&1)

@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "../../methods/method.h"
 #include "../../model/model.h"
+#include "../../kernels/cli_opt.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -87,23 +88,18 @@ static void print_method(const kv_method *m) {
 int cmd_methods(int argc, char **argv) {
     const char *model_path = model_default_path();
     int names = 0;   /* argv[1..names] are the method names once options are taken out */
+    static const char *const bare[] = {"--help", "-h", NULL}, *const valued[] = {"--model", NULL};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        char flag[64];
+        const char *v;
+        int r = kb_opt_read("methods", argc, argv, &i, bare, valued, 1, flag, sizeof flag, &v);
+        if (r < 0) return 2;
+        if (r == 0 && !strcmp(flag, "--model")) model_path = v;
+        if (r == 0 && strcmp(flag, "--model")) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--model")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "kvbench methods: --model needs a file\n");
-                return 2;
-            }
-            model_path = argv[++i];
-            continue;
-        }
-        if (argv[i][0] == '-') {
-            fprintf(stderr, "kvbench methods: unknown option '%s' (see kvbench methods --help)\n", argv[i]);
-            return 2;
-        }
+        if (r == 0) continue;
         if (!kv_method_find(argv[i])) {
             fprintf(stderr, "kvbench methods: unknown method '%s' (kvbench methods lists them)\n", argv[i]);
             return 2;

@@ -5,6 +5,7 @@
 #include "../../model/model.h"
 #include "../../model/hf_load.h"
 #include "../../model/quant.h"
+#include "../../kernels/cli_opt.h"
 #ifdef KB_CUDA
 #include "../../kernels/cuda_mem.h"
 #include "../../model/cuda_model.h"
@@ -27,14 +28,6 @@ static kv_model *open_model(const char *path) {
 }
 
 /* The value after flag argv[*i], or NULL with a message. */
-static const char *flag_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "kvbench: %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
     char *end;
     long v = strtol(s, &end, 10);
@@ -63,20 +56,19 @@ static void rope_print(const kv_model_config *c) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = model_default_path();
+    static const char *const bare[] = {"--help", "-h", NULL}, *const valued[] = {"--model", NULL};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        char a[64];
+        const char *v;
+        if (kb_opt_read("info", argc, argv, &i, bare, valued, 0, a, sizeof a, &v)) return 2;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: kvbench info [--model PATH]\n\n"
                    "Describe a model: architecture, shape, quantization, KV bytes per token.\n"
                    "  --model PATH   GGUF file or Hugging Face directory (docs/hf-checkpoints.md)\n"
                    "                 (default $KVBENCH_MODEL or the `make model` cache:\n"
                    "                 %s)\n", model_default_path());
             return 0;
-        } else if (!strcmp(argv[i], "--model")) {
-            if (!(path = flag_value(argc, argv, &i))) return 2;
-        } else {
-            fprintf(stderr, "kvbench info: unknown option '%s' (see --help)\n", argv[i]);
-            return 2;
-        }
+        } else path = v;   /* --model */
     }
     kv_model *m = open_model(path);
     if (!m) return 2;   /* a missing, unreadable or unsupported model file is bad input */
@@ -189,18 +181,20 @@ int cmd_generate(int argc, char **argv) {
     const char *path = model_default_path(), *prompt = NULL, *method = NULL, *params = NULL, *backend = "cpu";
     int chat = 0, max_tokens = 128, threads = 0, plain = 0, kv_type = KB_F32, q8 = 0;
     double budget = 0.1;
+    static const char *const bare[] = {"--help", "-h", "--chat", "--plain", NULL},
+                             *const valued[] = {"--model", "--prompt", "--max-tokens", "--method", "--budget",
+                                                "--params", "--threads", "--backend", "--kv-type", "--activations",
+                                                NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
+        char a[64];
+        const char *v;
+        if (kb_opt_read("generate", argc, argv, &i, bare, valued, 0, a, sizeof a, &v)) return 2;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             generate_usage();
             return 0;
         } else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--plain")) plain = 1;
-        else if (!strcmp(a, "--model") || !strcmp(a, "--prompt") || !strcmp(a, "--max-tokens") ||
-                 !strcmp(a, "--method") || !strcmp(a, "--budget") || !strcmp(a, "--params") ||
-                 !strcmp(a, "--threads") || !strcmp(a, "--backend") || !strcmp(a, "--kv-type") ||
-                 !strcmp(a, "--activations")) {
-            if (!(v = flag_value(argc, argv, &i))) return 2;
+        else {
             if (!strcmp(a, "--model")) path = v;
             else if (!strcmp(a, "--prompt")) prompt = v;
             else if (!strcmp(a, "--method")) method = v;
@@ -228,9 +222,6 @@ int cmd_generate(int argc, char **argv) {
                     return 2;
                 }
             }
-        } else {
-            fprintf(stderr, "kvbench generate: unknown option '%s' (see --help)\n", a);
-            return 2;
         }
     }
     if (!prompt) {

@@ -17,27 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The model file's identity for kv_setup.model_hash: one pass over the file per model
- * (~0.2 s for SmolLM2), remembered for the model last asked about. */
-static uint64_t model_hash(const kv_model *m) {
-    static const kv_model *seen;
-    static char seen_path[sizeof ((gguf_file *)0)->path];
-    static uint64_t hash;
-    const gguf_file *f = model_gguf(m);
-    if (m != seen || strcmp(seen_path, f->path)) {
-        hash = kv_model_hash(f->base, f->size);
-        seen = m;
-        snprintf(seen_path, sizeof seen_path, "%s", f->path);
-    }
-    return hash;
-}
-
 kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget) {
     const kv_model_config *cf = model_config(c->model);
     kv_setup s = {.n_layers = cf->n_layer, .n_heads = cf->n_head, .n_kv_heads = cf->n_head_kv,
                   .head_dim = cf->head_dim, .n_prompt = c->n_pf,
                   .max_decode = c->max_new + (c->n - c->n_pf), .kv_type = c->kv_type, .params = mparams_get(c->params, m),
-                  .model_hash = model_hash(c->model), .decode_rule = c->decode_rule};
+                  .model_hash = model_content_hash(c->model), .decode_rule = c->decode_rule};
     if (budget <= 1) s.budget_frac = budget;
     else s.budget_tokens = (int)budget;
     return s;

@@ -7,6 +7,7 @@
  * per layer), score, and commit the result at once. Rerunning the same command finds the
  * same run and skips what is committed. */
 #include "run_args.h"
+#include "case_loop.h"
 #include "method_params.h"
 #include "../cli/commands.h"
 #include "../identity/provenance.h"
@@ -483,7 +484,7 @@ typedef struct {
     syn_kind kind;
     const char *method;
     double budget;
-    int n_ok, n_other;
+    int n_ok, n_other, n_error;   /* n_other: not ok (infeasible or error); n_error: error */
     double score, err, fast;
 } summary_row;
 
@@ -498,6 +499,7 @@ static void summary_add(summary_row *rows, int *n, int cap, syn_kind kind, const
     }
     if (strcmp(r->status, "ok")) {
         row->n_other++;
+        row->n_error += !strcmp(r->status, "error");
         return;
     }
     row->n_ok++;
@@ -517,7 +519,8 @@ static void summary_print(const run_opts *o, const summary_row *rows, int n) {
         char b[32], f[32];
         fmt_budget(b, sizeof b, r->budget);
         if (!r->n_ok) {
-            printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", "infeasible");
+            const char *why = r->n_error == r->n_other ? "error" : r->n_error ? "infeasible/error" : "infeasible";
+            printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", why);
             continue;
         }
         fmt_bytes(f, sizeof f, r->fast / r->n_ok);
@@ -530,47 +533,6 @@ static void summary_print(const run_opts *o, const summary_row *rows, int n) {
 
 static void case_key_of(syn_kind kind, int ctx, double depth, char *buf, size_t len) {
     snprintf(buf, len, "ctx=%d,depth=%.10g,variant=%s", ctx, depth, syn_kind_name(kind));
-}
-
-/* The shard of every case, index (k * n_ctx + c) * n_depths + d; all 0 when not sharded. */
-static int *shard_owners(const run_opts *o) {
-    int n = o->n_kinds * o->n_ctx * o->n_depths;
-    int *owner = xcalloc((size_t)n, sizeof *owner);
-    if (!o->shard.n) return owner;
-    char (*keys)[128] = xcalloc((size_t)n, sizeof *keys);
-    const char **kp = xcalloc((size_t)n, sizeof *kp);
-    double *cost = xcalloc((size_t)n, sizeof *cost);
-    for (int k = 0, i = 0; k < o->n_kinds; k++)
-        for (int c = 0; c < o->n_ctx; c++)
-            for (int d = 0; d < o->n_depths; d++, i++) {
-                case_key_of(o->kinds[k], o->ctxs[c], o->depths[d], keys[i], sizeof keys[i]);
-                kp[i] = keys[i];
-                cost[i] = (double)o->ctxs[c] * o->ctxs[c];
-            }
-    if (shard_assign(kp, cost, n, o->shard.n, owner)) {
-        fprintf(stderr, "kvbench run: out of memory\n");
-        exit(1);
-    }
-    free(keys), free(kp), free(cost);
-    return owner;
-}
-
-/* Records the run's whole plan (every shard's cases) for `kvbench merge`. */
-static int put_plan(kv_db *db, int64_t run_id, const run_opts *o, syn_kind kind) {
-    int n = o->n_ctx * o->n_depths, np = o->n_methods * o->n_budgets;
-    char (*keys)[128] = xcalloc((size_t)n, sizeof *keys);
-    const char **kp = xcalloc((size_t)n, sizeof *kp), **mp = xcalloc((size_t)np, sizeof *mp);
-    double *bp = xcalloc((size_t)np, sizeof *bp);
-    for (int c = 0, i = 0; c < o->n_ctx; c++)
-        for (int d = 0; d < o->n_depths; d++, i++) {
-            case_key_of(kind, o->ctxs[c], o->depths[d], keys[i], sizeof keys[i]);
-            kp[i] = keys[i];
-        }
-    for (int m = 0, p = 0; m < o->n_methods; m++)
-        for (int b = 0; b < o->n_budgets; b++, p++) mp[p] = o->methods[m]->name, bp[p] = o->budgets[b];
-    int rc = kvdb_plan_put(db, run_id, kp, n, mp, bp, np);
-    free(keys), free(kp), free(mp), free(bp);
-    return rc;
 }
 
 /* The statistics every (method, budget) asks for at this context length. */
@@ -614,6 +576,123 @@ static int check_memory(const run_opts *o) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- the case source */
+
+/* The synthetic workloads as a case source of the case loop (case_loop.h): one run per
+ * workload variant, its cases ctx x depth in that order, a case's cost ctx^2. */
+typedef struct {
+    const run_opts *o;
+    cl_case *cases;
+    int n_cases;
+    int *kind_of, *ctx_of, *depth_of;   /* [case]: index into o->kinds, o->ctxs, o->depths */
+    kv_needs *needs;                    /* [n_ctx]: the union of the methods' needs at that ctx */
+    int *needs_known;
+    method_result *mr;                  /* [methods x budgets]: one per pair of a case */
+    summary_row *rows;
+    int n_rows;
+} syn_source;
+
+static void syn_source_init(syn_source *ss, const run_opts *o) {
+    memset(ss, 0, sizeof *ss);
+    ss->o = o;
+    int n = o->n_kinds * o->n_ctx * o->n_depths, per_case = o->n_methods * o->n_budgets;
+    ss->cases = xcalloc((size_t)n, sizeof *ss->cases);
+    ss->kind_of = xcalloc((size_t)n, sizeof *ss->kind_of);
+    ss->ctx_of = xcalloc((size_t)n, sizeof *ss->ctx_of);
+    ss->depth_of = xcalloc((size_t)n, sizeof *ss->depth_of);
+    for (int k = 0; k < o->n_kinds; k++)
+        for (int c = 0; c < o->n_ctx; c++)
+            for (int d = 0; d < o->n_depths; d++, ss->n_cases++) {
+                cl_case *cs = &ss->cases[ss->n_cases];
+                case_key_of(o->kinds[k], o->ctxs[c], o->depths[d], cs->key, sizeof cs->key);
+                cs->run = k;
+                cs->cost = (double)o->ctxs[c] * o->ctxs[c];
+                cs->label = workload_name(o->kinds[k]);
+                ss->kind_of[ss->n_cases] = k, ss->ctx_of[ss->n_cases] = c, ss->depth_of[ss->n_cases] = d;
+            }
+    ss->needs = xcalloc((size_t)o->n_ctx, sizeof *ss->needs);
+    ss->needs_known = xcalloc((size_t)o->n_ctx, sizeof *ss->needs_known);
+    ss->mr = xcalloc((size_t)per_case, sizeof *ss->mr);
+    for (int p = 0; p < per_case; p++) {
+        ss->mr[p].heads = xcalloc((size_t)o->layers * o->heads, sizeof *ss->mr[p].heads);
+        ss->mr[p].layer_err = xcalloc((size_t)o->layers, sizeof *ss->mr[p].layer_err);
+    }
+    ss->rows = xcalloc((size_t)o->n_kinds * per_case, sizeof *ss->rows);
+}
+
+static void syn_source_free(syn_source *ss) {
+    for (int p = 0; p < ss->o->n_methods * ss->o->n_budgets; p++) free(ss->mr[p].heads), free(ss->mr[p].layer_err);
+    free(ss->cases), free(ss->kind_of), free(ss->ctx_of), free(ss->depth_of);
+    free(ss->needs), free(ss->needs_known), free(ss->mr), free(ss->rows);
+}
+
+static int syn_run_row(void *self, int r, const provenance *prov, char *key, size_t key_len, char *json,
+                       size_t json_len, kvdb_run *row) {
+    const syn_source *ss = self;
+    const run_opts *o = ss->o;
+    if (run_key(o, o->kinds[r], prov->code, key, key_len)) return run_fail("the run key is too long (too many --params)");
+    config_json(o, o->kinds[r], json, json_len);
+    *row = (kvdb_run){.run_key = key, .config_json = json, .workload = workload_name(o->kinds[r]),
+                      .model = "synthetic", .git_commit = prov->git_commit, .build_flags = KB_BUILD_FLAGS,
+                      .host = prov->host, .cpu = prov->cpu, .backend = o->backend, .seed = o->seed};
+    return 0;
+}
+
+/* The prefill's statistics are those every pair at the case's ctx asks for, the missing
+ * ones or not (a case's prefill is the same whatever was resumed). */
+static int syn_prepare(void *self, int c, const kv_method *const *methods, const double *budgets, int n,
+                       void **prepared, kvdb_case *row) {
+    (void)methods, (void)budgets, (void)n;
+    syn_source *ss = self;
+    const run_opts *o = ss->o;
+    int k = ss->kind_of[c], ci = ss->ctx_of[c], ctx = o->ctxs[ci];
+    double depth = o->depths[ss->depth_of[c]];
+    if (!ss->needs_known[ci]) {
+        ss->needs[ci] = union_needs(o, ctx);
+        ss->needs_known[ci] = 1;
+    }
+    syn_config cfg;
+    syn_config_of(o, o->kinds[k], ctx, depth, &cfg);
+    case_data *cd = xcalloc(1, sizeof *cd);
+    if (case_prepare(cd, &cfg, &ss->needs[ci])) {   /* it fails before allocating (syn_create) */
+        free(cd);
+        return -1;
+    }
+    *row = (kvdb_case){.case_key = ss->cases[c].key, .workload = workload_name(o->kinds[k]), .ctx = ctx,
+                       .depth = depth, .variant = syn_kind_name(o->kinds[k]), .seed = cfg.seed,
+                       .prefill_s = cd->prefill_s};
+    *prepared = cd;
+    return 0;
+}
+
+/* The synthetic cases run their pairs one after another on the shared prefill. */
+static void syn_run_pairs(void *self, void *prepared, const kv_method *const *methods, const double *budgets, int n,
+                          const kvdb_result **results) {
+    syn_source *ss = self;
+    for (int i = 0; i < n; i++) {
+        run_method(ss->o, prepared, methods[i], budgets[i], &ss->mr[i]);
+        results[i] = &ss->mr[i].r;
+    }
+}
+
+static void syn_release(void *self, void *prepared) {
+    (void)self;
+    case_free(prepared);
+    free(prepared);
+}
+
+static void syn_added(void *self, kv_db *db, int64_t case_id, int c, int p, const kvdb_result *r) {
+    (void)db, (void)case_id, (void)p;
+    syn_source *ss = self;
+    const run_opts *o = ss->o;
+    summary_add(ss->rows, &ss->n_rows, o->n_kinds * o->n_methods * o->n_budgets, o->kinds[ss->kind_of[c]], r);
+}
+
+static void syn_summary(void *self) {
+    const syn_source *ss = self;
+    if (ss->n_rows) summary_print(ss->o, ss->rows, ss->n_rows);
+}
+
 int cmd_run(int argc, char **argv) {
     if (run_model_wanted(argc, argv)) return cmd_run_model(argc, argv);
     run_opts o;
@@ -646,153 +725,15 @@ int cmd_run(int argc, char **argv) {
 
     provenance prov;
     provenance_get(&prov);
-    int *owner = shard_owners(&o);
-    int n_cases = 0, per_case = o.n_methods * o.n_budgets;
-    double total_w = 0, done_w = 0;
-    for (int k = 0, i = 0; k < o.n_kinds; k++)
-        for (int c = 0; c < o.n_ctx; c++)
-            for (int d = 0; d < o.n_depths; d++, i++)
-                if (owner[i] == o.shard.k) n_cases++, total_w += (double)o.ctxs[c] * o.ctxs[c];
-    if (o.shard.n && !o.quiet)
-        fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", o.shard.k, o.shard.n, n_cases,
-                o.n_kinds * o.n_ctx * o.n_depths);
-    double start = kb_now_s();
-    int case_i = 0, n_new = 0, n_skipped = 0, rc = 0;
-    summary_row *rows = xcalloc((size_t)o.n_kinds * per_case, sizeof *rows);
-    int n_rows = 0;
-    method_result mr;
-    mr.heads = xcalloc((size_t)o.layers * o.heads, sizeof *mr.heads);
-    mr.layer_err = xcalloc((size_t)o.layers, sizeof *mr.layer_err);
-
-    /* Every workload's run and plan first: a shard stopped early still holds all the runs
-     * of the command (kvbench merge compares the runs of its inputs). */
-    int64_t run_ids[3] = {0, 0, 0};
-    for (int k = 0; k < o.n_kinds && !rc; k++) {
-        char key[8192], json[16384];
-        if (run_key(&o, o.kinds[k], prov.code, key, sizeof key)) {
-            rc = run_fail("the run key is too long (too many --params)");
-            break;
-        }
-        config_json(&o, o.kinds[k], json, sizeof json);
-        kvdb_run run = {.run_key = key, .config_json = json, .workload = workload_name(o.kinds[k]),
-                        .model = "synthetic", .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS,
-                        .host = prov.host, .cpu = prov.cpu, .backend = o.backend, .seed = o.seed};
-        int resumed = 0;
-        run_ids[k] = kvdb_run_begin(db, &run, &resumed);
-        if (run_ids[k] < 0 || put_plan(db, run_ids[k], &o, o.kinds[k])) {
-            rc = run_fail("%s", kvdb_errmsg(db));
-            break;
-        }
-        if (resumed && !o.quiet)
-            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_ids[k], workload_name(o.kinds[k]));
-    }
-    for (int k = 0; k < o.n_kinds && !rc; k++) {
-        const int64_t run_id = run_ids[k];
-        for (int c = 0; c < o.n_ctx && !rc; c++) {
-            int ctx = o.ctxs[c];
-            int needs_known = 0;
-            kv_needs needs = {0, 0};
-            for (int di = 0; di < o.n_depths && !rc; di++) {
-                if (owner[(k * o.n_ctx + c) * o.n_depths + di] != o.shard.k) continue;
-                case_i++;
-                double w_case = (double)ctx * ctx;
-                syn_config cfg;
-                syn_config_of(&o, o.kinds[k], ctx, o.depths[di], &cfg);
-                char case_key[128];
-                case_key_of(o.kinds[k], ctx, o.depths[di], case_key, sizeof case_key);
-                int64_t case_id = kvdb_case_find(db, run_id, case_key);
-                int missing = per_case;
-                if (case_id > 0) {
-                    missing = 0;
-                    for (int i = 0; i < o.n_methods && !rc; i++)
-                        for (int b = 0; b < o.n_budgets && !rc; b++) {
-                            int e = kvdb_result_exists(db, case_id, o.methods[i]->name, o.budgets[b]);
-                            if (e < 0) rc = run_fail("%s", kvdb_errmsg(db));
-                            missing += e == 0;
-                        }
-                } else if (case_id < 0) {
-                    rc = run_fail("results db '%s': looking up case %s: %s", o.db_path, case_key,
-                              sqlite3_errmsg(kvdb_sqlite(db)));
-                }
-                if (rc) break;
-                n_skipped += per_case - missing;
-                if (!missing) {
-                    done_w += w_case;
-                    if (!o.quiet)
-                        fprintf(stderr, "[case %d/%d] %s %s: all %d results present, skipped\n", case_i, n_cases,
-                                workload_name(o.kinds[k]), case_key, per_case);
-                    continue;
-                }
-                if (!needs_known) {
-                    needs = union_needs(&o, ctx);
-                    needs_known = 1;
-                }
-                case_data cd;
-                if (case_prepare(&cd, &cfg, &needs)) {
-                    rc = -1;
-                    break;
-                }
-                kvdb_case kc = {.case_key = case_key, .workload = workload_name(o.kinds[k]), .ctx = ctx,
-                                .depth = o.depths[di], .variant = syn_kind_name(o.kinds[k]), .seed = cfg.seed,
-                                .prefill_s = cd.prefill_s};
-                if (case_id == 0) case_id = kvdb_case_get(db, run_id, &kc);
-                if (case_id < 0) {
-                    rc = run_fail("%s", kvdb_errmsg(db));
-                    case_free(&cd);
-                    break;
-                }
-                int done_here = 0;
-                for (int i = 0; i < o.n_methods && !rc; i++)
-                    for (int b = 0; b < o.n_budgets && !rc; b++) {
-                        const kv_method *m = o.methods[i];
-                        int e = kvdb_result_exists(db, case_id, m->name, o.budgets[b]);
-                        if (e) {
-                            if (e < 0) rc = run_fail("%s", kvdb_errmsg(db));
-                            continue;
-                        }
-                        run_method(&o, &cd, m, o.budgets[b], &mr);
-                        if (!strcmp(mr.r.status, "refused")) {   /* passed the check, refused now */
-                            rc = run_fail("case %s: %s refused its configuration (it passed before the first "
-                                          "case): %s; nothing stored", case_key, m->name, mr.output);
-                            break;
-                        }
-                        int put = kvdb_result_put(db, case_id, &mr.r);
-                        if (put < 0) {
-                            rc = run_fail("%s", kvdb_errmsg(db));
-                            break;
-                        }
-                        if (put > 0) {          /* another run on this file recorded it first */
-                            n_skipped++;
-                            continue;
-                        }
-                        n_new++;
-                        done_here++;
-                        summary_add(rows, &n_rows, o.n_kinds * per_case, o.kinds[k], &mr.r);
-                        if (!o.quiet) {
-                            double el = kb_now_s() - start;
-                            double frac = (done_w + w_case * done_here / missing) / total_w;
-                            char b_s[32];
-                            fmt_budget(b_s, sizeof b_s, o.budgets[b]);
-                            fprintf(stderr, "[case %d/%d] %s %s  %-12s budget %-6s %-10s score %.2f err %.3g  "
-                                    "%.1fs elapsed, ETA %.0fs\n", case_i, n_cases, workload_name(o.kinds[k]),
-                                    case_key, m->name, b_s, mr.r.status, mr.r.score, mr.r.rel_err, el,
-                                    frac > 0 ? el * (1 - frac) / frac : 0.0);
-                        }
-                    }
-                done_w += w_case;
-                case_free(&cd);
-            }
-        }
-    }
-    if (!rc) {
-        if (n_rows) summary_print(&o, rows, n_rows);
-        printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
-               n_skipped, kb_now_s() - start, o.db_path);
-    }
-    free(rows);
-    free(owner);
-    free(mr.heads);
-    free(mr.layer_err);
+    syn_source ss;
+    syn_source_init(&ss, &o);
+    cl_source src = {.name = "synthetic", .self = &ss, .n_runs = o.n_kinds, .cases = ss.cases, .n_cases = ss.n_cases,
+                     .run_row = syn_run_row, .prepare = syn_prepare, .run_pairs = syn_run_pairs,
+                     .release = syn_release, .added = syn_added, .summary = syn_summary};
+    cl_grid grid = {.methods = o.methods, .n_methods = o.n_methods, .budgets = o.budgets, .n_budgets = o.n_budgets,
+                    .shard = o.shard, .quiet = o.quiet};
+    int rc = case_loop_run(&src, &grid, db, &prov);
+    syn_source_free(&ss);
     kvdb_close(db);
     return rc ? 1 : 0;
 }

@@ -2,6 +2,7 @@
 #include "../../model/model.h"
 #include "shard.h"
 #include "../../kernels/host.h"
+#include "../../kernels/cli_opt.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -21,33 +22,25 @@ int run_unknown(const char *flag) { return run_fail("unknown option '%s' (see kv
 
 static const char *const common_bare[] = {"--quiet", "--help", "-h"};
 
-static int is_bare(const run_flag_syntax *syn, const char *flag) {
-    for (size_t k = 0; k < sizeof common_bare / sizeof common_bare[0]; k++)
-        if (!strcmp(flag, common_bare[k])) return 1;
-    for (int k = 0; k < syn->n_bare; k++)
-        if (!strcmp(flag, syn->bare[k])) return 1;
-    return 0;
-}
-
 /* argv[*i] as "--flag value" (advancing *i) or "--flag=value" into flag[0..cap) and *val
- * (NULL for a bare flag); a bare flag given "=value" fails. 0 or -1 (error printed). */
+ * (NULL for a bare flag), by the one rule of every command (kernels/cli_opt.h). 0 or -1
+ * (error printed). */
 static int split_flag(const run_flag_syntax *syn, int argc, char **argv, int *i, char *flag, size_t cap,
                       const char **val) {
-    const char *a = argv[*i], *eq = strchr(a, '=');
-    size_t len = eq ? (size_t)(eq - a) : strlen(a);
-    if (len >= cap) return syn->unknown(a);
-    memcpy(flag, a, len);
-    flag[len] = 0;
-    if (is_bare(syn, flag)) {
-        if (eq) return run_fail("%s takes no value", flag);
-        *val = NULL;
-        return 0;
+    const char *bare[40];
+    int n = 0;
+    for (size_t k = 0; k < sizeof common_bare / sizeof common_bare[0]; k++) bare[n++] = common_bare[k];
+    for (int k = 0; k < syn->n_bare && n + 1 < (int)(sizeof bare / sizeof bare[0]); k++) bare[n++] = syn->bare[k];
+    bare[n] = NULL;
+    switch (kb_opt_next(argc, argv, i, bare, flag, cap, val)) {
+    case KB_OPT_OK: return 0;
+    case KB_OPT_WORD: return run_fail("unexpected argument '%s' (see kvbench run --help)", argv[*i]);
+    case KB_OPT_BARE_VALUE: return run_fail("%s takes no value", flag);
+    case KB_OPT_NO_VALUE:
+        if (!run_flag_documented(syn->usage, flag)) return syn->unknown(flag);
+        return run_fail("%s needs a value", flag);
+    default: return syn->unknown(argv[*i]);
     }
-    if (eq) *val = eq + 1;
-    else if (*i + 1 < argc) *val = argv[++*i];
-    else if (!run_flag_documented(syn->usage, flag)) return syn->unknown(flag);
-    else return run_fail("%s needs a value", flag);
-    return 0;
 }
 
 /* One option of run_common: 1 taken, 0 not one of them, -1 error printed. */
@@ -85,7 +78,6 @@ int run_parse(const run_flag_syntax *syn, int argc, char **argv, run_common *c, 
             syn->usage(stdout);
             return 1;
         }
-        if (a[0] != '-') return run_fail("unexpected argument '%s' (see kvbench run --help)", a);
         char flag[64];
         const char *val = NULL;
         if (split_flag(syn, argc, argv, &i, flag, sizeof flag, &val)) return -1;

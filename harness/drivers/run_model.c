@@ -15,6 +15,7 @@
 #include "model_case.h"
 #include "fidelity.h"
 #include "model_workload.h"
+#include "../identity/plugin.h"
 #include "../identity/provenance.h"
 #include "rss.h"
 #include "../identity/run_ident.h"
@@ -981,20 +982,27 @@ static int run_jobs(const rm_opts *o, int argc, char **argv) {
     int per = o->threads ? o->threads : (kb_threads() / o->jobs > 0 ? kb_threads() / o->jobs : 1);
     char per_s[16];
     snprintf(per_s, sizeof per_s, "%d", per);
-    char **args = calloc((size_t)argc + 8, sizeof *args);
+    /* main() took the --plugin options out of argv: each copy is given the plugins this
+     * process loaded, else their methods are unknown there */
+    int np = kv_plugin_count(), n = 0;
+    char **args = calloc((size_t)argc + 2 * (size_t)np + 8, sizeof *args);
     if (!args) return run_fail("out of memory");
-    args[0] = "kvbench";
-    for (int i = 0; i < argc; i++) args[i + 1] = argv[i];
+    args[n++] = "kvbench";
+    for (int p = 0; p < np; p++) {
+        args[n++] = "--plugin";
+        args[n++] = (char *)kv_plugin_path(p);
+    }
+    for (int i = 0; i < argc; i++) args[n++] = argv[i];
     char idx[MAX_JOBS][16];
     pid_t pids[MAX_JOBS];
     int started = 0, rc = 0;
     for (int j = 0; j < o->jobs; j++) {
         snprintf(idx[j], sizeof idx[j], "%d", j);
-        args[argc + 1] = "--threads";
-        args[argc + 2] = per_s;
-        args[argc + 3] = "--job-index";
-        args[argc + 4] = idx[j];
-        args[argc + 5] = NULL;
+        args[n] = "--threads";
+        args[n + 1] = per_s;
+        args[n + 2] = "--job-index";
+        args[n + 3] = idx[j];
+        args[n + 4] = NULL;
         int e = posix_spawn(&pids[j], "/proc/self/exe", NULL, NULL, args, environ);
         if (e) {
             rc = run_fail("--jobs: cannot start job %d: %s", j + 1, strerror(e));

@@ -4,9 +4,9 @@
 #define KV_PROVENANCE_H
 
 typedef struct {
-    char git_commit[64];   /* `git rev-parse HEAD` of the tree the binary sits in, then
-                              "+dirty" when tracked files differ from it; "unknown" without
-                              git. $KVBENCH_GIT_COMMIT replaces it (a test hook standing for
+    char git_commit[64];   /* `git rev-parse HEAD` of the tree the binary was built in, at
+                              build time, then "+dirty" when tracked files differed from it;
+                              "unknown" built outside git. $KVBENCH_GIT_COMMIT replaces it (a test hook standing for
                               another commit). Provenance for the reader. */
     char code[2048];       /* the code's identity, part of every run key: git_commit, then
                               "+src.<sha256>" over every source compiled into the binary,

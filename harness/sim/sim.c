@@ -12,6 +12,7 @@
 #include "../../results/db.h"
 #include "../../results/sim_mem.h"
 #include "../../kernels/host.h"
+#include "../../kernels/cli_opt.h"
 
 #include <errno.h>
 #include <math.h>
@@ -154,8 +155,16 @@ static int add_budget(const char *flag, const char *s, sim_opts *o) {
 static int elem_of(const char *s) { return !strcmp(s, "bf16") || !strcmp(s, "f16") ? 2 : !strcmp(s, "f32") ? 4 : 0; }
 
 static int parse_args(int argc, char **argv, sim_opts *o) {
+    static const char *const bare[] = {"--help", "-h", "--quiet", "--measure-inputs", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        char a[64], why[128];
+        const char *v;
+        int r = kb_opt_next(argc, argv, &i, bare, a, sizeof a, &v);
+        if (r != KB_OPT_OK) {
+            fprintf(stderr, "kvbench sim: %s\n", kb_opt_problem(r, a, why, sizeof why));
+            usage(stderr);
+            return -1;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 1;
         if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
@@ -165,12 +174,6 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
             o->measure = 1;
             continue;
         }
-        if (i + 1 >= argc || strncmp(a, "--", 2)) {
-            fprintf(stderr, "kvbench sim: %s '%s'\n", strncmp(a, "--", 2) ? "unexpected argument" : "missing value for", a);
-            usage(stderr);
-            return -1;
-        }
-        const char *v = argv[++i];
         char err[512];
         int bad = 0;
         if (!strcmp(a, "--model")) o->model = v;

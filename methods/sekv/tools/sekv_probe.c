@@ -17,6 +17,7 @@
 #include "../../../model/model.h"
 #include "../../../workloads/haystack.h"
 #include "../../../workloads/niah.h"
+#include "../../../kernels/cli_opt.h"
 
 #include <errno.h>
 #include <math.h>
@@ -219,18 +220,20 @@ int sekv_probe_main(int argc, char **argv) {
     const char *model_path = model_default_path(), *hay_path = NULL, *sets[MAX_SETS];
     double ctxs[MAX_LIST] = {768}, depths[MAX_LIST] = {35}, budget = 0.5;
     int n_ctx = 1, n_depth = 1, n_sets = 0, qa = 0;
+    static const char *const bare[] = {"--help", "-h", "--question-after", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        char a[64], why[160];
+        const char *v;
+        int r = kb_opt_next(argc, argv, &i, bare, a, sizeof a, &v);   /* --flag value, --flag=value */
+        if (r != KB_OPT_OK) {
+            fprintf(stderr, "kvbench sekv-probe: %s (see --help)\n", kb_opt_problem(r, a, why, sizeof why));
+            return 2;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
         if (!strcmp(a, "--question-after")) {
             qa = 1;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvbench sekv-probe: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
         char *end;
         if (!strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--haystack")) hay_path = v;
@@ -275,8 +278,7 @@ int sekv_probe_main(int argc, char **argv) {
         return 1;
     }
     const kv_tokenizer *tok = model_tokenizer(m);
-    const gguf_file *gf = model_gguf(m);
-    uint64_t hash = sekv_model_hash(gf->base, gf->size);
+    uint64_t hash = model_content_hash(m);
     /* a setting sekv refuses (a bad value, a params file of another model) is a usage
      * error before the first case, as in kvbench run (kv_init_refused) */
     for (int k = 0; k < n_sets; k++) {

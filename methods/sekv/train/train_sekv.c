@@ -6,6 +6,7 @@
 #include "../../../kernels/core.h"
 #include "../../../workloads/utf8.h"
 #include "../../../kernels/host.h"
+#include "../../../kernels/cli_opt.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -130,15 +131,16 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
     o->corpus = default_dir("KVBENCH_CORPUS", "corpus", corpus, sizeof corpus);
     o->cache = default_dir("KVBENCH_SEKV_CACHE", "sekv-train", cache, sizeof cache);
     o->rank = o->tc.rank;
+    static const char *const bare[] = {"--help", "-h", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        char a[64], why[160];
+        const char *v;
+        int r = kb_opt_next(argc, argv, &i, bare, a, sizeof a, &v);   /* --flag value, --flag=value */
+        if (r != KB_OPT_OK) return fail("%s (see --help)", kb_opt_problem(r, a, why, sizeof why));
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             *help = 1;
             return 0;
         }
-        if (a[0] != '-' || i + 1 >= argc)
-            return fail(a[0] == '-' ? "%s needs a value (see --help)" : "unexpected argument '%s' (see --help)", a);
-        const char *v = argv[++i];
         long x = 0;
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--corpus")) o->corpus = v;
@@ -508,8 +510,7 @@ int cmd_train_sekv(int argc, char **argv) {
         return 1;
     }
     const kv_model_config *mc = model_config(m);
-    const gguf_file *gf = model_gguf(m);
-    uint64_t mhash = sekv_model_hash(gf->base, gf->size);
+    uint64_t mhash = model_content_hash(m);
 
     train_doc *docs = NULL;
     int nd = prepare_docs(m, &o, mhash, &docs);
