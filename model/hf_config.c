@@ -72,7 +72,8 @@ static int rope_scaling(const char *dir, const json_value *root, gguf_meta *g, h
     const json_value *rs = json_get(root, "rope_scaling");
     if (!rs || rs->type == JSON_NULL) return 0;
     if (rs->type != JSON_OBJECT) return hf_fail(err, errlen, dir, CFG, "field 'rope_scaling' is not an object");
-    const char *field = json_get(rs, "rope_type") ? "rope_type" : "type";
+    const json_value *rt = json_get(rs, "rope_type");
+    const char *field = rt && rt->type != JSON_NULL ? "rope_type" : "type";   /* older configs: "type" */
     const json_value *tv = json_get(rs, field);
     if (!tv || tv->type == JSON_NULL) return hf_fail(err, errlen, dir, CFG, "field 'rope_scaling.rope_type' is missing");
     if (tv->type != JSON_STRING)
