@@ -18,6 +18,8 @@ PY=.venv/bin/python
 if ! "$PY" -c "import gguf, safetensors, tokenizers" 2>/dev/null; then
     echo "SKIP: .venv lacks gguf/safetensors/tokenizers (tools/setup_venv.sh)"; exit 0
 fi
+# The weights' seed changes nothing refused here: make test-seeds leaves the test out.
+if [ "${KVBENCH_TEST_SEED_ONLY:-}" = 1 ]; then echo "seed-only: left out every case (none reads the seed)"; exit 0; fi
 seed=${KVBENCH_TEST_SEED:-$(( (RANDOM << 15) | RANDOM ))}
 echo "seed $seed (KVBENCH_TEST_SEED to replay)"
 "$PY" tests/hf_tiny.py llama "$T/llama" "$seed" f32 1
