@@ -31,7 +31,9 @@ static int int_field(const char *dir, const json_value *o, const char *key, long
     return int_in(dir, o, "", key, deflt, lo, hi, out, err, errlen);
 }
 
-/* A positive number no larger than hi (errors name the user's key and value). */
+/* A positive number no larger than hi, nor below 1e-30 (it goes into the GGUF metadata as
+ * a float32: 0 there would be refused under the converted key); errors name the user's
+ * key and value. */
 static int pos_field(const char *dir, const json_value *o, const char *where, const char *key, double deflt,
                      double hi, double *out, char *err, size_t errlen) {
     int r = hf_num(o, key, out);
@@ -42,6 +44,7 @@ static int pos_field(const char *dir, const json_value *o, const char *where, co
     }
     if (!(*out > 0)) return hf_fail(err, errlen, dir, CFG, "field '%s%s' = %g is not positive", where, key, *out);
     if (*out > hi) return hf_fail(err, errlen, dir, CFG, "field '%s%s' = %g is outside (0, %g]", where, key, *out, hi);
+    if (*out < 1e-30) return hf_fail(err, errlen, dir, CFG, "field '%s%s' = %g is below 1e-30", where, key, *out);
     return 0;
 }
 

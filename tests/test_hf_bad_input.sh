@@ -5,8 +5,8 @@
 #  - model.safetensors.index.json mapping a tensor to ../../x.safetensors, to 5 or to ..
 #    (a use-after-free before);
 #  - config.json values checked under their own key: yarn original_max_position_embeddings
-#    1e20 and 0.5, attention_factor 1e30, beta_fast -1, sliding_window -5, an integer
-#    rope type, bos_token_id 5000 past a vocabulary of 263, a bos_token_id that is text,
+#    1e20 and 0.5, attention_factor 1e30, beta_fast -1, rms_norm_eps 1e-300 (0 as a float32),
+#    sliding_window -5, an integer rope type, bos_token_id 5000 past a vocabulary of 263, a bos_token_id that is text,
 #    heads that are not a multiple of the kv heads;
 #  - overlapping safetensors tensors; a GGUF whose yarn attn_factor is 1e30;
 #  - files that are not regular (a FIFO, /dev/zero) or too large: config.json,
@@ -80,6 +80,8 @@ fresh qwen2; setj config.json "c['rope_scaling']['attention_factor']=1e30"
 refused "yarn attention_factor 1e30" 2 "$B/config.json: field 'rope_scaling.attention_factor' = 1e+30 is outside (0, 16]" "$B"
 fresh qwen2; setj config.json "c['rope_scaling']['beta_fast']=-1"
 refused "yarn beta_fast -1" 2 "$B/config.json: field 'rope_scaling.beta_fast' = -1 is not positive" "$B" info
+fresh qwen2; setj config.json "c['rms_norm_eps']=1e-300"
+refused "rms_norm_eps 1e-300 (0 as a float32)" 2 "$B/config.json: field 'rms_norm_eps' = 1e-300 is below 1e-30" "$B" info
 fresh qwen2; setj config.json "c['rope_scaling']['type']=3"
 refused "integer rope type" 2 "$B/config.json: field 'rope_scaling.type' must be a string" "$B" info
 fresh llama; setj config.json "c['rope_scaling']['rope_type']=3"
