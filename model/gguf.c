@@ -2,6 +2,7 @@
  * offset is checked against the bytes that remain BEFORE it is used or allocated for
  * (model-format.md 1.5). Errors read "PATH: what is wrong (where)". */
 #include "gguf.h"
+#include "../kernels/host.h"
 #include "quant.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -321,18 +322,14 @@ int gguf_open(gguf_file *f, const char *path, char *err, size_t errlen) {
     cursor c = {.path = path, .err = err, .errlen = errlen};
     if (err && errlen) err[0] = 0;
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(&c, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(&c, "not a regular file");
-    }
-    f->size = (size_t)st.st_size;
+    char why[160];
+    int fd = kb_open_regular(path, SIZE_MAX, &f->size, why, sizeof why);   /* a FIFO never blocks */
+    if (fd < 0) return fail(&c, "%s", why);
     if (f->size < 24) {
         close(fd);
+        size_t n = f->size;
         memset(f, 0, sizeof *f);
-        return fail(&c, "file is %lld bytes, too small for a GGUF header (24)", (long long)st.st_size);
+        return fail(&c, "file is %zu bytes, too small for a GGUF header (24)", n);
     }
     void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;

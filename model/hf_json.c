@@ -1,5 +1,6 @@
 /* JSON files of a Hugging Face directory (see hf_internal.h). */
 #include "hf_internal.h"
+#include "../kernels/host.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,29 +20,14 @@ int hf_fail(char *err, size_t errlen, const char *dir, const char *name, const c
 
 int hf_read_json(const char *dir, const char *name, int optional, json_value *v, char **text, size_t *len,
                  char *err, size_t errlen) {
-    char path[1024];
+    char path[1024], why[160];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    size_t n;
+    char *buf = kb_read_file_capped(path, KB_CAP_JSON, &n, why, sizeof why);
+    if (!buf) {
         if (optional && errno == ENOENT) return 1;
-        return hf_fail(err, errlen, dir, name, "cannot open: %s", strerror(errno));
+        return hf_fail(err, errlen, dir, name, "%s", why);
     }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 > cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            char *b = realloc(buf, cap);
-            if (!b) { free(buf); fclose(f); return hf_fail(err, errlen, dir, name, "out of memory"); }
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); return hf_fail(err, errlen, dir, name, "read error"); }
     char jerr[200];
     if (json_parse(buf, n, v, jerr, sizeof jerr)) {
         free(buf);

@@ -1,6 +1,7 @@
 /* A Hugging Face directory as a gguf_file (see hf_load.h). */
 #include "hf_load.h"
 #include "hf_internal.h"
+#include "../kernels/host.h"
 #include "quant.h"
 #include "safetensors.h"
 #include <errno.h>
@@ -82,8 +83,9 @@ static uint64_t hash_bytes(uint64_t h, const uint8_t *p, size_t n) {
 static int hash_file(uint64_t *h, const char *dir, const char *name, char *err, size_t errlen) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return errno == ENOENT ? 0 : hf_fail(err, errlen, dir, name, "cannot open: %s", strerror(errno));
+    char why[160];
+    FILE *f = kb_fopen_regular(path, KB_CAP_JSON, why, sizeof why);
+    if (!f) return errno == ENOENT ? 0 : hf_fail(err, errlen, dir, name, "%s", why);
     static uint8_t buf[1 << 16];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) *h = hash_bytes(*h, buf, n);
@@ -117,9 +119,16 @@ static int list_shards(const char *dir, char ***names, int *n, char *err, size_t
     if (!*names) { json_free(&idx); return hf_fail(err, errlen, dir, IDX, "out of memory"); }
     for (int i = 0; i < wm->n; i++) {
         const json_value *v = &wm->items[i];
-        if (v->type != JSON_STRING || !v->len || strchr(v->str, '/')) {
+        /* a shard is a file of this directory: no path that leaves it (nor an absolute one) */
+        if (v->type != JSON_STRING || !v->len || strchr(v->str, '/') || !strcmp(v->str, ".") || !strcmp(v->str, "..")) {
+            /* the message before json_free: it quotes the index's own key and value */
+            if (v->type != JSON_STRING)
+                hf_fail(err, errlen, dir, IDX, "field 'weight_map.%.64s' is not a string (a shard's file name)", wm->keys[i]);
+            else
+                hf_fail(err, errlen, dir, IDX, "field 'weight_map.%.64s' = '%.64s' is not a file name in the directory "
+                        "(no '/', '.' or '..')", wm->keys[i], v->str);
             json_free(&idx);
-            return hf_fail(err, errlen, dir, IDX, "field 'weight_map.%.64s' is not a file name in the directory", wm->keys[i]);
+            return -1;
         }
         int seen = 0;
         for (int k = 0; k < *n && !seen; k++) seen = !strcmp((*names)[k], v->str);

@@ -7,7 +7,9 @@
  * Token types follow convert_hf_to_gguf: added special tokens are control, other added
  * tokens user-defined, <0xXX> byte tokens byte, ids without a token "[PADn]" unused. */
 #include "hf_internal.h"
+#include "../kernels/host.h"
 #include "tok_internal.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,18 +165,11 @@ static int put_merges(const char *dir, gguf_meta *g, const json_value *merges, c
 
 /* DIR/chat_template.jinja, if there, as the chat template. */
 static int read_jinja(const char *dir, gguf_meta *g, char *err, size_t errlen) {
-    char path[1024];
+    char path[1024], why[160];
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char *buf = malloc(1 << 20);
-    size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
-    int big = buf && n == 1 << 20;
-    fclose(f);
-    if (!buf || big) {
-        free(buf);
-        return hf_fail(err, errlen, dir, "chat_template.jinja", buf ? "larger than 1 MiB" : "out of memory");
-    }
+    size_t n;
+    char *buf = kb_read_file_capped(path, (size_t)1 << 20, &n, why, sizeof why);
+    if (!buf) return errno == ENOENT ? 0 : hf_fail(err, errlen, dir, "chat_template.jinja", "%s", why);
     gm_str(g, "tokenizer.chat_template", buf, n);
     free(buf);
     return 0;
@@ -292,8 +287,18 @@ int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, char *err, si
     const json_value *tc = have_cfg ? &cfg : NULL;
     const char *bos_text = tc ? special_text(tc, "bos_token") : NULL;
     int bos = find_id(&v, bos_text), eos = find_id(&v, tc ? special_text(tc, "eos_token") : NULL);
-    if (bos < 0 && c->bos >= 0 && c->bos < n) bos = c->bos;
-    if (eos < 0 && c->eos >= 0 && c->eos < n) eos = c->eos;
+    /* config.json's ids name tokens of this vocabulary, or the file is wrong: said, not dropped */
+    static const char *const id_key[2] = {"bos_token_id", "eos_token_id"};
+    for (int k = 0; k < 2; k++) {
+        int id = k ? c->eos : c->bos;
+        if (id >= n) {
+            hf_fail(err, errlen, dir, "config.json", "field '%s' = %d is not a token of the vocabulary (%d tokens)",
+                    id_key[k], id, n);
+            goto done;
+        }
+    }
+    if (bos < 0) bos = c->bos;
+    if (eos < 0) eos = c->eos;
     if (bos >= 0) gm_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
     if (eos >= 0) gm_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
     if (unk >= 0) gm_u32(g, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);

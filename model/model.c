@@ -51,7 +51,8 @@ static int meta_int(kv_model *m, const char *key, int64_t deflt, int64_t lo, int
     return 0;
 }
 
-static int meta_f32(kv_model *m, const char *key, float deflt, int required, float *out,
+/* A positive float key no larger than hi. */
+static int meta_f32(kv_model *m, const char *key, float deflt, int required, double hi, float *out,
                     char *err, size_t errlen) {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", m->cfg.arch, key);
@@ -62,7 +63,8 @@ static int meta_f32(kv_model *m, const char *key, float deflt, int required, flo
     }
     if (gguf_get_f32(&m->gf, full, out))
         return fail(m, err, errlen, "metadata key %s is not a float", full);
-    if (!(*out > 0) || *out > 1e30f) return fail(m, err, errlen, "metadata key %s = %g is not positive", full, *out);
+    if (!(*out > 0)) return fail(m, err, errlen, "metadata key %s = %g is not positive", full, *out);
+    if (*out > hi) return fail(m, err, errlen, "metadata key %s = %g is outside (0, %g]", full, *out, hi);
     return 0;
 }
 
@@ -173,8 +175,8 @@ static int read_config(kv_model *m, char *err, size_t errlen) {
     if (meta_int(m, "rope.dimension_count", c->head_dim, 2, c->head_dim, &v, err, errlen)) return -1;
     if (v % 2) return fail(m, err, errlen, "rope dimension count %lld is odd", (long long)v);
     m->n_rot = (int)v;
-    if (meta_f32(m, "rope.freq_base", 10000.0f, 0, &c->rope_base, err, errlen)) return -1;
-    if (meta_f32(m, "attention.layer_norm_rms_epsilon", 0, 1, &c->norm_eps, err, errlen)) return -1;
+    if (meta_f32(m, "rope.freq_base", 10000.0f, 0, 1e30, &c->rope_base, err, errlen)) return -1;
+    if (meta_f32(m, "attention.layer_norm_rms_epsilon", 0, 1, 1e30, &c->norm_eps, err, errlen)) return -1;
     c->has_qkv_bias = !strcmp(c->arch, "qwen2");
     m->rope_neox = !strcmp(c->arch, "qwen2");
     if (meta_int(m, "attention.sliding_window", 0, 0, 1 << 24, &v, err, errlen)) return -1;
@@ -228,10 +230,10 @@ static int read_rope_scaling(kv_model *m, char *err, size_t errlen) {
 #undef IS
     float f = 1;
     if (r->type != KV_ROPE_NONE) {
-        if (meta_f32(m, "rope.scaling.factor", 0, 1, &f, err, errlen)) return -1;
+        if (meta_f32(m, "rope.scaling.factor", 0, 1, KV_ROPE_FACTOR_MAX, &f, err, errlen)) return -1;
         r->factor = f;
     }
-    if (meta_f32(m, "rope.scaling.attn_factor", 1, 0, &f, err, errlen)) return -1;
+    if (meta_f32(m, "rope.scaling.attn_factor", 1, 0, KV_ROPE_ATTN_FACTOR_MAX, &f, err, errlen)) return -1;
     if (r->type != KV_ROPE_YARN && f != 1)
         return fail(m, err, errlen, "metadata key %sattn_factor = %g is only supported with yarn", prefix, f);
     if (r->type == KV_ROPE_YARN) {
@@ -243,9 +245,9 @@ static int read_rope_scaling(kv_model *m, char *err, size_t errlen) {
             return -1;
         r->orig_ctx = (int)v;
         float b;
-        if (meta_f32(m, "rope.scaling.yarn_beta_fast", 32, 0, &b, err, errlen)) return -1;
+        if (meta_f32(m, "rope.scaling.yarn_beta_fast", 32, 0, KV_ROPE_BETA_MAX, &b, err, errlen)) return -1;
         r->beta_fast = b;
-        if (meta_f32(m, "rope.scaling.yarn_beta_slow", 1, 0, &b, err, errlen)) return -1;
+        if (meta_f32(m, "rope.scaling.yarn_beta_slow", 1, 0, KV_ROPE_BETA_MAX, &b, err, errlen)) return -1;
         r->beta_slow = b;
     }
     return 0;

@@ -39,6 +39,12 @@ typedef struct {
 } kv_rope_scaling;
 
 double rope_yarn_mscale(double factor);        /* transformers' get_mscale(factor) */
+/* The largest rope scaling values a model file may state (GGUF keys and config.json alike;
+ * real checkpoints use factors up to 64 and attention factors near 1): past these a value
+ * is a mistake, refused by its key rather than turned into infinite or zero frequencies. */
+#define KV_ROPE_FACTOR_MAX 1024.0
+#define KV_ROPE_BETA_MAX 1024.0
+#define KV_ROPE_ATTN_FACTOR_MAX 16.0
 const char *rope_type_name(kv_rope_type t);    /* "none", "linear", "llama3", "yarn" */
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* safetensors reader (see safetensors.h). */
 #include "safetensors.h"
 #include "quant.h"
+#include "../kernels/host.h"
 #include "../workloads/jsonl.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -68,17 +69,43 @@ static int read_entry(st_file *f, const char *name, const json_value *v, const u
     return 0;
 }
 
+typedef struct { const uint8_t *p; size_t n; int i; } span;
+static int cmp_span(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return x->p < y->p ? -1 : x->p > y->p;
+}
+
+/* No two tensors share a byte: one written over another would load as two weights. */
+static int check_overlap(st_file *f, const uint8_t *data0, char *err, size_t errlen) {
+    span *s = malloc((f->n ? (size_t)f->n : 1) * sizeof *s);
+    int m = 0;
+    if (!s) return fail(f->path, err, errlen, "out of memory");
+    for (int i = 0; i < f->n; i++)
+        if (f->t[i].nbytes) s[m++] = (span){f->t[i].data, f->t[i].nbytes, i};
+    qsort(s, (size_t)m, sizeof *s, cmp_span);
+    for (int k = 1; k < m; k++)
+        if (s[k - 1].p + s[k - 1].n > s[k].p) {
+            const span *x = &s[k - 1], *y = &s[k];
+            size_t xb = (size_t)(x->p - data0), yb = (size_t)(y->p - data0);
+            fail(f->path, err, errlen, "tensors %s (data_offsets [%zu, %zu]) and %s ([%zu, %zu]) overlap",
+                 f->t[x->i].name, xb, xb + x->n, f->t[y->i].name, yb, yb + y->n);
+            free(s);
+            return -1;
+        }
+    free(s);
+    return 0;
+}
+
 int st_open(st_file *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(path, err, errlen, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || st.st_size < 8) {
+    char why[160];
+    int fd = kb_open_regular(path, SIZE_MAX, &f->size, why, sizeof why);   /* a FIFO never blocks */
+    if (fd < 0) return fail(path, err, errlen, "%s", why);
+    if (f->size < 8) {
         close(fd);
         return fail(path, err, errlen, "too small for a safetensors header");
     }
-    f->size = (size_t)st.st_size;
     void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
@@ -119,6 +146,7 @@ int st_open(st_file *f, const char *path, char *err, size_t errlen) {
         f->n++;
     }
     json_free(&h);
+    if (check_overlap(f, data0, err, errlen)) goto bad;
     return 0;
 bad:
     st_close(f);

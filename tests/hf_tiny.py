@@ -9,7 +9,8 @@ usage: hf_tiny.py VARIANT OUT_DIR SEED DTYPE SHARDS
   DTYPE: f32 | f16 | bf16 (the 2-D weights; the safetensors files hold everything in it)
   SHARDS: 1 writes model.safetensors, N > 1 model-0000i-of-0000N.safetensors + the index
 Writes OUT_DIR/hf/ (the checkpoint), OUT_DIR/model.gguf and OUT_DIR/p0_ids.txt (random
-prompt ids, past the original context of 256)."""
+prompt ids, past the original context of 256). HF_TINY_GGUF_F32=KEY=VALUE,... adds float32
+keys to the GGUF (a bad value for a test)."""
 import json
 import math
 import os
@@ -256,6 +257,9 @@ def main():
         if arch == "qwen2":
             for n in "qkv":
                 put(f"blk.{l}.attn_{n}.bias", p + f"self_attn.{n}_proj.bias")
+    for kv in filter(None, os.environ.get("HF_TINY_GGUF_F32", "").split(",")):
+        key, val = kv.split("=")
+        g.add_float32(key, float(val))
     g.write_header_to_file()
     g.write_kv_data_to_file()
     g.write_tensors_to_file()

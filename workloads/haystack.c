@@ -18,14 +18,12 @@ char *haystack_default_dir(void) {
 }
 
 static int append_file(strbuf *b, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
-    char buf[65536];
+    char why[160];
     size_t k, start = b->n;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0) sb_putn(b, buf, k);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { snprintf(err, errlen, "%s: read error", path); return -1; }
+    char *buf = kb_read_file_capped(path, KB_CAP_DEFAULT, &k, why, sizeof why);   /* no FIFO, no /dev/zero */
+    if (!buf) { snprintf(err, errlen, "%s: %s", path, why); return -1; }
+    sb_putn(b, buf, k);
+    free(buf);
     if (b->oom) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
     /* The prompts are cut and spliced at token boundaries, which needs text the
      * tokenizer maps back byte for byte: valid UTF-8. */

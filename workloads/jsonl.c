@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "jsonl.h"
+#include "../kernels/host.h"
 #include "strbuf.h"
 #include "utf8.h"
 
@@ -330,9 +331,10 @@ int jsonl_read(const char *path, jsonl_fn fn, void *ctx, jsonl_stats *st, FILE *
                size_t errlen) {
     memset(st, 0, sizeof *st);
     if (!log) log = stderr;
-    FILE *f = fopen(path, "rb");
+    char why[160];
+    FILE *f = kb_fopen_regular(path, SIZE_MAX, why, sizeof why);   /* read by lines, each capped */
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: %s", path, why);
         return -1;
     }
     char msg[512];

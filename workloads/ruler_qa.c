@@ -6,6 +6,7 @@
 #include "jsonl.h"
 #include "ruler_qa.h"
 #include "strbuf.h"
+#include "../kernels/host.h"
 
 const char *ruler_qa_file(int squad) { return squad ? "squad.json" : "hotpotqa.json"; }
 
@@ -210,21 +211,17 @@ ruler_qa_data *ruler_qa_load(const char *dir, int squad, char *err, size_t errle
     ruler_qa_data *d = calloc(1, sizeof *d);
     if (!d) { snprintf(err, errlen, "out of memory"); return NULL; }
     snprintf(d->path, sizeof d->path, "%s/%s", dir, ruler_qa_file(squad));
-    FILE *f = fopen(d->path, "rb");
-    if (!f) {
+    char why[160];
+    strbuf b = {0};
+    b.p = kb_read_file_capped(d->path, KB_CAP_DEFAULT, &b.n, why, sizeof why);
+    if (!b.p && errno == ENOENT) {
         snprintf(err, errlen, "%s: %s (ruler:%s reads %s: %s)", d->path, strerror(errno), squad ? "qa_1" : "qa_2",
                  squad ? "SQuAD 2.0 dev, dev-v2.0.json" : "HotpotQA dev distractor, hotpot_dev_distractor_v1.json",
                  "download it and save it under this name");
         free(d);
         return NULL;
     }
-    strbuf b = {0};
-    char buf[1 << 16];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0) sb_putn(&b, buf, k);
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr || b.oom) { snprintf(err, errlen, "%s: %s", d->path, rerr ? "read error" : "out of memory"); free(b.p); free(d); return NULL; }
+    if (!b.p) { snprintf(err, errlen, "%s: %s", d->path, why); free(d); return NULL; }
     json_value root;
     char jerr[256];
     if (json_parse(b.p ? b.p : "", b.n, &root, jerr, sizeof jerr)) {

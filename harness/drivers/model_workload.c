@@ -7,6 +7,8 @@
 #include "../../workloads/niah.h"
 #include "../../workloads/ruler.h"
 #include "../../workloads/ruler_qa.h"
+#include "../../kernels/host.h"
+#include <errno.h>
 
 #include <limits.h>
 #include <stdio.h>
@@ -206,10 +208,12 @@ int mw_qa_check(const mw_spec *s, char *err, size_t errlen) {
         }
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", s->qa_data, ruler_qa_file(qa == 1));
-        FILE *f = fopen(path, "rb");
+        char why[160];
+        FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);   /* a FIFO would block fopen */
         if (!f) {
-            snprintf(err, errlen, "--qa-data %s: ruler:%s reads %s, which cannot be opened (%s: save %s under this name)",
-                     s->qa_data, ruler_task_name(t), path, qa == 1 ? "SQuAD 2.0 dev" : "HotpotQA dev distractor",
+            snprintf(err, errlen, "--qa-data %s: ruler:%s reads %s, which %s (%s: save %s under this name)",
+                     s->qa_data, ruler_task_name(t), path, errno == ENOENT ? "cannot be opened" : why,
+                     qa == 1 ? "SQuAD 2.0 dev" : "HotpotQA dev distractor",
                      qa == 1 ? "dev-v2.0.json" : "hotpot_dev_distractor_v1.json");
             return -1;
         }
@@ -220,7 +224,8 @@ int mw_qa_check(const mw_spec *s, char *err, size_t errlen) {
 
 /* FNV-1a 64 of a file's bytes (the qa data's identity in the run key); 0 if unreadable. */
 static uint64_t file_fnv(const char *path) {
-    FILE *f = fopen(path, "rb");
+    char why[160];
+    FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);
     if (!f) return 0;
     uint64_t h = 1469598103934665603ull;
     int c;

@@ -1,4 +1,6 @@
 #include "run_ident.h"
+#include "../../kernels/host.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,16 +60,12 @@ int run_ident_trained(const method_params *mp, const kv_setup *shape, run_traine
         run_trained *t = &out[n++];
         t->method = m->name;
         snprintf(t->hex, sizeof t->hex, "%s", !strcmp(path, "?") ? "?" : "none");
-        FILE *f = *path && strcmp(path, "?") ? fopen(path, "rb") : NULL;
-        if (!f) continue;
-        char *buf = NULL;   /* the bytes the method just loaded (and checked) */
-        long len = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
-        if (len >= 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)len + 1)) &&
-            fread(buf, 1, (size_t)len, f) == (size_t)len)
-            sha256_hex(buf, (size_t)len, t->hex);
-        else snprintf(t->hex, sizeof t->hex, "?");
+        if (!*path || !strcmp(path, "?")) continue;
+        size_t len;
+        char *buf = kb_read_file(path, &len);   /* the bytes the method just loaded (and checked) */
+        if (buf) sha256_hex(buf, len, t->hex);
+        else if (errno != ENOENT) snprintf(t->hex, sizeof t->hex, "?");
         free(buf);
-        fclose(f);
     }
     return n;
 }

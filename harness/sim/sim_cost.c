@@ -97,7 +97,8 @@ void sim_bw_get(double bw_host_flag, double bw_device_flag, double bw_pcie_flag,
     }
     char path[512];
     kb_cache_path("membw.tsv", path, sizeof path);
-    FILE *f = fopen(path, "r");
+    char why[160];
+    FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);   /* read by lines */
     if (!f) {
         snprintf(bw->host_src, sizeof bw->host_src, "unknown (run make bench, or give --bw-host)");
         return;

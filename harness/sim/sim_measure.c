@@ -18,7 +18,8 @@
 static int manifest(const char *dir, char names[][256], int cap) {
     char path[1024], line[2048];
     snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
-    FILE *f = fopen(path, "r");
+    char why[160];
+    FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);   /* read by lines */
     if (!f) return -1;
     int n = 0;
     while (n < cap && fgets(line, sizeof line, f)) {

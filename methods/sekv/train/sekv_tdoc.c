@@ -1,6 +1,8 @@
 /* SeKV training data: one document's fixed inputs (sekv_tdoc), its cache file, the
  * coverage target and the mining helpers (see sekv_train.h). */
 #include "sekv_train.h"
+#include "../../../kernels/host.h"
+#include <stdint.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -324,9 +326,10 @@ int sekv_tdoc_save(const sekv_tdoc *d, const char *path, char *err, size_t errle
 
 int sekv_tdoc_load(sekv_tdoc *d, const char *path, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
-    FILE *f = fopen(path, "rb");
+    char why[160];
+    FILE *f = kb_fopen_regular(path, SIZE_MAX, why, sizeof why);   /* read by its header's sizes */
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
+        snprintf(err, errlen, "%s: %s", path, why);
         return -1;
     }
     char magic[8];
