@@ -9,11 +9,12 @@
 #include <strings.h>
 
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
-    kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress;
+    kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress,
+    kv_tova, kv_keydiff, kv_lagkv, kv_random;
 
 static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
-    &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress,
+    &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_random,
 };
 #define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])
 #define MAX_METHODS 256
