@@ -90,6 +90,13 @@ int main(void) {
     v1.commands = (const kv_command[]){{"junk", "past a version-1 table's end: never read", x_cmd}, {NULL, NULL, NULL}};
     CHECK(kv_method_resolve(&v1, &out, err, sizeof err) == 0, "a version-1 table refused: %s", err);
     CHECK(out.abi == KV_METHOD_ABI && !out.commands[0].name && !out.paper->claims[0].id, "a version-1 table's new members");
+    /* a version-2 table ends at paper: head_budgets (version 3) is never read, defaults to 0 */
+    struct { kv_method m; char junk[64]; } v2 = {.m = minimal};
+    memset(v2.junk, 0x5a, sizeof v2.junk);
+    v2.m.abi = 2, v2.m.size = (unsigned)KV_METHOD_SIZE_V2, v2.m.head_budgets = 77;
+    CHECK(kv_method_resolve(&v2.m, &out, err, sizeof err) == 0, "a version-2 table refused: %s", err);
+    CHECK(out.abi == KV_METHOD_ABI && out.head_budgets == 0 && !out.paper->claims[0].id,
+          "a version-2 table's version-3 member: head_budgets %d", out.head_budgets);
     t = minimal, t.commands = (const kv_command[]){{"door-cmd", "help", NULL}, {NULL, NULL, NULL}};
     refused(&t, "door-test: command 'door-cmd': needs a name of a-z 0-9 _ . - and a function");
     t = minimal, t.commands = (const kv_command[]){{"Bad Cmd", "help", x_cmd}, {NULL, NULL, NULL}};
