@@ -1,5 +1,6 @@
-/* Random (kvpress's RandomPress, kvpress/presses/random_press.py at NVIDIA/kvpress
- * 8bb29b9): every (layer, kv head, prompt row) draws an independent uniform score and the
+/* randompress (kvpress's RandomPress, kvpress/presses/random_press.py at NVIDIA/kvpress
+ * 8bb29b9; named after the class as knormpress is, since a method named "random" would
+ * claim every random_* identifier outside methods/, tests/test_method_names.sh): every (layer, kv head, prompt row) draws an independent uniform score and the
  * top B are kept: a baseline that knows nothing. kvpress draws with torch.rand (seed
  * None: unseeded); here the draw is a hash of (seed, layer, kv head, row) (splitmix64), so
  * a run is reproducible and the same under every kv_type, but the rows differ from
@@ -9,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-extern const kv_method kv_random;
+extern const kv_method kv_randompress;
 
 struct kv_state {
     kv_cacheset cs;     /* first: the scorer base and the door members rely on it */
@@ -25,13 +26,13 @@ static const kv_range ranges[] = {{"seed", 0, 2147483647, NAN}, {"sinks", 0, 1e9
 
 static kv_state *random_init(const kv_setup *s, char *err, size_t errlen) {
     kv_state *st = calloc(1, sizeof *st);
-    if (!st) return snprintf(err, errlen, "random: out of memory"), NULL;
-    if (kv_param_check(&kv_random, s->params, err, errlen) ||
-        kv_param_int(&kv_random, s->params, "seed", &st->seed, err, errlen) ||
-        kv_param_int(&kv_random, s->params, "sinks", &st->sinks, err, errlen) ||
-        (st->seed < 0 && snprintf(err, errlen, "random: seed=%d must be >= 0", st->seed)) ||
-        (st->sinks < 0 && snprintf(err, errlen, "random: sinks=%d must be >= 0", st->sinks)) ||
-        cs_init(&st->cs, s, 1, 1, "random", err, errlen)) {
+    if (!st) return snprintf(err, errlen, "randompress: out of memory"), NULL;
+    if (kv_param_check(&kv_randompress, s->params, err, errlen) ||
+        kv_param_int(&kv_randompress, s->params, "seed", &st->seed, err, errlen) ||
+        kv_param_int(&kv_randompress, s->params, "sinks", &st->sinks, err, errlen) ||
+        (st->seed < 0 && snprintf(err, errlen, "randompress: seed=%d must be >= 0", st->seed)) ||
+        (st->sinks < 0 && snprintf(err, errlen, "randompress: sinks=%d must be >= 0", st->sinks)) ||
+        cs_init(&st->cs, s, 1, 1, "randompress", err, errlen)) {
         free(st);
         return NULL;
     }
@@ -58,12 +59,12 @@ static void random_score(const kv_state *st, const kv_prefill *p, int j, float *
 }
 
 static int random_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
-    return scorer_ingest(st, p, st->sinks, random_score, "random", err, errlen);
+    return scorer_ingest(st, p, st->sinks, random_score, "randompress", err, errlen);
 }
 
-const kv_method kv_random = {
+const kv_method kv_randompress = {
     KV_METHOD_HEAD,
-    .name = "random",
+    .name = "randompress",
     .summary = "B prompt tokens drawn at random per layer and kv head (seeded); kvpress's RandomPress (kvpress "
                "8bb29b9), prompt compressed once",
     .params = params,

@@ -10,11 +10,11 @@
 
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
     kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress,
-    kv_tova, kv_keydiff, kv_lagkv, kv_random, kv_adakv_snapkv;
+    kv_tova, kv_keydiff, kv_lagkv, kv_randompress, kv_adakv_snapkv;
 
 static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
-    &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_random,
+    &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_randompress,
     &kv_adakv_snapkv,
 };
 #define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])

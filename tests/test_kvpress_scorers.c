@@ -1,4 +1,4 @@
-/* kvpress's scoring presses written as kvbench methods (tova, keydiff, lagkv, random)
+/* kvpress's scoring presses written as kvbench methods (tova, keydiff, lagkv, randompress)
  * against float64 references of kvpress's rules on fresh random K/V and attention rows:
  * per kv head the kept prompt positions must equal the reference's top B exactly. The
  * scores are compared as the methods rank them: computed in double, rounded to float,
@@ -139,7 +139,7 @@ static void ref_random(int seed, int layer, int j, int n, double *score) {
 }
 
 enum { TOVA, KEYDIFF, LAGKV, RANDOM, N_METHODS };
-static const char *const names[N_METHODS] = {"tova", "keydiff", "lagkv", "random"};
+static const char *const names[N_METHODS] = {"tova", "keydiff", "lagkv", "randompress"};
 
 static void one_trial(int which, int trial) {
     const kv_method *m = kv_method_find(names[which]);
@@ -197,7 +197,7 @@ static void one_trial(int which, int trial) {
 
 /* Random's draw moves with the seed and differs between kv heads (a fixed case). */
 static void random_varies(void) {
-    const kv_method *m = kv_method_find("random");
+    const kv_method *m = kv_method_find("randompress");
     if (!m) return;
     int32_t a[20], b[20], c[20];
     int na = 0, nb = 0, nc = 0;
@@ -216,7 +216,7 @@ static void random_varies(void) {
         m->free(st), free(K);
     }
     CHECK(na == 20 && nb == 20 && nc == 20 && memcmp(a, b, sizeof a) && memcmp(a, c, sizeof a),
-          "random: the same rows for two seeds or two kv heads");
+          "randompress: the same rows for two seeds or two kv heads");
 }
 
 int main(void) {
