@@ -285,6 +285,15 @@ const kv_method *kv_method_reference(void);
 int kv_method_register(const kv_method *m, const char *origin, char *err, size_t errlen);
 /* Where a registered method came from: NULL for a built-in one, else the origin given. */
 const char *kv_method_origin(const kv_method *m);
+/* The method groups --methods takes beside single names, in registry order:
+ *   all      every registered method;
+ *   paper    the reference (keeps_all), then each method that has a paper (kv_method.paper with
+ *            a title) and that paper's baselines: the rows of the paper's tables;
+ *   kvpress  the reference and the methods NVIDIA/kvpress also has (registry.c lists them).
+ * Writes up to cap methods to out and returns how many the group has, or -1 when name is not
+ * a group. KV_METHOD_GROUPS names them for messages. */
+#define KV_METHOD_GROUPS "all, paper, kvpress"
+int kv_method_group(const char *name, const kv_method **out, int cap);
 /* The command NAME some registered method brings (kv_method.commands), NULL if none. */
 const kv_command *kv_command_find(const char *name);
 
