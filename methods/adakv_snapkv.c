@@ -3,7 +3,7 @@
  * prompt queries' pooled window attention, mean over the kv head's query group; the w window
  * rows forced), but the layer's Hkv * B rows are chosen jointly over its kv heads, so a head
  * whose attention is concentrated gives rows to one whose attention is spread. Each kv head
- * first keeps its own top floor(alpha_safeguard * B) rows (kvpress's 0.20). The selection is
+ * first keeps its own top max(1, floor(alpha_safeguard * B)) rows (kvpress 0.5.5: 0.20). The selection is
  * scorer_load_adaptive (scorer.h). SnapKV's parameters and defaults are kvbench's snapkv
  * (w 32, max-pool 7: the SnapKV paper's runs); kvpress's SnapKVPress is window=64,kernel=5,
  * pool=1. Decoded tokens join at full resolution; under --decode hold the layer's lowest-score
@@ -27,7 +27,7 @@ static const kv_param params[] = {
     {"kernel", "7", "pooling kernel size (1 = no pooling; kvpress: 5)"},
     {"pool", "0", "pooling: 0 = max (SnapKV paper runs), 1 = avg (kvpress)"},
     {"agg", "0", "GQA aggregation of the g query heads' scores: 0 = mean (kvpress), 1 = max"},
-    {"alpha_safeguard", "0.2", "each kv head keeps at least its top floor(alpha * B) rows (kvpress's 0.20)"},
+    {"alpha_safeguard", "0.2", "each kv head keeps at least its top max(1, floor(alpha * B)) rows, none at 0 (kvpress 0.5.5: 0.20)"},
     {NULL, NULL, NULL},
 };
 static const kv_range ranges[] = {

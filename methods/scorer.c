@@ -94,6 +94,7 @@ int scorer_load_adaptive(kv_cacheset *c, const kv_prefill *p, const float *score
         return 0;
     }
     int safe = (int)(B * alpha);
+    if (alpha > 0 && safe < 1) safe = 1;   /* kvpress 0.5.5: at least one row per head */
     ada_key *all = malloc(N * sizeof *all);
     int32_t *top = malloc((size_t)n * sizeof *top), *keep = malloc((size_t)n * sizeof *keep);
     uint8_t *kept = calloc(N, 1);

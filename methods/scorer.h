@@ -32,7 +32,8 @@ int scorer_ingest(kv_state *st, const kv_prefill *p, int sinks, kv_row_score sco
 /* AdaKV's head-adaptive allocation (kvpress's AdaKVPress, kvpress/presses/adakv_press.py at
  * NVIDIA/kvpress 8bb29b9; Feng et al. 2024, arXiv 2407.11550) over any score: the layer keeps
  * Hkv * B rows in all, chosen jointly over its kv heads, and each kv head first keeps its own
- * top floor(B * alpha) (the safeguard; kvpress's alpha_safeguard = 0.20). score is [Hkv][n]
+ * top max(1, floor(B * alpha)) (0 when alpha = 0: the safeguard; kvpress's alpha_safeguard =
+ * 0.20; the floor of 1 is kvpress 0.5.5's). score is [Hkv][n]
  * (higher is kept; +inf forces a row, as window or sink rows). The order that decides: safeguard
  * rows, then by score, ties to the lower kv head and then the earlier row (torch's topk leaves
  * tie order unspecified). n <= B keeps everything. Each kept row keeps its score for decode-time

@@ -2,7 +2,7 @@
  * AdaKVPress(SnapKVPress)) against a float64 reference on random window attention rows:
  * per head the pooled window score (sum over the last w rows, 1-D max/avg pooling with
  * padding kernel/2, mean or max over the query group), the w window rows forced; each kv
- * head's top floor(alpha * B) rows kept first; then the layer's Hkv * B rows by score over
+ * head's top max(1, floor(alpha * B)) rows kept first (none when alpha = 0); then the layer's Hkv * B rows by score over
  * all kv heads jointly (ties: lower kv head, then earlier row). Kept positions must match
  * exactly per kv head; the layer holds Hkv * B rows. */
 #include <math.h>
@@ -94,6 +94,7 @@ int main(void) {
             key *all = malloc((size_t)Hkv * n * sizeof *all);
             for (int i = 0; i < Hkv * n; i++) all[i] = (key){0, score[i], i};
             int safe = (int)(B * alpha);
+            if (alpha > 0 && safe < 1) safe = 1;
             for (int j = 0; j < Hkv; j++) {   /* each head's own top `safe` */
                 key *h = malloc((size_t)n * sizeof *h);
                 memcpy(h, all + (size_t)j * n, (size_t)n * sizeof *h);
