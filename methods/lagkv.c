@@ -125,7 +125,7 @@ static int lagkv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t err
 const kv_method kv_lagkv = {
     KV_METHOD_HEAD,
     .name = "lagkv",
-    .summary = "4 sinks + the last 128-256 tokens + per 128-token partition the tokens whose keys and values spread "
+    .summary = "4 sinks + the last 128-255 tokens + per 128-token partition the tokens whose keys and values spread "
                "most against the next partition's range; kvpress's LagKVPress (kvpress 8bb29b9), no attention read",
     .params = params,
     .ranges = ranges,
