@@ -75,7 +75,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: FORCE test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
+.PHONY: FORCE kvpress-fixtures test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -202,6 +202,16 @@ demo:
 
 setup:
 	@bash tools/setup.sh
+
+# The kvpress reference (tests/test_kvpress_fixtures.c): a venv of pinned kvpress 0.5.5,
+# torch 2.15.0 and transformers 5.2.0 from PyPI (5.8 GB: PyPI's Linux torch needs its nvidia-*
+# CUDA wheels even to import on a CPU), then tools/kvpress_fixtures.py rewrites
+# tests/fixtures/kvpress/. Downloads no weights. Not part of check.
+KVPRESS_VENV ?= $(HOME)/.cache/kvbench/kvpress-venv
+kvpress-fixtures:
+	@[ -x $(KVPRESS_VENV)/bin/python ] || python3 -m venv $(KVPRESS_VENV)
+	@$(KVPRESS_VENV)/bin/pip -q install torch==2.15.0 kvpress==0.5.5 transformers==5.2.0
+	$(KVPRESS_VENV)/bin/python tools/kvpress_fixtures.py tests/fixtures/kvpress
 
 # SeKV's training corpus (Debian documentation, manual pages, source files; reproducible).
 corpus:

@@ -5,7 +5,8 @@
  *   - fast-tier rows (kv_method.rows) within the rule after compression and after every
  *     decode step: hold, <= B per layer and kv head; append, <= B + the tokens decoded so
  *     far; methods that evict while decoding (evicts_decoding) <= B under both; FullKV
- *     (keeps_all) everything; per-layer budgets (layer_budgets) hold on the sum over layers;
+ *     (keeps_all) everything; per-layer budgets (layer_budgets) hold on the sum over layers,
+ *     head-adaptive ones (head_budgets) on each layer's sum over kv heads;
  *   - append: the full-resolution prompt rows kept after compression are never dropped and
  *     every decoded token stays (except evicts_decoding methods);
  *   - memory(): fast_tokens is the sum of the resident rows, fast_bytes = rows x row bytes
@@ -207,7 +208,7 @@ static void run(const kv_method *m, const scen *s, int rule, int type, trace *tr
                 int r = m->rows(st, l, j, pos, cap, &npos);
                 sum += r;
                 total += r;
-                if (!m->layer_budgets && r > limit && !bad++)
+                if (!m->layer_budgets && !m->head_budgets && r > limit && !bad++)
                     CHECK(0, "%s: step %d layer %d kv head %d: %d fast-tier rows, limit %d (B %d)", tag, step, l, j, r,
                           limit, B);
                 int32_t *p0 = prompt + ((size_t)l * Hkv + j) * cap;
@@ -232,6 +233,13 @@ static void run(const kv_method *m, const scen *s, int rule, int type, trace *tr
             if (m->layer_budgets && sum > (long)L * limit && !bad++)
                 CHECK(0, "%s: step %d kv head %d: %ld fast-tier rows over %d layers, limit %ld", tag, step, j, sum, L,
                       (long)L * limit);
+        }
+        for (int l = 0; l < L && m->head_budgets; l++) {   /* the budget is each layer's sum over kv heads */
+            long sum = 0;
+            for (int j = 0; j < Hkv; j++) sum += m->rows(st, l, j, NULL, 0, NULL);
+            if (sum > (long)Hkv * limit && !bad++)
+                CHECK(0, "%s: step %d layer %d: %ld fast-tier rows over %d kv heads, limit %ld", tag, step, l, sum, Hkv,
+                      (long)Hkv * limit);
         }
         /* memory() is the resident rows and the aux state */
         kv_mem mem;

@@ -173,8 +173,8 @@ typedef struct {
  * the defaults of every optional member it lacks (kv_method_resolve). Members are only
  * ever appended, each new one optional, and KV_METHOD_ABI grows by one with each batch.
  * Every table starts with KV_METHOD_HEAD. Version 1: the members up to trained_params;
- * version 2 adds commands, trained_file and paper. */
-#define KV_METHOD_ABI 2
+ * version 2 adds commands, trained_file and paper; version 3 adds head_budgets. */
+#define KV_METHOD_ABI 3
 #define KV_METHOD_HEAD .abi = KV_METHOD_ABI, .size = sizeof(kv_method)
 
 /* R = required (the registry refuses a table without it); O = optional, its default in
@@ -247,7 +247,12 @@ typedef struct kv_method {
     /* O: the method's paper, for the report and plots (see kv_paper) [an empty one: no
      * claims, no baselines, no memory points, title ""]. */
     const kv_paper *paper;
-    /* Version 3 members go here, after this line: only ever append. */
+    /* Version 3 (a version-2 table gets its default). */
+    /* O: 1: the budget holds on the sum over a layer's kv heads (Hkv * B rows), the rows per
+     * kv head vary (AdaKV's head-adaptive allocation); the conformance checks then bound
+     * each layer's sum, not each kv head [0: B per layer and kv head]. */
+    int head_budgets;
+    /* Version 4 members go here, after this line: only ever append. */
 } kv_method;
 
 /* A plugin (a shared object loaded with --plugin FILE.so) exports this function: it sets *n
@@ -260,6 +265,8 @@ typedef const kv_method *const *(*kv_plugin_fn)(int *n);
 #define KV_METHOD_SIZE_V1 (offsetof(kv_method, trained_params) + sizeof(void *))
 /* Size of a version-2 table: the members up to paper. */
 #define KV_METHOD_SIZE_V2 (offsetof(kv_method, paper) + sizeof(void *))
+/* Size of a version-3 table: the members up to head_budgets (padding aside). */
+#define KV_METHOD_SIZE_V3 (offsetof(kv_method, head_budgets) + sizeof(int))
 
 /* Copies `in` (of in->size bytes) into the complete table *out with every optional member
  * it lacks set to its default. 0, or -1 with a one-line reason (wrong abi or size, a
@@ -278,6 +285,15 @@ const kv_method *kv_method_reference(void);
 int kv_method_register(const kv_method *m, const char *origin, char *err, size_t errlen);
 /* Where a registered method came from: NULL for a built-in one, else the origin given. */
 const char *kv_method_origin(const kv_method *m);
+/* The method groups --methods takes beside single names, in registry order:
+ *   all      every registered method;
+ *   paper    the reference (keeps_all), then each method that has a paper (kv_method.paper with
+ *            a title) and that paper's baselines: the rows of the paper's tables;
+ *   kvpress  the reference and the methods NVIDIA/kvpress also has (registry.c lists them).
+ * Writes up to cap methods to out and returns how many the group has, or -1 when name is not
+ * a group. KV_METHOD_GROUPS names them for messages. */
+#define KV_METHOD_GROUPS "all, paper, kvpress"
+int kv_method_group(const char *name, const kv_method **out, int cap);
 /* The command NAME some registered method brings (kv_method.commands), NULL if none. */
 const kv_command *kv_command_find(const char *name);
 

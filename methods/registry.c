@@ -9,11 +9,13 @@
 #include <strings.h>
 
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
-    kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress;
+    kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress,
+    kv_tova, kv_keydiff, kv_lagkv, kv_randompress, kv_adakv_snapkv;
 
 static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
-    &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress,
+    &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_randompress,
+    &kv_adakv_snapkv,
 };
 #define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])
 #define MAX_METHODS 256
@@ -171,4 +173,44 @@ const char *kv_method_origin(const kv_method *m) {
     for (int i = 0; i < kv_method_count(); i++)
         if (&table[i] == m) return origin[i];
     return NULL;
+}
+
+/* ---------------------------------------------------------------- groups */
+
+/* The methods kvpress also has (each a press of kvpress/presses at NVIDIA/kvpress 8bb29b9);
+ * h2o is kvpress's ObservedAttentionPress's paper (kvpress's press is prefill-only). */
+static const char *const kvpress_names[] = {
+    "streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv", "knormpress", "tova", "keydiff", "lagkv",
+    "randompress", "adakv-snapkv", NULL,
+};
+
+static int in_paper(const kv_method *m) {
+    for (int i = 0; i < kv_method_count(); i++) {
+        const kv_paper *pp = table[i].paper;
+        if (!pp->title || !*pp->title) continue;
+        if (&table[i] == m) return 1;
+        for (const char *const *b = pp->baselines; *b; b++)
+            if (!strcasecmp(*b, m->name)) return 1;
+    }
+    return 0;
+}
+
+static int in_kvpress(const kv_method *m) {
+    for (const char *const *n = kvpress_names; *n; n++)
+        if (!strcasecmp(*n, m->name)) return 1;
+    return 0;
+}
+
+int kv_method_group(const char *name, const kv_method **out, int cap) {
+    int which = !name ? -1 : !strcmp(name, "all") ? 0 : !strcmp(name, "paper") ? 1 : !strcmp(name, "kvpress") ? 2 : -1;
+    if (which < 0) return -1;
+    int n = 0;
+    for (int i = 0; i < kv_method_count(); i++) {
+        const kv_method *m = &table[i];
+        if (which == 0 || m->keeps_all || (which == 1 ? in_paper(m) : in_kvpress(m))) {
+            if (n < cap) out[n] = m;
+            n++;
+        }
+    }
+    return n;
 }

@@ -72,3 +72,76 @@ int scorer_ingest(kv_state *st, const kv_prefill *p, int sinks, kv_row_score sco
     if (rc) snprintf(err, errlen, "%s: out of memory loading layer %d", name, p->layer);
     return rc;
 }
+
+/* ------------------------------------------------------------ AdaKV's allocation */
+
+typedef struct { int tier; float s; int32_t i; } ada_key;   /* i = j * n + t */
+
+static int by_ada(const void *a, const void *b) {
+    const ada_key *x = a, *y = b;
+    if (x->tier != y->tier) return x->tier > y->tier ? -1 : 1;
+    float xs = isnan(x->s) ? -INFINITY : x->s, ys = isnan(y->s) ? -INFINITY : y->s;
+    if (xs != ys) return xs > ys ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+int scorer_load_adaptive(kv_cacheset *c, const kv_prefill *p, const float *score, double alpha) {
+    int n = p->n, Hkv = c->Hkv, B = c->budget, rc = -1;
+    size_t N = (size_t)Hkv * n;
+    if (n <= B) {
+        for (int j = 0; j < Hkv; j++)
+            if (scorer_load(c, p, j, score + (size_t)j * n, 0, 0, n)) return -1;
+        return 0;
+    }
+    int safe = (int)(B * alpha);
+    if (alpha > 0 && safe < 1) safe = 1;   /* kvpress 0.5.5: at least one row per head */
+    ada_key *all = malloc(N * sizeof *all);
+    int32_t *top = malloc((size_t)n * sizeof *top), *keep = malloc((size_t)n * sizeof *keep);
+    uint8_t *kept = calloc(N, 1);
+    double *row_score = malloc((size_t)n * sizeof *row_score);
+    if (!all || !top || !keep || !kept || !row_score) goto done;
+    for (size_t i = 0; i < N; i++) all[i] = (ada_key){0, score[i], (int32_t)i};
+    for (int j = 0; j < Hkv; j++) {   /* the safeguard: each head's own top floor(B * alpha) */
+        int k = topk_sorted(score + (size_t)j * n, n, safe, top);
+        if (k < 0) goto done;
+        for (int i = 0; i < k; i++) all[(size_t)j * n + top[i]].tier = 1;
+    }
+    qsort(all, N, sizeof *all, by_ada);
+    for (size_t i = 0; i < (size_t)Hkv * B; i++) kept[all[i].i] = 1;
+    for (int j = 0; j < Hkv; j++) {
+        int nk = 0;
+        for (int t = 0; t < n; t++) {
+            row_score[t] = score[(size_t)j * n + t];
+            if (kept[(size_t)j * n + t]) keep[nk++] = t;
+        }
+        if (cs_load(c, p, j, keep, nk, row_score)) goto done;
+    }
+    rc = 0;
+done:
+    free(all), free(top), free(keep), free(kept), free(row_score);
+    return rc;
+}
+
+void scorer_adaptive_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t) {
+    kv_cacheset *c = (kv_cacheset *)st;
+    long total = 0;
+    for (int j = 0; j < c->Hkv; j++) {
+        kv_slot *s = cs_slot(c, layer, j);
+        cs_push(c, s, k + (size_t)j * c->d, v + (size_t)j * c->d, t->pos, INFINITY);
+        total += s->kv.n;
+    }
+    for (; c->hold && total > (long)c->Hkv * c->budget; total--) {
+        kv_slot *worst = NULL;
+        int wi = 0;
+        for (int j = 0; j < c->Hkv; j++) {
+            kv_slot *s = cs_slot(c, layer, j);
+            if (s->kv.n < 2) continue;   /* never empty a head: its newest row stays */
+            int i = cs_argmin(s, s->kv.n);
+            if (!worst || s->score[i] < worst->score[wi] ||
+                (s->score[i] == worst->score[wi] && s->kv.pos[i] < worst->kv.pos[wi]))
+                worst = s, wi = i;
+        }
+        if (!worst) break;
+        cs_remove(c, worst, wi);
+    }
+}

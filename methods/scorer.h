@@ -29,4 +29,21 @@ typedef void (*kv_row_score)(const kv_state *st, const kv_prefill *p, int j, flo
 int scorer_ingest(kv_state *st, const kv_prefill *p, int sinks, kv_row_score score_fn, const char *name, char *err,
                   size_t errlen);
 
+/* AdaKV's head-adaptive allocation (kvpress's AdaKVPress, kvpress/presses/adakv_press.py at
+ * NVIDIA/kvpress 8bb29b9; Feng et al. 2024, arXiv 2407.11550) over any score: the layer keeps
+ * Hkv * B rows in all, chosen jointly over its kv heads, and each kv head first keeps its own
+ * top max(1, floor(B * alpha)) (0 when alpha = 0: the safeguard; kvpress's alpha_safeguard =
+ * 0.20; the floor of 1 is kvpress 0.5.5's). score is [Hkv][n]
+ * (higher is kept; +inf forces a row, as window or sink rows). The order that decides: safeguard
+ * rows, then by score, ties to the lower kv head and then the earlier row (torch's topk leaves
+ * tie order unspecified). n <= B keeps everything. Each kept row keeps its score for decode-time
+ * eviction. 0, or -1 when out of memory. */
+int scorer_load_adaptive(kv_cacheset *c, const kv_prefill *p, const float *score, double alpha);
+
+/* kv_method.append of an adaptive method (kv_method.head_budgets = 1): the token joins every
+ * kv head at full resolution; under --decode hold, while the layer holds more than Hkv * B
+ * rows, the lowest-score row of the layer goes (ties: the older position, then the lower kv
+ * head), so the layer's total stays within the budget and no kv head is left empty. */
+void scorer_adaptive_append(kv_state *st, int layer, const float *k, const float *v, const kv_token *t);
+
 #endif

@@ -90,6 +90,13 @@ int main(void) {
     v1.commands = (const kv_command[]){{"junk", "past a version-1 table's end: never read", x_cmd}, {NULL, NULL, NULL}};
     CHECK(kv_method_resolve(&v1, &out, err, sizeof err) == 0, "a version-1 table refused: %s", err);
     CHECK(out.abi == KV_METHOD_ABI && !out.commands[0].name && !out.paper->claims[0].id, "a version-1 table's new members");
+    /* a version-2 table ends at paper: head_budgets (version 3) is never read, defaults to 0 */
+    struct { kv_method m; char junk[64]; } v2 = {.m = minimal};
+    memset(v2.junk, 0x5a, sizeof v2.junk);
+    v2.m.abi = 2, v2.m.size = (unsigned)KV_METHOD_SIZE_V2, v2.m.head_budgets = 77;
+    CHECK(kv_method_resolve(&v2.m, &out, err, sizeof err) == 0, "a version-2 table refused: %s", err);
+    CHECK(out.abi == KV_METHOD_ABI && out.head_budgets == 0 && !out.paper->claims[0].id,
+          "a version-2 table's version-3 member: head_budgets %d", out.head_budgets);
     t = minimal, t.commands = (const kv_command[]){{"door-cmd", "help", NULL}, {NULL, NULL, NULL}};
     refused(&t, "door-test: command 'door-cmd': needs a name of a-z 0-9 _ . - and a function");
     t = minimal, t.commands = (const kv_command[]){{"Bad Cmd", "help", x_cmd}, {NULL, NULL, NULL}};
@@ -112,5 +119,26 @@ int main(void) {
     CHECK(m && kv_method_origin(m) && !strcmp(kv_method_origin(m), "y.so"), "origin of the registered method");
     CHECK(kv_method_register(&minimal, "z.so", err, sizeof err) == -1 && strstr(err, "already registered (y.so)"),
           "registered twice: '%s'", err);
+    /* --methods groups: all is the registry; paper is the reference, every method with a paper
+     * and that paper's baselines; kvpress the reference and the methods kvpress has */
+    const kv_method *grp[256];
+    CHECK(kv_method_group("nope", grp, 256) == -1 && kv_method_group(NULL, grp, 256) == -1, "a group 'nope'");
+    int na = kv_method_group("all", grp, 256);
+    CHECK(na == kv_method_count() && grp[0] == kv_method_at(0) && grp[na - 1] == kv_method_at(na - 1), "all: %d", na);
+    int np = kv_method_group("paper", grp, 256), has_ref = 0, rows = 0, bases = 0;
+    for (int i = 0; i < np; i++) {
+        has_ref |= grp[i]->keeps_all;
+        rows += grp[i]->paper->title[0] != 0;
+        for (int k = 0; k < kv_method_count(); k++)
+            for (const char *const *b = kv_method_at(k)->paper->baselines; *b; b++) bases += !strcmp(*b, grp[i]->name);
+    }
+    int want_rows = 0;
+    for (int k = 0; k < kv_method_count(); k++) want_rows += kv_method_at(k)->paper->title[0] != 0;
+    CHECK(np > 0 && has_ref && rows == want_rows && rows + bases + 1 >= np, "paper: %d methods, %d rows, %d baselines",
+          np, rows, bases);
+    int nk = kv_method_group("kvpress", grp, 256), has_snap = 0, has_sekv = 0;
+    for (int i = 0; i < nk; i++) has_snap |= !strcmp(grp[i]->name, "snapkv"), has_sekv |= grp[i]->paper->title[0] != 0;
+    CHECK(nk >= 12 && grp[0]->keeps_all && has_snap && !has_sekv, "kvpress: %d methods", nk);
+    CHECK(kv_method_group("kvpress", grp, 2) == nk, "a group's count past cap");
     return check_done("test_method_door");
 }

@@ -107,7 +107,8 @@ void run_common_usage(FILE *f) {
     }
     if (n_ev) snprintf(evict + strlen(evict), sizeof evict - strlen(evict), " still evict while decoding (their papers)");
     fprintf(f,
-            "  --methods LIST     all, or method names (kvbench methods lists them) (default all)\n"
+            "  --methods LIST     method names (kvbench methods lists them) or groups: all; paper (the paper's\n"
+            "                     rows and baselines); kvpress (the methods kvpress has) (default all)\n"
             "  --budget LIST      kept per layer and kv head: fractions of the prompt in (0,1], or token\n"
             "                     counts (integers > 1) (default 0.1)%s\n"
             "  --params SPEC      per-method overrides METHOD:key=value[,..][;METHOD:..] (kvbench methods\n"
@@ -188,19 +189,19 @@ int run_each_item(const char *flag, const char *list, int (*item)(const char *fl
 }
 
 int run_add_method(const char *flag, const char *s, const kv_method **list, int *n, int cap) {
-    int all = !strcmp(s, "all");
-    const kv_method *one = all ? NULL : kv_method_find(s);
-    if (!all && !one) {
+    const kv_method *group[256];   /* a group (all, paper, kvpress) or one method */
+    int ng = kv_method_group(s, group, 256);
+    if (ng < 0 && (group[0] = kv_method_find(s))) ng = 1;
+    if (ng < 0) {
         char valid[1024] = "";
         for (int i = 0; i < kv_method_count(); i++) {
             size_t len = strlen(valid);
             snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", kv_method_at(i)->name);
         }
-        return run_fail("%s: unknown method '%s' (valid: all, %s)", flag, s, valid);
+        return run_fail("%s: unknown method '%s' (valid: %s, %s)", flag, s, KV_METHOD_GROUPS, valid);
     }
-    for (int i = 0; i < kv_method_count(); i++) {
-        const kv_method *m = kv_method_at(i);
-        if (!all && m != one) continue;
+    for (int i = 0; i < ng && i < 256; i++) {
+        const kv_method *m = group[i];
         int dup = 0;
         for (int k = 0; k < *n; k++) dup |= list[k] == m;
         if (dup) continue;

@@ -56,7 +56,7 @@ int run_parse_double(const char *s, double *out);
 int run_each_item(const char *flag, const char *list, int (*item)(const char *flag, const char *s, void *ctx),
                   void *ctx);
 
-/* One --methods item ("all" or a method name) added to list[0..*n) without duplicates,
+/* One --methods item (a group: all, paper, kvpress; or a method name) added to list[0..*n) without duplicates,
  * at most cap; an unknown name lists the valid ones. 0 or -1. */
 int run_add_method(const char *flag, const char *s, const kv_method **list, int *n, int cap);
 /* One --budget item: a fraction in (0,1] or an integer token count > 1, no duplicates. */

@@ -62,7 +62,7 @@ static void usage(FILE *f) {
             "  --model SPEC       GGUF file (metadata only), Hugging Face directory or random:PRESET (%s);\n"
             "                     default the default model\n"
             "  --ctx LIST         prompt lengths, K = 1024 (default 8K,32K,128K; at most 1M)\n"
-            "  --methods LIST     all or method names (default all)\n"
+            "  --methods LIST     method names or groups: all, paper, kvpress (default all)\n"
             "  --budget LIST      fractions in (0,1] or token counts (default 0.1)\n"
             "  --decode N         decode tokens appended after the prompt (default 8)\n"
             "  --kv-type T        stored K/V element: bf16 (default, as on the paper's GPUs), f16, f32\n"
@@ -125,20 +125,19 @@ static int add_ctx(const char *flag, const char *s, sim_opts *o) {
 }
 
 static int add_method(const char *flag, const char *s, sim_opts *o) {
-    int all = !strcmp(s, "all");
-    for (int i = 0; i < kv_method_count(); i++) {
-        const kv_method *m = kv_method_at(i);
-        if (!all && strcasecmp(m->name, s)) continue;
+    const kv_method *group[256];   /* a group (all, paper, kvpress) or one method */
+    int ng = kv_method_group(s, group, 256);
+    if (ng < 0 && (group[0] = kv_method_find(s))) ng = 1;
+    for (int i = 0; i < ng && i < 256; i++) {
         int dup = 0;
-        for (int k = 0; k < o->n_methods; k++) dup |= o->methods[k] == m;
-        if (!dup && o->n_methods < MAX_LIST) o->methods[o->n_methods++] = m;
-        if (!all) return 0;
+        for (int k = 0; k < o->n_methods; k++) dup |= o->methods[k] == group[i];
+        if (!dup && o->n_methods < MAX_LIST) o->methods[o->n_methods++] = group[i];
     }
-    if (all) return 0;
+    if (ng >= 0) return 0;
     char valid[1024] = "";
     for (int i = 0; i < kv_method_count(); i++)
         snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s%s", i ? ", " : "", kv_method_at(i)->name);
-    return fail("%s: unknown method '%s' (methods: all, %s)", flag, s, valid);
+    return fail("%s: unknown method '%s' (methods: %s, %s)", flag, s, KV_METHOD_GROUPS, valid);
 }
 
 static int add_budget(const char *flag, const char *s, sim_opts *o) {
