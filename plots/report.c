@@ -20,6 +20,7 @@ enum by { BY_VARIANT = KVQ_BY_VARIANT, BY_BUDGET = KVQ_BY_BUDGET, BY_CTX = KVQ_B
 
 typedef struct {
     char *method;
+    char *label;          /* "sekv (untrained)", or NULL: the method's name */
     double budget;        /* NAN when the columns are budgets */
 } row_key;
 
@@ -60,7 +61,7 @@ static double col_real(sqlite3_stmt *st, int i) {
 
 static void table_free(table *t) {
     for (int i = 0; t->cells && i < t->nr * (t->nc + 1); i++) rt_samples_free(&t->cells[i].s);
-    for (int i = 0; i < t->nr; i++) free(t->rows[i].method);
+    for (int i = 0; i < t->nr; i++) free(t->rows[i].method), free(t->rows[i].label);
     for (int j = 0; j < t->nc; j++) free(t->cols[j].match);
     free(t->rows), free(t->cols), free(t->cells);
     memset(t, 0, sizeof *t);
@@ -98,10 +99,18 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
             t->rows = r;
         }
         t->rows[t->nr].method = strdup(text_or(st, 0, "?"));
+        t->rows[t->nr].label = NULL;
         t->rows[t->nr].budget = col_real(st, 1);
         t->nr++;
     }
     sqlite3_finalize(st);
+    for (int i = 0; i < t->nr; i++)   /* SeKV's untrained router, asked for: said in the row's name */
+        if (t->rows[i].method && kvq_method_untrained(h, run, t->rows[i].method)) {
+            char *l = malloc(strlen(t->rows[i].method) + sizeof RT_UNTRAINED);
+            if (!l) goto oom;
+            sprintf(l, "%s" RT_UNTRAINED, t->rows[i].method);
+            t->rows[i].label = l;
+        }
     if (t->nr) qsort(t->rows, t->nr, sizeof *t->rows, row_cmp);
     /* columns */
     if (!(st = kvq_report_cols(h, (enum kvq_by)by, run))) goto sqlerr;
@@ -263,7 +272,7 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
     int *best = malloc((t->nc + 1) * sizeof *best);
     for (int j = 0; best && j <= t->nc; j++) best[j] = column_best(t, j);
     for (int i = 0; i < t->nr; i++) {
-        fprintf(f, "| %s |", t->rows[i].method);
+        fprintf(f, "| %s |", t->rows[i].label ? t->rows[i].label : t->rows[i].method);
         if (by != BY_BUDGET) {
             kv_budget_str(t->rows[i].budget, b, sizeof b);
             fprintf(f, " %s |", b);

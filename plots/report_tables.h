@@ -141,7 +141,9 @@ void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s);
 
 int rt_grid_init(rt_grid *g, int nr, int nc);
 void rt_grid_free(rt_grid *g);
-/* "method" or "method k=v k=v" */
+/* "method" or "method k=v k=v"; with params_file=none (SeKV's untrained router asked for)
+ * "method (untrained) k=v", the params_file dropped. */
+#define RT_UNTRAINED " (untrained)"
 void rt_family_label(const rt_family *f, char *buf, size_t n);
 void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g);
 void rt_grid_csv(FILE *f, const char *run, const char *table, const rt_data *d, const rt_grid *g);
