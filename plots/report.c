@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "plot_cmds.h"
 #include "report_tables.h"
+#include "../methods/method.h"
 #include "runinfo.h"
 #include "../kernels/stats.h"
 #include "../results/query.h"
@@ -246,6 +248,22 @@ static void print_cell(FILE *f, const table *t, const cell *c, int bold) {
     fprintf(f, " %s | %s |", kv, ms);
 }
 
+/* 1 when the reference (FullKV) scores below RT_CEILING in column j (with --by budget,
+ * where it runs at budget 1 alone, its mean over the columns it has stands for it). */
+static int low_ceiling(const table *t, int j) {
+    const kv_method *ref = kv_method_reference();
+    if (t->metric != RT_M_SCORE || !ref) return 0;
+    for (int i = 0; i < t->nr; i++) {
+        if (strcasecmp(t->rows[i].method, ref->name)) continue;
+        double sum = 0, x = t->cells[i * (t->nc + 1) + j].score;
+        int n = 0;
+        for (int k = 0; k < t->nc; k++)
+            if (!isnan(t->cells[i * (t->nc + 1) + k].score)) sum += t->cells[i * (t->nc + 1) + k].score, n++;
+        if (n && (isnan(x) ? sum / n : x) < RT_CEILING) return 1;
+    }
+    return 0;
+}
+
 static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum by by) {
     char line[1024], b[32];
     kv_runinfo_line(ri, line, sizeof line);
@@ -261,9 +279,12 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
             rt_metric_names[t->metric], what[t->metric], by == BY_VARIANT ? "variant" : by == BY_BUDGET ? "budget" : "context");
     fprintf(f, "| method |");
     if (by != BY_BUDGET) fprintf(f, " budget |");
+    int low = 0;
     for (int j = 0; j <= t->nc; j++) {
         const char *l = j < t->nc ? t->cols[j].label : "avg";
-        fprintf(f, " %s %s | %s KV | %s ms/tok |", l, rt_metric_names[t->metric], l, l);
+        int lc = low_ceiling(t, j);
+        low |= lc;
+        fprintf(f, " %s %s%s | %s KV | %s ms/tok |", l, rt_metric_names[t->metric], lc ? RT_LOW_CEILING : "", l, l);
     }
     fprintf(f, "\n|---|");
     if (by != BY_BUDGET) fprintf(f, "---:|");
@@ -284,6 +305,7 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
     if (t->n_infeasible || t->n_error)
         fprintf(f, "\nFailed: %d infeasible and %d failed results, %s.\n", t->n_infeasible, t->n_error,
                 lower_better(t) ? "left out of the means" : "counted as 0 in the means");
+    if (low) fprintf(f, "\n%s\n", RT_CEILING_NOTE);
 }
 
 static void csv_field(FILE *f, const char *s, int last) {

@@ -561,7 +561,7 @@ void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g) {
     if (!g->nr) return;
     int model = d->n_models > 1;
     fprintf(f, "|%s method |%s", model ? " model |" : "", g->has_budget ? " budget |" : "");
-    for (int j = 0; j < g->nc; j++) fprintf(f, " %s |", g->cols[j].label);
+    for (int j = 0; j < g->nc; j++) fprintf(f, " %s%s |", g->cols[j].label, g->cols[j].low_ceiling ? RT_LOW_CEILING : "");
     fprintf(f, "\n|%s---|%s", model ? "---|" : "", g->has_budget ? "---:|" : "");
     for (int j = 0; j < g->nc; j++) fprintf(f, "---:|");
     fprintf(f, "\n");

@@ -92,7 +92,17 @@ enum { RT_PCT, RT_BYTES, RT_COUNT, RT_RATIO, RT_NUM, RT_BUDGET };
 typedef struct {
     char label[64];
     int fmt, better;    /* better: +1 highest bold, -1 lowest bold, 0 no bold */
+    int low_ceiling;    /* the reference (FullKV) scores below RT_CEILING here: "(low ceiling)" in Markdown */
 } rt_col;
+
+/* A column (workload, context) whose reference method (FullKV) scores below this mean
+ * score is beyond the model: every table marks it RT_LOW_CEILING, and the claims table
+ * calls a claim that fails there "undecidable: ceiling", not "no" (issue 32). */
+#define RT_CEILING 0.8
+#define RT_LOW_CEILING " (low ceiling)"
+#define RT_CEILING_NOTE                                                                                            \
+    "(low ceiling): FullKV scores below 80% in that column, so the model cannot do the task there and the"       \
+    " methods' scores say little about what compression keeps."
 
 typedef struct {
     char label[192];    /* "sekv zoom=0" */
