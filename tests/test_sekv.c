@@ -725,7 +725,7 @@ static void test_default_params(void) {
     unsetenv("KVBENCH_SEKV_PARAMS");
     /* without it: the file the refusal names, $KVBENCH_CACHE/sekv-HASH.params, is this
      * model's default once trained there */
-    char dir[64], mine[128];
+    char dir[64], mine[128], *was = getenv("KVBENCH_CACHE") ? strdup(getenv("KVBENCH_CACHE")) : NULL;
     snprintf(dir, sizeof dir, "/tmp/test_sekv_c_%d", (int)getpid());
     mkdir(dir, 0700);
     setenv("KVBENCH_CACHE", dir, 1);
@@ -744,7 +744,8 @@ static void test_default_params(void) {
           st ? desc : err);
     unlink(mine);
     rmdir(dir);
-    unsetenv("KVBENCH_CACHE");
+    if (was) setenv("KVBENCH_CACHE", was, 1), free(was);
+    else unsetenv("KVBENCH_CACHE");
     unlink(path);
     sekv_params_free(&p);
     free_scen(&s);

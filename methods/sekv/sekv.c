@@ -57,9 +57,11 @@ static const kv_param params[] = {
                       "not capped and every span over its threshold expands (the iso-memory view: "
                       "compare baselines at the residency it measures)"},
     {"params_file", "default",
-     "[kvbench: trained by train-sekv, methods/sekv/params/README.md] trained parameters; default = "
-     "$KVBENCH_SEKV_PARAMS, else the file shipped for the default model (methods/sekv/params/), else "
-     "~/.cache/kvbench/sekv-smollm2-135m.params, when trained for the model in use; none = untrained initial values"},
+     "[kvbench: trained by train-sekv, methods/sekv/params/README.md] trained parameters; default = the first "
+     "trained for the model in use of $KVBENCH_SEKV_PARAMS, else $KVBENCH_CACHE/sekv-HASH.params (this model's), "
+     "the file shipped for the default model (methods/sekv/params/), ~/.cache/kvbench/sekv-smollm2-135m.params; "
+     "none found on a model file: refused, naming the file and the command that trains it; none = untrained "
+     "initial values"},
     {NULL, NULL, NULL},
 };
 

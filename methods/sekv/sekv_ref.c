@@ -25,7 +25,7 @@ static const kv_param params[] = {
     {"uncapped", "0", "1 = no budget: the spans fitted as at this budget (the smallest P found if none fits), then P "
                       "is not capped and every span over its threshold expands"},
     {"params_file", "default", "[kvbench: trained at alpha = 1, methods/sekv/params/README.md] trained parameters; "
-                               "default = the file shipped for the default model; none = untrained"},
+                               "default = as sekv's (refused on a model without them); none = untrained"},
     {NULL, NULL, NULL},
 };
 
