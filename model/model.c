@@ -344,6 +344,8 @@ kv_model *model_load(const char *path, char *err, size_t errlen) {
     /* random:NAME[:SEED]: a named architecture with seeded random weights (latency and
      * memory runs; meaningless for accuracy) */
     if (!strncmp(path, "random:", 7)) return model_load_random_spec(path, err, errlen);
+    char named[1024];
+    if (!(path = model_resolve_name(path, named, sizeof named, err, errlen))) return NULL;
     kv_model *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "%s: out of memory", path);

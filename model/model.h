@@ -80,6 +80,14 @@ void model_cap_sliding_window(kv_model_config *c);
 const char *model_ctx_note(const kv_model_config *c);
 /* The default model path: $KVBENCH_MODEL, else the cache file `make model` writes. */
 const char *model_default_path(void);
+/* A short name (smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b; model/model_names.c)
+ * -> the cached file its `make` target writes, in buf. Anything else (a path, random:SPEC,
+ * a file that exists under a short name) comes back as given. A short name not yet
+ * downloaded: NULL with err "NAME: not downloaded (no PATH); `make TARGET` fetches it, or
+ * pass --model PATH". model_load calls it, so every --model takes the short names. */
+const char *model_resolve_name(const char *name, char *buf, size_t len, char *err, size_t errlen);
+/* The short names, ", "-separated, for help texts. */
+const char *model_short_names(void);
 
 /* The result of one prefill, shared by every method of a case: all layers' post-RoPE
  * K/V and the statistics asked for. */

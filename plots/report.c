@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "plot_cmds.h"
 #include "report_tables.h"
+#include "../methods/method.h"
 #include "runinfo.h"
 #include "../kernels/cli_opt.h"
 #include "../kernels/stats.h"
@@ -21,6 +23,7 @@ enum by { BY_VARIANT = KVQ_BY_VARIANT, BY_BUDGET = KVQ_BY_BUDGET, BY_CTX = KVQ_B
 
 typedef struct {
     char *method;
+    char *label;          /* "sekv (untrained)", or NULL: the method's name */
     double budget;        /* NAN when the columns are budgets */
 } row_key;
 
@@ -61,7 +64,7 @@ static double col_real(sqlite3_stmt *st, int i) {
 
 static void table_free(table *t) {
     for (int i = 0; t->cells && i < t->nr * (t->nc + 1); i++) rt_samples_free(&t->cells[i].s);
-    for (int i = 0; i < t->nr; i++) free(t->rows[i].method);
+    for (int i = 0; i < t->nr; i++) free(t->rows[i].method), free(t->rows[i].label);
     for (int j = 0; j < t->nc; j++) free(t->cols[j].match);
     free(t->rows), free(t->cols), free(t->cells);
     memset(t, 0, sizeof *t);
@@ -99,10 +102,18 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
             t->rows = r;
         }
         t->rows[t->nr].method = strdup(text_or(st, 0, "?"));
+        t->rows[t->nr].label = NULL;
         t->rows[t->nr].budget = col_real(st, 1);
         t->nr++;
     }
     sqlite3_finalize(st);
+    for (int i = 0; i < t->nr; i++)   /* SeKV's untrained router, asked for: said in the row's name */
+        if (t->rows[i].method && kvq_method_untrained(h, run, t->rows[i].method)) {
+            char *l = malloc(strlen(t->rows[i].method) + sizeof RT_UNTRAINED);
+            if (!l) goto oom;
+            sprintf(l, "%s" RT_UNTRAINED, t->rows[i].method);
+            t->rows[i].label = l;
+        }
     if (t->nr) qsort(t->rows, t->nr, sizeof *t->rows, row_cmp);
     /* columns */
     if (!(st = kvq_report_cols(h, (enum kvq_by)by, run))) goto sqlerr;
@@ -238,6 +249,22 @@ static void print_cell(FILE *f, const table *t, const cell *c, int bold) {
     fprintf(f, " %s | %s |", kv, ms);
 }
 
+/* 1 when the reference (FullKV) scores below RT_CEILING in column j (with --by budget,
+ * where it runs at budget 1 alone, its mean over the columns it has stands for it). */
+static int low_ceiling(const table *t, int j) {
+    const kv_method *ref = kv_method_reference();
+    if (t->metric != RT_M_SCORE || !ref) return 0;
+    for (int i = 0; i < t->nr; i++) {
+        if (strcasecmp(t->rows[i].method, ref->name)) continue;
+        double sum = 0, x = t->cells[i * (t->nc + 1) + j].score;
+        int n = 0;
+        for (int k = 0; k < t->nc; k++)
+            if (!isnan(t->cells[i * (t->nc + 1) + k].score)) sum += t->cells[i * (t->nc + 1) + k].score, n++;
+        if (n && (isnan(x) ? sum / n : x) < RT_CEILING) return 1;
+    }
+    return 0;
+}
+
 static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum by by) {
     char line[1024], b[32];
     kv_runinfo_line(ri, line, sizeof line);
@@ -253,9 +280,12 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
             rt_metric_names[t->metric], what[t->metric], by == BY_VARIANT ? "variant" : by == BY_BUDGET ? "budget" : "context");
     fprintf(f, "| method |");
     if (by != BY_BUDGET) fprintf(f, " budget |");
+    int low = 0;
     for (int j = 0; j <= t->nc; j++) {
         const char *l = j < t->nc ? t->cols[j].label : "avg";
-        fprintf(f, " %s %s | %s KV | %s ms/tok |", l, rt_metric_names[t->metric], l, l);
+        int lc = low_ceiling(t, j);
+        low |= lc;
+        fprintf(f, " %s %s%s | %s KV | %s ms/tok |", l, rt_metric_names[t->metric], lc ? RT_LOW_CEILING : "", l, l);
     }
     fprintf(f, "\n|---|");
     if (by != BY_BUDGET) fprintf(f, "---:|");
@@ -264,7 +294,7 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
     int *best = malloc((t->nc + 1) * sizeof *best);
     for (int j = 0; best && j <= t->nc; j++) best[j] = column_best(t, j);
     for (int i = 0; i < t->nr; i++) {
-        fprintf(f, "| %s |", t->rows[i].method);
+        fprintf(f, "| %s |", t->rows[i].label ? t->rows[i].label : t->rows[i].method);
         if (by != BY_BUDGET) {
             kv_budget_str(t->rows[i].budget, b, sizeof b);
             fprintf(f, " %s |", b);
@@ -276,6 +306,7 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
     if (t->n_infeasible || t->n_error)
         fprintf(f, "\nFailed: %d infeasible and %d failed results, %s.\n", t->n_infeasible, t->n_error,
                 lower_better(t) ? "left out of the means" : "counted as 0 in the means");
+    if (low) fprintf(f, "\n%s\n", RT_CEILING_NOTE);
 }
 
 static void csv_field(FILE *f, const char *s, int last) {

@@ -428,9 +428,17 @@ void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s) {
 }
 
 void rt_family_label(const rt_family *f, char *buf, size_t n) {
-    snprintf(buf, n, "%s%s%s", f->method, *f->params ? " " : "", f->params);
-    for (char *p = buf + strlen(f->method); *p; p++)
-        if (*p == ',') *p = ' ';
+    /* params_file=none (SeKV's untrained router, asked for) reads "METHOD (untrained)" */
+    char rest[512] = "";
+    size_t k = 0;
+    int untrained = 0;
+    for (const char *p = f->params; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 16 && !strncmp(p, "params_file=none", 16)) untrained = 1;
+        else if (k < sizeof rest) k += (size_t)snprintf(rest + k, sizeof rest - k, "%s%.*s", k ? " " : "", (int)len, p);
+        p += len + (p[len] == ',');
+    }
+    snprintf(buf, n, "%s%s%s%s", f->method, untrained ? RT_UNTRAINED : "", *rest ? " " : "", rest);
 }
 
 /* Three significant digits, no exponent for the usual range. */
@@ -553,7 +561,7 @@ void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g) {
     if (!g->nr) return;
     int model = d->n_models > 1;
     fprintf(f, "|%s method |%s", model ? " model |" : "", g->has_budget ? " budget |" : "");
-    for (int j = 0; j < g->nc; j++) fprintf(f, " %s |", g->cols[j].label);
+    for (int j = 0; j < g->nc; j++) fprintf(f, " %s%s |", g->cols[j].label, g->cols[j].low_ceiling ? RT_LOW_CEILING : "");
     fprintf(f, "\n|%s---|%s", model ? "---|" : "", g->has_budget ? "---:|" : "");
     for (int j = 0; j < g->nc; j++) fprintf(f, "---:|");
     fprintf(f, "\n");

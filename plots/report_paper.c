@@ -10,7 +10,8 @@
  * averaged) that every method of the comparison ran; C2 is judged on every workload of
  * the file, over its cases. An infeasible or failed result counts 0, and the rows say how
  * many of the row's results were infeasible: a claim whose row's results were all
- * infeasible is "untested", not "no". Intervals are the 95% small-n interval over the
+ * infeasible is "untested", not "no"; one that fails where FullKV scores below RT_CEILING
+ * over its cells is "undecidable: ceiling" (the model cannot do the task). Intervals are the 95% small-n interval over the
  * cells (paired: st_boot_paired, a bootstrap-t widened to Student's t; fixed seed), with
  * the exact two-sided sign-test p of the paired cells; never a normal interval. A zoom
  * claim (sparse, in few heads, stronger in middle and later layers) reads the zoom rates
@@ -204,6 +205,23 @@ static void setting_values(const char *m, const char *base, const char *lo_set, 
     if (!mm || kv_param_text(mm, base, key, mid, len, err, sizeof err)) snprintf(mid, len, "?");
 }
 
+/* A claim that fails where the reference (FullKV) itself scores below RT_CEILING, over
+ * the cells the row ran, is "undecidable: ceiling": the model cannot do the task there,
+ * so a method's loss says nothing about the method. The reference's score is added. */
+static void ceiling(const cases *c, const double *se, verdict *v) {
+    const kv_method *ref = kv_method_reference();
+    if (strcmp(v->holds, "no") || !ref) return;
+    double *f = scores_of(c, ref->name, "", NULL, NAN, NULL), sum = 0;
+    int n = 0;
+    for (int i = 0; f && i < c->ncase; i++)
+        if (!isnan(se[i]) && !isnan(f[i])) sum += f[i], n++;
+    free(f);
+    if (!n || sum / n >= RT_CEILING) return;
+    snprintf(v->holds, sizeof v->holds, "undecidable: ceiling");
+    size_t k = strlen(v->number);
+    snprintf(v->number + k, sizeof v->number - k, " (FullKV %.1f)", 100 * sum / n);
+}
+
 /* The claim on method m with params base ("" = its capped defaults, "uncapped=1"); extra:
  * the ablation setting of a KV_CLAIM_DROP row. */
 static void judge(const cases *c, const kv_claim *cl, const char *m, const char *base, const char *extra, verdict *v) {
@@ -267,6 +285,7 @@ static void judge(const cases *c, const kv_claim *cl, const char *m, const char 
     }
     v->value = e.mean, v->lo = e.lo, v->hi = e.hi, v->p = e.p;
     snprintf(v->n, sizeof v->n, "%d", e.n);
+    ceiling(c, se, v);
     free(se);
 }
 
@@ -326,7 +345,8 @@ static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, con
         verdict v;
         judge(&c, &(kv_claim){cl->id, cl->claim, cl->paper, KV_CLAIM_BEST, cl->budget, NULL, NULL}, m, "", NULL, &v);
         if (!strcmp(v.n, "0")) continue;
-        tested += strncmp(v.holds, "untested", 8) != 0 && strcmp(v.holds, "-") != 0;
+        tested += strncmp(v.holds, "untested", 8) != 0 && strncmp(v.holds, "undecidable", 11) != 0 &&
+                  strcmp(v.holds, "-") != 0;
         won += !strcmp(v.holds, "yes");
         char what[160], id[80];
         snprintf(what, sizeof what, "%.63s: %s", names[w], paper->each_workload);

@@ -253,6 +253,28 @@ done:
     return rc;
 }
 
+/* Marks the columns of a score grid where a reference (FullKV) row scores below
+ * RT_CEILING; where the reference has no value in a column (the budget table: FullKV runs
+ * at budget 1 alone) its mean over the columns it has stands for it. Returns the count
+ * marked. */
+static int mark_ceiling(const rt_data *d, rt_grid *g) {
+    if (metric != RT_M_SCORE) return 0;
+    int marked = 0;
+    for (int i = 0; i < g->nr; i++) {
+        const kv_method *ref = kv_method_reference();
+        if (!ref || strcasecmp(d->fam[g->rows[i].fam].method, ref->name)) continue;
+        double sum = 0;
+        int n = 0;
+        for (int j = 0; j < g->nc; j++)
+            if (!isnan(g->v[i * g->nc + j])) sum += g->v[i * g->nc + j], n++;
+        for (int j = 0; n && j < g->nc; j++) {
+            double x = g->v[i * g->nc + j];
+            if ((isnan(x) ? sum / n : x) < RT_CEILING && !g->cols[j].low_ceiling) g->cols[j].low_ceiling = 1, marked++;
+        }
+    }
+    return marked;
+}
+
 static int t_ablation(rt_out *o, const rt_data *d) {
     int *sel = malloc(sizeof(int) * (d->nrow + 1)), ns = 0, rc = -1;
     rt_grow *lab = calloc((size_t)d->nrow + 1, sizeof *lab);
@@ -748,12 +770,14 @@ int rt_write(sqlite3 *h, const char *name, const kv_runinfo *ri, int n_runs, int
         if (rc) fprintf(stderr, "kvbench report: --table %s: %s%s\n", name, *why ? why : "out of memory",
                         *why ? (run_id > 0 ? " in this run" : " in these runs") : "");
     }
+    int low = 0;
+    for (int i = 0; !rc && t != T_MEMORY && t != T_LATENCY && i < o->n; i++) low += mark_ceiling(&d, &o->g[i]);
     if (!rc && md) {
         header(md, name, ri, n_runs, run_id);
         if (differ)
             fprintf(md, "**Rows were run over different sets of cases** (compare n): their means are not over the"
                         " same cases.\n\n");
-        fprintf(md, "%s\n\n%s\n\n", o->units, legend);
+        fprintf(md, "%s\n\n%s%s\n\n", o->units, legend, low ? " " RT_CEILING_NOTE : "");
         for (int i = 0; i < o->n; i++) rt_grid_markdown(md, &d, &o->g[i]);
         if (d.n_infeasible || d.n_error)
             fprintf(md, "Failed: %d infeasible and %d failed results, in the cells' n%s.\n", d.n_infeasible, d.n_error,

@@ -92,7 +92,17 @@ enum { RT_PCT, RT_BYTES, RT_COUNT, RT_RATIO, RT_NUM, RT_BUDGET };
 typedef struct {
     char label[64];
     int fmt, better;    /* better: +1 highest bold, -1 lowest bold, 0 no bold */
+    int low_ceiling;    /* the reference (FullKV) scores below RT_CEILING here: "(low ceiling)" in Markdown */
 } rt_col;
+
+/* A column (workload, context) whose reference method (FullKV) scores below this mean
+ * score is beyond the model: every table marks it RT_LOW_CEILING, and the claims table
+ * calls a claim that fails there "undecidable: ceiling", not "no" (issue 32). */
+#define RT_CEILING 0.8
+#define RT_LOW_CEILING " (low ceiling)"
+#define RT_CEILING_NOTE                                                                                            \
+    "(low ceiling): FullKV scores below 80% in that column, so the model cannot do the task there and the"       \
+    " methods' scores say little about what compression keeps."
 
 typedef struct {
     char label[192];    /* "sekv zoom=0" */
@@ -141,7 +151,9 @@ void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s);
 
 int rt_grid_init(rt_grid *g, int nr, int nc);
 void rt_grid_free(rt_grid *g);
-/* "method" or "method k=v k=v" */
+/* "method" or "method k=v k=v"; with params_file=none (SeKV's untrained router asked for)
+ * "method (untrained) k=v", the params_file dropped. */
+#define RT_UNTRAINED " (untrained)"
 void rt_family_label(const rt_family *f, char *buf, size_t n);
 void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g);
 void rt_grid_csv(FILE *f, const char *run, const char *table, const rt_data *d, const rt_grid *g);

@@ -53,6 +53,9 @@ sqlite3_stmt *kvq_report_cols(sqlite3 *h, enum kvq_by by, int64_t run_id);
 sqlite3_stmt *kvq_report_cells(sqlite3 *h, enum kvq_by by, int64_t run_id);
 /* One row: the run's infeasible and failed result counts. */
 sqlite3_stmt *kvq_report_left_out(sqlite3 *h, int64_t run_id);
+/* 1 when the run's results of method were made with params_file=none (SeKV's untrained
+ * router, asked for explicitly): report tables name that row "METHOD (untrained)". */
+int kvq_method_untrained(sqlite3 *h, int64_t run_id, const char *method);
 /* Every result of run_id (<= 0: of every run), case by case, for the report's tables:
  *   0 model  1 workload  2 variant  3 ctx  4 depth  5 method  6 params  7 budget  8 status
  *   9 score  10 fast_peak  11 slow_peak  12 fast_tokens  13 prefill_s  14 compress_s

@@ -48,6 +48,19 @@ sqlite3_stmt *kvq_report_cells(sqlite3 *h, enum kvq_by by, int64_t run_id) {
     return prep_run(h, sql, run_id);
 }
 
+int kvq_method_untrained(sqlite3 *h, int64_t run_id, const char *method) {
+    sqlite3_stmt *st = prep_run(h,
+                                "SELECT 1 FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?1"
+                                " AND r.method = ?2 AND ',' || replace(r.params, ' ', '') || ',' LIKE '%,params_file=none,%'"
+                                " LIMIT 1",
+                                run_id);
+    if (!st) return 0;
+    sqlite3_bind_text(st, 2, method, -1, SQLITE_TRANSIENT);
+    int yes = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return yes;
+}
+
 sqlite3_stmt *kvq_report_left_out(sqlite3 *h, int64_t run_id) {
     return prep_run(h,
                     "SELECT sum(r.status = 'infeasible'), sum(r.status = 'error') FROM results r"

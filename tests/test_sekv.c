@@ -9,6 +9,7 @@
 #include "../results/db.h"
 #include <math.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -639,8 +640,10 @@ static void test_bad_params(void) {
 
 /* The default params file ($KVBENCH_SEKV_PARAMS here), asked for with
  * params_file=default (sekv's default), is used only when it holds trained parameters
- * for this model (kv_setup.model_hash) and shape, at any rank cap; params_file
- * =none forces untrained routing; an explicit file for another model is refused. */
+ * for this model (kv_setup.model_hash) and shape, at any rank cap; on another model file
+ * the default is a refusal naming the file to train (where the trained router would run:
+ * not with route=1 or the untrained zoom, nor on a synthetic stream or a random: model);
+ * params_file=none forces untrained routing; an explicit file for another model is refused. */
 static void test_default_params(void) {
     const kv_method *M = &kv_sekv;   /* the paper's method loads the default file by default */
     scen s = make_scen(2, 4, 2, 16, 300, 1);
@@ -652,11 +655,14 @@ static void test_default_params(void) {
     p.trained = 1, p.model_hash = mh;
     CHECK(sekv_params_save(&p, path, err, sizeof err) == 0, "save: %s", err);
     setenv("KVBENCH_SEKV_PARAMS", path, 1);
+    const uint64_t none = kv_model_hash(NULL, 0);   /* a random: model's hash: no file bytes */
     struct {
         uint64_t hash;
         const char *params;
-        int trained;
-    } cases[] = {{mh, "params_file=default", 1}, {mh ^ 2, "params_file=default", 0}, {0, "params_file=default", 0},
+        int trained;   /* 1 trained, 0 untrained, -1 refused */
+    } cases[] = {{mh, "params_file=default", 1}, {mh ^ 2, "params_file=default", -1}, {0, "params_file=default", 0},
+                 {none, "params_file=default", 0}, {mh ^ 2, NULL, -1}, {mh ^ 2, "params_file=none", 0},
+                 {mh ^ 2, "route=1", 0}, {mh ^ 2, "trained_zoom=0", 0}, {mh ^ 2, "zoom=0", 0},
                  {mh, "params_file=none", 0}, {mh, "params_file=default,rank=8", 1},
                  {mh, "params_file=default,rank=32", 1}, {mh, NULL, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -664,6 +670,21 @@ static void test_default_params(void) {
                        .max_decode = 1, .budget_tokens = 200, .params = cases[i].params,
                        .model_hash = cases[i].hash};
         kv_state *st = M->init(&su, err, sizeof err);
+        if (cases[i].trained < 0) {   /* one line: what is missing, where, and the two ways on */
+            const char *head = "sekv: no trained parameters for this model ($KVBENCH_SEKV_PARAMS=";
+            char mine[128];   /* the file looked for (KVBENCH_SEKV_PARAMS's here), and the one to train */
+            snprintf(mine, sizeof mine, "SEKV_PARAMS=%s`", path);
+            CHECK(!st && kv_init_refused(err) && !strncmp(err, head, strlen(head)) && strstr(err, mine) && strstr(err, "make sekv-params SEKV_MODEL=") &&
+                      strstr(err, "--params sekv:params_file=none") && !strchr(err, '\n'),
+                  "case %zu: no refusal naming %s: %s", i, mine, st ? "accepted" : err);
+            if (st) M->free(st);
+            for (const kv_method *o = &kv_sekv_ref; o; o = o == &kv_sekv_ref ? &kv_sekv_spread : NULL) {
+                kv_state *so = o->init(&su, err, sizeof err);   /* sekv-ref loads the default too; spread does not */
+                CHECK((so == NULL) == (o == &kv_sekv_ref), "%s on another model: %s", o->name, so ? "accepted" : err);
+                if (so) o->free(so);
+            }
+            continue;
+        }
         CHECK(st != NULL, "case %zu: %s", i, err);
         if (!st) continue;
         sekv_describe(st, desc, sizeof desc);
@@ -691,8 +712,9 @@ static void test_default_params(void) {
                    .max_decode = 1, .budget_tokens = 200, .params = "params_file=default",
                    .model_hash = mh};
     kv_state *st = M->init(&su, err, sizeof err);
-    if (st) sekv_describe(st, desc, sizeof desc), M->free(st);
-    CHECK(st && strstr(desc, "untrained routing"), "untrained default file used: %s", desc);
+    if (st) M->free(st);
+    CHECK(!st && strstr(err, "no trained parameters for this model"), "untrained default file used: %s",
+          st ? "accepted" : err);
     char params[128];
     snprintf(params, sizeof params, "params_file=%s", path);
     su.params = params, su.model_hash = mh ^ 4;
@@ -701,6 +723,29 @@ static void test_default_params(void) {
           st ? "accepted" : err);
     if (st) M->free(st);
     unsetenv("KVBENCH_SEKV_PARAMS");
+    /* without it: the file the refusal names, $KVBENCH_CACHE/sekv-HASH.params, is this
+     * model's default once trained there */
+    char dir[64], mine[128], *was = getenv("KVBENCH_CACHE") ? strdup(getenv("KVBENCH_CACHE")) : NULL;
+    snprintf(dir, sizeof dir, "/tmp/test_sekv_c_%d", (int)getpid());
+    mkdir(dir, 0700);
+    setenv("KVBENCH_CACHE", dir, 1);
+    snprintf(mine, sizeof mine, "%s/sekv-%016llx.params", dir, (unsigned long long)(mh ^ 8));
+    su.params = NULL, su.model_hash = mh ^ 8;
+    st = M->init(&su, err, sizeof err);
+    CHECK(!st && strstr(err, "no trained parameters for this model (") && strstr(err, mine), "refusal without the env: %s",
+          st ? "accepted" : err);
+    if (st) M->free(st);
+    p.trained = 1, p.model_hash = mh ^ 8;
+    CHECK(sekv_params_save(&p, mine, err, sizeof err) == 0, "save: %s", err);
+    st = M->init(&su, err, sizeof err);
+    desc[0] = 0;
+    if (st) sekv_describe(st, desc, sizeof desc), M->free(st);
+    CHECK(st && strstr(desc, "params: trained (default file)"), "the model's cache file was not its default: %s",
+          st ? desc : err);
+    unlink(mine);
+    rmdir(dir);
+    if (was) setenv("KVBENCH_CACHE", was, 1), free(was);
+    else unsetenv("KVBENCH_CACHE");
     unlink(path);
     sekv_params_free(&p);
     free_scen(&s);
@@ -775,6 +820,7 @@ static int paper_spans(const scen *s, int32_t (*sp)[2], int *P) { return paper_s
 static void test_paper_alpha_fit(void) {
     M = &kv_sekv;
     int32_t(*sp)[2] = NULL;
+    int moved = 0;   /* a case whose fitted alpha is not the grid's first */
     for (int it = 0; it < 6; it++) {
         scen s = make_scen(1, 2, 1, 16, test_int(500, 1500), 1);
         sp = realloc(sp, (size_t)s.n * sizeof *sp);
@@ -789,6 +835,22 @@ static void test_paper_alpha_fit(void) {
             if (Pg[i] <= cap) want = i;
         char prm[96], err[512], used[800] = "";
         snprintf(prm, sizeof prm, "params_file=none,local=32,p_max=%.17g", p);
+        /* uncapped=1 segments as the capped method does at this budget (issue 32: it took
+         * the grid's first alpha, 307 spans where capped sekv had 16), the smallest P when
+         * nothing fits */
+        char unc[128];
+        snprintf(unc, sizeof unc, "%s,uncapped=1", prm);
+        kv_state *su = start(&s, unc, B, err, sizeof err);
+        int rcu = su ? ingest_all(su, &s, err, sizeof err) : -2, first_min = 0;
+        while (Pg[first_min] != P_min) first_min++;
+        int wu = want >= 0 ? want : first_min;
+        double au = su && rcu == 0 ? sekv_chosen_alpha(su, NULL) : NAN;
+        const sekv_seg *sgu = su && rcu == 0 ? sekv_segmentation(su) : NULL;
+        CHECK(rcu == 0 && au == 0.5 + 0.25 * wu && sgu && sekv_seg_persistent(sgu) == Pg[wu],
+              "n=%d B=%d p=%g uncapped: want alpha %g P=%d, got rc %d alpha %g P=%d", s.n, B, p, 0.5 + 0.25 * wu,
+              Pg[wu], rcu, au, sgu ? sekv_seg_persistent(sgu) : -1);
+        moved |= wu > 0;
+        if (su) M->free(su);
         kv_state *st = start(&s, prm, B, err, sizeof err);
         int rc = st ? ingest_all(st, &s, err, sizeof err) : -2;
         if (want < 0) {
@@ -808,6 +870,7 @@ static void test_paper_alpha_fit(void) {
         free_scen(&s);
     }
     free(sp);
+    CHECK(moved, "every case fitted the grid's first alpha: the uncapped check says nothing");
     char err[256];
     scen s = make_scen(1, 2, 1, 16, 200, 1);
     kv_state *st = start(&s, "alpha_grid=2:1:0.5", 50, err, sizeof err);

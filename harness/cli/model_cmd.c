@@ -17,11 +17,15 @@
 #include <unistd.h>
 
 static kv_model *open_model(const char *path) {
+    char err[512], named[1024];   /* a short model name (model_resolve_name) */
+    if (!(path = model_resolve_name(path, named, sizeof named, err, sizeof err))) {
+        fprintf(stderr, "kvbench: %s\n", err);
+        return NULL;
+    }
     if (strncmp(path, "random:", 7) && access(path, R_OK)) {
         fprintf(stderr, "kvbench: no model at %s: run `make model` or pass --model PATH\n", path);
         return NULL;
     }
-    char err[512];
     kv_model *m = model_load(path, err, sizeof err);
     if (!m) fprintf(stderr, "kvbench: %s\n", err);
     return m;

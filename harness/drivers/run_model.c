@@ -501,6 +501,8 @@ static void model_ident(const char *path, const kv_model *model, char *buf, size
         return;
     }
     struct stat st;
+    path = model_gguf(model)->path;   /* the file a short model name stands for (model_resolve_name) */
+    /* (%.255s below: a file name is at most NAME_MAX bytes) */
     char *copy = strdup(path);
     const char *base = copy ? basename(copy) : path;
     /* a Hugging Face directory: its size says nothing, the hash of its files does */
@@ -508,8 +510,8 @@ static void model_ident(const char *path, const kv_model *model, char *buf, size
     uint64_t hash;
     if (h && h->type == GGUF_U64) {
         memcpy(&hash, h->data, 8);
-        snprintf(buf, n, "%s:hf-%016llx", base, (unsigned long long)hash);
-    } else snprintf(buf, n, "%s:%lld", base, stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
+        snprintf(buf, n, "%.255s:hf-%016llx", base, (unsigned long long)hash);
+    } else snprintf(buf, n, "%.255s:%lld", base, stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
     free(copy);
 }
 

@@ -4,6 +4,7 @@
 #include "../../model/gguf.h"
 #include "../../model/hf_load.h"
 #include "../../model/random_model.h"
+#include "../../model/model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -67,7 +68,8 @@ done:
 int sim_shape_open(const char *spec, sim_shape *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     snprintf(s->spec, sizeof s->spec, "%s", spec);
-    if (strncmp(spec, "random:", 7)) return from_gguf(spec, s, err, errlen);
+    char named[1024];   /* a short model name (model_resolve_name) */
+    if (strncmp(spec, "random:", 7)) return (spec = model_resolve_name(spec, named, sizeof named, err, errlen)) ? from_gguf(spec, s, err, errlen) : -1;
     char name[64];
     snprintf(name, sizeof name, "%s", spec + 7);
     char *colon = strchr(name, ':');   /* random:NAME:SEED: the seed does not change shapes */

@@ -12,6 +12,7 @@
  * alpha, span cap and window searched, an untrained spread router. */
 #include "sekv_state.h"
 #include "../../kernels/core.h"
+#include "../../kernels/host.h"
 
 #include <limits.h>
 #include <unistd.h>
@@ -52,12 +53,15 @@ static const kv_param params[] = {
     {"p_max", SEKV_PAPER_P, "[kvbench, tuned on NIAH dev cases: docs/sekv-results.md] the segmentation alone (anchors "
                             "+ local window + coarse rows) may take P <= p_max*B, leaving (1-p_max)*B of room to zoom; "
                             "more is infeasible"},
-    {"uncapped", "0", "1 = no budget: P is not capped and every span over its threshold expands (the iso-memory view: "
+    {"uncapped", "0", "1 = no budget: the spans fitted as at this budget (the smallest P found if none fits), then P is "
+                      "not capped and every span over its threshold expands (the iso-memory view: "
                       "compare baselines at the residency it measures)"},
     {"params_file", "default",
-     "[kvbench: trained by train-sekv, methods/sekv/params/README.md] trained parameters; default = "
-     "$KVBENCH_SEKV_PARAMS, else the file shipped for the default model (methods/sekv/params/), else "
-     "~/.cache/kvbench/sekv-smollm2-135m.params, when trained for the model in use; none = untrained initial values"},
+     "[kvbench: trained by train-sekv, methods/sekv/params/README.md] trained parameters; default = the first "
+     "trained for the model in use of $KVBENCH_SEKV_PARAMS, else $KVBENCH_CACHE/sekv-HASH.params (this model's), "
+     "the file shipped for the default model (methods/sekv/params/), ~/.cache/kvbench/sekv-smollm2-135m.params; "
+     "none found on a model file: refused, naming the file and the command that trains it; none = untrained "
+     "initial values"},
     {NULL, NULL, NULL},
 };
 
@@ -183,17 +187,27 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
 
 #define SEKV_PARAMS_NAME "sekv-smollm2-135m.params"
 
-/* The default parameters files, in the order tried: $KVBENCH_SEKV_PARAMS; the file
+/* The file trained for one model that `sekv` looks for first, and that its refusal names:
+ * $KVBENCH_CACHE/sekv-HASH.params (kv_model_hash of the model file, 16 hex digits). */
+static void model_params_path(uint64_t model_hash, char *buf, size_t len) {
+    char leaf[64];
+    snprintf(leaf, sizeof leaf, "sekv-%016llx.params", (unsigned long long)model_hash);
+    kb_cache_path(leaf, buf, len);
+}
+
+/* The default parameters files, in the order tried: $KVBENCH_SEKV_PARAMS; the file of
+ * this model in the cache (model_params_path); the file
  * shipped in the repository (methods/sekv/params/), looked for beside the kvbench binary
  * and in the folders above it (./kvbench, build/tests/, build-san/, build-vg/...), then in
  * the source tree the binary was compiled from (KB_SRC_DIR, set by the Makefile), so that
  * every build of one tree finds the same file; the one `make sekv-params` writes to
  * ~/.cache/kvbench. Returns the count written to paths. */
-enum { N_DEFAULT_PATHS = 7 };
-static int default_params_paths(char paths[N_DEFAULT_PATHS][512]) {
+enum { N_DEFAULT_PATHS = 8 };
+static int default_params_paths(char paths[N_DEFAULT_PATHS][512], uint64_t model_hash) {
     const char *env = getenv("KVBENCH_SEKV_PARAMS"), *home = getenv("HOME");
     if (env && *env) return snprintf(paths[0], 512, "%s", env), 1;
     int n = 0;
+    model_params_path(model_hash, paths[n++], 512);
     char exe[400];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k > 0) {
@@ -214,19 +228,33 @@ static int default_params_paths(char paths[N_DEFAULT_PATHS][512]) {
 
 const char *sekv_params_path(const kv_state *st) { return st->params_file; }
 
-/* Says once per process that SeKV's default parameters were not found for this model. */
-static void note_untrained(const kv_state *st) {
-    static int said;
-    if (said || st->route != 0 || !st->zoom || !st->trained_zoom) return;
-    said = 1;
-    fprintf(stderr, "kvbench: %s: no trained parameters for this model (the shipped file is for the default "
-            "model; `make sekv-params` trains them): routing runs untrained\n", st->m->name);
+/* 1 when kv_setup names a model file whose trained parameters routing would need: not a
+ * synthetic stream (model_hash 0) nor a random: model (weights made in memory, no file
+ * bytes: their hash is that of nothing), where the routing's quality means nothing. */
+static int has_model_file(const kv_setup *s) { return s->model_hash && s->model_hash != kv_model_hash(NULL, 0); }
+
+/* params_file=default on a model with no trained parameters, where the trained router
+ * would run (route=0 with zoom and trained zoom): a configuration error naming the file
+ * looked for and the command that trains it; params_file=none runs the untrained router. */
+static int refuse_untrained(const kv_state *st, const kv_setup *s, char *err, size_t errlen) {
+    char mine[512];   /* the one file looked for first: $KVBENCH_SEKV_PARAMS (then the only one), else this model's */
+    const char *env = getenv("KVBENCH_SEKV_PARAMS");
+    if (env && *env) snprintf(mine, sizeof mine, "%s", env);
+    else model_params_path(s->model_hash, mine, sizeof mine);
+    snprintf(err, errlen,
+             "%s: " SEKV_NO_PARAMS " (%s%s holds none for it; the shipped methods/sekv/params/" SEKV_PARAMS_NAME
+             " is the default model's): train them with `make sekv-params SEKV_MODEL=MODEL SEKV_PARAMS=%s` "
+             "(kvbench train-sekv --model MODEL --out that file), or run the untrained router with --params %s:params_file=none",
+             st->m->name, env && *env ? "$KVBENCH_SEKV_PARAMS=" : "", mine, mine, st->m->name);
+    return -1;
 }
 
 /* Trained parameters from params_file (checked against kv_setup.model_hash when known);
  * params_file=default: the first default file that holds trained parameters for this
- * very model (model_hash and shape), else the untrained initial values (and a note on
- * stderr), as with params_file=none. A rank cap R other than the one trained keeps the trained routing and gate: the gate reads the first components
+ * very model (model_hash and shape); none on a model file is a refusal (refuse_untrained)
+ * where the trained router would run, else (synthetic streams, random: models, the
+ * untrained router or zoom) the untrained initial values, as with params_file=none.
+ * A rank cap R other than the one trained keeps the trained routing and gate: the gate reads the first components
  * (inputs beyond a span's rank are 0 anyway) and lets components past its own R through;
  * the same for an explicit file. Which parameters a result used shows in its recorded
  * params. */
@@ -238,7 +266,7 @@ static int load_prm(kv_state *st, const kv_setup *s, char *err, size_t errlen) {
     } else if (!strcmp(st->params_file, "default")) {
         st->params_file[0] = 0;
         char paths[N_DEFAULT_PATHS][512];
-        int np = s->model_hash ? default_params_paths(paths) : 0;
+        int np = s->model_hash ? default_params_paths(paths, s->model_hash) : 0;
         for (int i = 0; i < np; i++) {
             sekv_params p;
             if (sekv_params_load(&p, paths[i], s->model_hash, why, sizeof why)) continue;
@@ -251,7 +279,7 @@ static int load_prm(kv_state *st, const kv_setup *s, char *err, size_t errlen) {
             }
             sekv_params_free(&p);
         }
-        st->untrained_note = s->model_hash != 0;   /* no model (synthetic streams): nothing to load */
+        if (has_model_file(s) && st->route == 0 && st->zoom && st->trained_zoom) return refuse_untrained(st, s, err, errlen);
     }
     if (!st->params_file[0])
         return sekv_params_init(&st->prm, st->L, st->H, st->d, st->rank, 0x5e4b5eedULL, err, errlen);
@@ -471,11 +499,36 @@ void sekv_par_for(int n, void (*fn)(void *, int), void *ctx) { kb_parallel_for(n
  *   alpha: the grid (sekv: alpha_grid; sekv-spread: 0.5 .. 4), smallest first (the most
  *          anchors kept at full resolution).
  * The setting used is kept in st (sekv_describe, sekv_params_used); when none fits the
- * case is "infeasible", naming the smallest P found. */
+ * case is "infeasible", naming the smallest P found. uncapped=1 segments as the capped
+ * method would at this budget (the same search against p_max*B, so the iso-memory view
+ * compares the same spans), taking the smallest P found when none fits; only the cap is
+ * lifted. */
+static int segment_at(const kv_state *st, const float *surp, double a, int l_min, int cap, int loc, sekv_seg *sg,
+                      char *err, size_t errlen) {
+    int n = st->n_prompt;
+    if (st->fixed_chunk == SEKV_CHUNK_SAME ? sekv_segment_even(surp, n, a, l_min, cap, st->sinks, loc, sg)
+                                           : sekv_segment_ex(surp, n, a, l_min, cap, st->fixed_chunk, st->sinks, loc, sg)) {
+        snprintf(err, errlen, "sekv: out of memory segmenting %d tokens", n);
+        return -1;
+    }
+    return 0;
+}
+
+/* Keeps segmentation sg (owned by st from here) and the setting that made it. */
+static void take_seg(kv_state *st, sekv_seg *sg, double a, int l_min, int loc, int cap) {
+    st->seg = *sg;
+    st->have_seg = 1;
+    st->alpha_used = st->fixed_chunk > 0 ? NAN : a;
+    st->lmin_used = l_min;
+    st->local = loc;
+    st->l_max = cap;
+    st->threshold = st->fixed_chunk ? INFINITY : sg->threshold;   /* decoded tokens never anchor then */
+}
+
 static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen) {
     const double *grid = st->grid;
     static const int caps[] = {32, 48, 64, 128, 256};
-    int n = st->n_prompt, half = st->uncapped ? INT_MAX : (int)floor(st->p_max * st->B);
+    int half = (int)floor(st->p_max * st->B);
     int auto_a = st->alpha < 0 && st->fixed_chunk <= 0;
     int n_alpha = auto_a ? st->n_grid : 1;
     int lmins[2] = {st->l_min, 2}, n_lmin = !st->lmin_given && st->l_min > 2 ? 2 : 1;
@@ -497,27 +550,18 @@ static int choose_seg(kv_state *st, const float *surp, char *err, size_t errlen)
                 double a = auto_a ? grid[ai] : st->alpha > 0 ? st->alpha : 1.0;
                 int loc = shp[si][0], cap = shp[si][1] > 0 ? shp[si][1] : 64;
                 sekv_seg sg;
-                if (st->fixed_chunk == SEKV_CHUNK_SAME
-                        ? sekv_segment_even(surp, n, a, lmins[li], cap, st->sinks, loc, &sg)
-                        : sekv_segment_ex(surp, n, a, lmins[li], cap, st->fixed_chunk, st->sinks, loc, &sg)) {
-                    snprintf(err, errlen, "sekv: out of memory segmenting %d tokens", n);
-                    return -1;
-                }
+                if (segment_at(st, surp, a, lmins[li], cap, loc, &sg, err, errlen)) return -1;
                 int P = sekv_seg_persistent(&sg);
-                if (P <= half) {
-                    st->seg = sg;
-                    st->have_seg = 1;
-                    st->alpha_used = st->fixed_chunk > 0 ? NAN : a;
-                    st->lmin_used = lmins[li];
-                    st->local = loc;
-                    st->l_max = cap;
-                    st->threshold = st->fixed_chunk ? INFINITY : sg.threshold;   /* decoded tokens never anchor then */
-                    return 0;
-                }
+                if (P <= half) return take_seg(st, &sg, a, lmins[li], loc, cap), 0;
                 if (best_p < 0 || P < best_p)
                     best_p = P, best_a = a, best_l = lmins[li], best_loc = loc, best_cap = cap;
                 sekv_seg_free(&sg);
             }
+    if (st->uncapped && best_p >= 0) {   /* no budget to fit: the smallest P found */
+        sekv_seg sg;
+        if (segment_at(st, surp, best_a, best_l, best_cap, best_loc, &sg, err, errlen)) return -1;
+        return take_seg(st, &sg, best_a, best_l, best_loc, best_cap), 0;
+    }
     if (st->fixed_chunk > 0)
         snprintf(err, errlen,
                  "infeasible: persistent part P=%d exceeds p_max*B=%d (B=%d; best: fixed_chunk=%d, l_min=%d, "
@@ -559,7 +603,6 @@ static void ingest_task(void *c_, int i) {
 }
 
 int sekv_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
-    if (st->untrained_note) note_untrained(st), st->untrained_note = 0;
     if (p->layer < 0 || p->layer >= st->L || st->layer[p->layer].ingested ||
         (p->layer > 0 && !st->layer[p->layer - 1].ingested)) {
         snprintf(err, errlen, "sekv: ingest of layer %d out of order", p->layer);

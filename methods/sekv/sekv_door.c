@@ -7,6 +7,7 @@
 #include "sekv_params.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* Rows rebuilt from slow-tier span factors at the last step (an upper bound on what the
  * factors' upload moves). */
@@ -51,7 +52,9 @@ void sekv_needs(const kv_setup *s, kv_needs *out) {
 static int trained_file_of(const kv_method *m, const kv_setup *s, char *path, size_t len) {
     char why[512];
     kv_state *st = sekv_init_as(m, s, why, sizeof why);
-    snprintf(path, len, "%s", st ? sekv_params_path(st) : "?");
+    /* no parameters for this model (a refusal for the run's sekv rows) is no file here:
+     * every run on such a model, whatever its methods, keeps the key it had */
+    snprintf(path, len, "%s", st ? sekv_params_path(st) : strstr(why, SEKV_NO_PARAMS) ? "" : "?");
     sekv_free(st);
     return 1;
 }

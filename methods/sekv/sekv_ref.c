@@ -22,9 +22,10 @@ static const kv_param params[] = {
     {"route", "0", "[code] span relevance: 0 = the trained d'=32 routing summary (+ln|S|); 1 = kvbench's spread"},
     {"gate", "2", "[code] rank gate at decode: 2 = soft m, 1 = hard, 0 = off"},
     {"p_max", "1", "[code] P <= p_max*B (1: the code raises when P > B); more is infeasible"},
-    {"uncapped", "0", "1 = no budget: P is not capped and every span over its threshold expands"},
+    {"uncapped", "0", "1 = no budget: the spans fitted as at this budget (the smallest P found if none fits), then P "
+                      "is not capped and every span over its threshold expands"},
     {"params_file", "default", "[kvbench: trained at alpha = 1, methods/sekv/params/README.md] trained parameters; "
-                               "default = the file shipped for the default model; none = untrained"},
+                               "default = as sekv's (refused on a model without them); none = untrained"},
     {NULL, NULL, NULL},
 };
 

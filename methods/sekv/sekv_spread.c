@@ -20,7 +20,8 @@ static const kv_param params[] = {
     {"route", "1", "[kvbench] span relevance: 1 = mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q, from their top-2 principal directions), 0 = the paper's d' routing summary (W from params_file)"},
     {"gate", "1", "[kvbench] rank gate at decode: 1 = hard (component kept iff m > 0.5), 2 = soft m, 0 = off"},
     {"p_max", "0.7", "[kvbench, NIAH dev] the persistent part may take P <= p_max*B (the rest is room to zoom; 0.7 tuned on NIAH dev cases)"},
-    {"uncapped", "0", "1 = no budget: P is not capped and every span over its threshold expands"},
+    {"uncapped", "0", "1 = no budget: the spans fitted as at this budget (the smallest P found if none fits), then P "
+                      "is not capped and every span over its threshold expands"},
     {"params_file", "none", "[kvbench] trained parameters (kvbench train-sekv) for the rank gate and route=0; default = the sekv method's default file; none = untrained"},
     {NULL, NULL, NULL},
 };

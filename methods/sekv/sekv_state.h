@@ -2,6 +2,9 @@
  * compaction, zoom-in attention). Not a public header: use sekv.h. */
 #ifndef KV_SEKV_STATE_H
 #define KV_SEKV_STATE_H
+/* The words of sekv's refusal on a model file with no trained parameters (sekv.c
+ * refuse_untrained); the run key's trained_file reads it as "no file" (sekv_door.c). */
+#define SEKV_NO_PARAMS "no trained parameters for this model"
 #include "sekv.h"
 #include "../../kernels/core.h"
 
@@ -77,8 +80,6 @@ struct kv_state {
     double tau_override;        /* < 0: from the params */
     char params_file[512];      /* "" = untrained initial values */
     int params_default;         /* params_file is the default file, found for this model */
-    int untrained_note;         /* no default file for this model: said at the first ingest, not at init
-                                   (the run key inits SeKV in every model run, whatever its methods) */
     sekv_params prm;
     /* chosen at the first ingest */
     sekv_seg seg;

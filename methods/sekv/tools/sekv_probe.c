@@ -30,8 +30,8 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvbench sekv-probe [--model F] [--haystack PATH] [--ctx LIST] [--depths LIST]\n"
-            "                          [--budget B] [--question-after] --params P [--params P ...]\n"
+            "usage: kvbench sekv-probe [--model F] [--haystack PATH] [--split dev|test] [--ctx LIST]\n"
+            "                          [--depths LIST] [--budget B] [--question-after] --params P [--params P ...]\n"
             "\n"
             "Teacher-forces the NIAH answer through sekv for each --params setting (sekv's\n"
             "key=value list; \"\" = its defaults) on every (ctx, depth) case and prints, per\n"
@@ -40,6 +40,7 @@ static void usage(FILE *f) {
             "\n"
             "  --model F          GGUF file or Hugging Face directory (default %s)\n"
             "  --haystack PATH    essays (default: the `make haystack` cache)\n"
+            "  --split S          dev (default: the haystack text of kvbench run --split dev) or test\n"
             "  --ctx LIST         prompt lengths in tokens (default 768)\n"
             "  --depths LIST      needle depths in %% (default 35)\n"
             "  --budget B         fraction of the prompt or a token count (default 0.5)\n"
@@ -219,7 +220,7 @@ static void paired(const char *what, const double *x, const double *y, int n_all
 int sekv_probe_main(int argc, char **argv) {
     const char *model_path = model_default_path(), *hay_path = NULL, *sets[MAX_SETS];
     double ctxs[MAX_LIST] = {768}, depths[MAX_LIST] = {35}, budget = 0.5;
-    int n_ctx = 1, n_depth = 1, n_sets = 0, qa = 0;
+    int n_ctx = 1, n_depth = 1, n_sets = 0, qa = 0, split = NIAH_DEV;   /* tuning reads dev cases */
     static const char *const bare[] = {"--help", "-h", "--question-after", NULL};
     for (int i = 1; i < argc; i++) {
         char a[64], why[160];
@@ -237,6 +238,13 @@ int sekv_probe_main(int argc, char **argv) {
         char *end;
         if (!strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--haystack")) hay_path = v;
+        else if (!strcmp(a, "--split")) {
+            if (strcmp(v, "dev") && strcmp(v, "test")) {
+                fprintf(stderr, "kvbench sekv-probe: --split '%s': expected dev or test\n", v);
+                return 2;
+            }
+            split = !strcmp(v, "dev") ? NIAH_DEV : NIAH_TEST;
+        }
         else if (!strcmp(a, "--ctx")) {
             if (parse_list(a, v, ctxs, &n_ctx)) return 2;
         } else if (!strcmp(a, "--depths")) {
@@ -297,7 +305,7 @@ int sekv_probe_main(int argc, char **argv) {
     }
     niah_opts no;
     niah_defaults(&no);
-    no.tok = tok, no.haystack = hay, no.haystack_len = hay_len, no.question_after = qa;
+    no.tok = tok, no.haystack = hay, no.haystack_len = hay_len, no.question_after = qa, no.split = split;
     int max_ctx = 0;
     for (int i = 0; i < n_ctx; i++) max_ctx = (int)ctxs[i] > max_ctx ? (int)ctxs[i] : max_ctx;
     niah_builder *nb = niah_open(&no, max_ctx, err, sizeof err);
