@@ -330,7 +330,7 @@ static void run(const kv_method *m, const char *params, const scen *s, int rule,
                   mem.fast_aux_bytes, total, row_bytes);
         tr->mem = mem;
     }
-    CHECK(!bad, "%s: %d violations", tag, bad);
+    CHECK(!bad, "%s: %d violation%s", tag, bad, bad == 1 ? "" : "s");
     tr->violated = bad;
     free(pos), free(prompt), free(nprompt), free(apos), free(anpos), free(k), free(v);
     m->free(st);
@@ -516,9 +516,11 @@ long kv_conformance_params(const kv_method *m, const char *params, uint64_t seed
             scen shape;
             C.rng = sseed;
             draw_shape(&shape, trial == 0);
-            char label[160];
-            snprintf(label, sizeof label, "scenario %d (L%d H%d/%d d%d n%d T%d budget %g/%d)", trial + 1, shape.L,
-                     shape.H, shape.Hkv, shape.d, shape.n, shape.T, shape.frac, shape.tokens);
+            char label[160], budget[40];
+            if (shape.tokens) snprintf(budget, sizeof budget, "%d tokens", shape.tokens);
+            else snprintf(budget, sizeof budget, "%.3g", shape.frac);
+            snprintf(label, sizeof label, "scenario %d (L%d H%d/%d d%d n%d T%d budget %s)", trial + 1, shape.L,
+                     shape.H, shape.Hkv, shape.d, shape.n, shape.T, budget);
             if (out) {
                 fprintf(out, "%-13s %-6s %s\n", m->name, kv_decode_name(rule), label);
                 fflush(out);   /* on the screen (or in the pipe) before it runs */
