@@ -103,5 +103,11 @@ sed 's/KV_METHOD_HEAD,/.abi = 1, .size = 4096,/' tests/fixtures/bad_plugin.c >"$
 cc -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -fPIC -shared -I. -Imethods -DBUG=OK -o "$T/big.so" "$T/big.c" || fail "big.c"
 config_error "$T/none.db" "$T/big.so: method table of 4096 bytes for ABI 1" --plugin "$T/big.so" methods
 
+# conformance --params: the scenarios run with the given parameters; a refused value is exit 2
+"$KVBENCH" conformance --params "snapkv:window=16" --seed 3 --trials 1 >"$T/out" 2>&1 || fail "conformance --params: $(tail -2 "$T/out")"
+grep -q "^snapkv        parameters: init refuses bad values, runs with window=16" "$T/out" || fail "--params not used: $(head -3 "$T/out")"
+grep -q "^conformance: 1 method," "$T/out" || fail "conformance --params checked other methods"
+config_error "$T/none.db" "--params: snapkv: parameter window=0 is out of range" conformance --params "snapkv:window=0"
+
 [ "$fails" = 0 ] && echo "test_plugin_door: all checks passed"
 exit $((fails > 0))
