@@ -538,7 +538,7 @@ static void summary_print(const run_opts *o, const summary_row *rows, int n) {
         char b[32], f[32];
         fmt_budget(b, sizeof b, r->budget);
         if (!r->n_ok) {
-            printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", "infeasible");
+            printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", "infeasible/error");
             continue;
         }
         fmt_bytes(f, sizeof f, r->fast / r->n_ok);
