@@ -210,7 +210,7 @@ int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int new
 }
 
 /* The method's event log (SeKV: its zoom-ins), into the results' zoom table. */
-static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
+static void copy_zoom(const kv_method *m, const kv_state *st, int L, int H, mc_result *res) {
     size_t n = m->events(st, NULL, 0);
     if (!n) return;
     kv_event *ev = malloc(n * sizeof *ev);
@@ -221,8 +221,11 @@ static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
     }
     size_t got = m->events(st, ev, n);
     n = got < n ? got : n;   /* a method's count is not trusted past the room it was given */
-    for (size_t i = 0; i < n; i++) res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].value, ev[i].of};
-    res->n_zoom = n;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)   /* an event of a layer or head the model lacks is dropped, not stored */
+        if (ev[i].step >= 0 && ev[i].layer >= 0 && ev[i].layer < L && ev[i].head >= 0 && ev[i].head < H)
+            res->zoom[k++] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].value, ev[i].of};
+    res->n_zoom = k;
     free(ev);
 }
 
@@ -230,6 +233,7 @@ static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
 static void copy_chosen(const kv_method *m, const kv_state *st, mc_result *res) {
     res->chosen[0] = 0;
     m->params_used(st, res->chosen, sizeof res->chosen);
+    res->chosen[sizeof res->chosen - 1] = 0;   /* a method's text, ended here whatever it wrote */
 }
 
 /* The steady (decode-time) fast-tier bytes: the most held after compression and after
@@ -381,7 +385,7 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++) m->head_stats(st, l, h, &res->heads[(size_t)l * H + h]);
     r->heads = res->heads;
-    copy_zoom(m, st, res);
+    copy_zoom(m, st, L, H, res);
     copy_chosen(m, st, res);
 
     res->output = ids_text(tok, gen, count);
