@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "budget_check.h"
@@ -429,6 +430,14 @@ static void scenario(const kv_method *m, const char *params, int rule, uint64_t 
     free_scen(&s);
 }
 
+/* A scenario's child runs at most this long (the slowest built-in method takes seconds);
+ * KVBENCH_CONFORMANCE_SECONDS sets another limit (for tests). */
+static int child_seconds(void) {
+    const char *e = getenv("KVBENCH_CONFORMANCE_SECONDS");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    return v > 0 && v < 86400 ? (int)v : 600;
+}
+
 /* Runs part (0: the parameter checks, else scenario `label`) in a child process, so a
  * crash is reported with what was running; the child's checks are added to C and *res. */
 static void in_child(const kv_method *m, const char *params, int rule, uint64_t sseed, int gqa, const char *label,
@@ -444,6 +453,7 @@ static void in_child(const kv_method *m, const char *params, int rule, uint64_t 
     }
     long checks0 = C.checks, failed0 = C.failed;
     if (pid <= 0) {   /* the child, or in this process when no child could be made */
+        if (!pid) alarm((unsigned)child_seconds());   /* a method that hangs is reported, not waited for */
         if (label) scenario(m, params, rule, sseed, gqa, label, res);
         else test_bad_params(m, params);
         res->checks = C.checks - checks0;
@@ -466,6 +476,12 @@ static void in_child(const kv_method *m, const char *params, int rule, uint64_t 
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {}
     const char *what = label ? label : "the parameter checks";
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+        CHECK(0, "%s %s: %s ran past %d s (hung?); replay: kvbench conformance --method %s --seed %llu", m->name,
+              label ? kv_decode_name(rule) : "", what, child_seconds(), m->name, (unsigned long long)seed);
+        for (int t = 0; label && t < 3; t++) res->failed_type[t]++;
+        return;
+    }
     if (WIFSIGNALED(status)) {
         CHECK(0, "%s %s: %s crashed: signal %d (%s); replay: kvbench conformance --method %s --seed %llu", m->name,
               label ? kv_decode_name(rule) : "", what, WTERMSIG(status), strsignal(WTERMSIG(status)), m->name,

@@ -7,7 +7,7 @@
 #  - memory() reporting 0 B for resident rows: `run` records `error`;
 #  - a wrong GQA query slice: conformance's attention check names the head;
 #  - a crash in attend: conformance names the method, the rule, the scenario and the seed
-#    (stdout a pipe: the seed line is there), and goes on;
+#    (stdout a pipe: the seed line is there), and goes on; a hang is stopped and named;
 #  - positions past the prompt, negative or twice (cs_load), twice in rows(), more
 #    positions than the buffer: refused with a line, no crash (the sanitizer build too);
 #  - cs_init(scored=0) under --decode hold: evicts the oldest row (was a NULL read);
@@ -20,12 +20,12 @@ cc_plugin() {   # cc_plugin BUG -> $T/BUG.so
     cc -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -fPIC -shared -I. -DBUG="$1" -o "$T/$1.so" tests/fixtures/bad_plugin.c \
         || { fail "bad_plugin.c -DBUG=$1 did not build"; exit 1; }
 }
-for b in OK OVER1 KEEPALL GQA CRASH PAST NEGATIVE DUPLOAD DUPROWS NPOS MEM0 INITFAIL; do cc_plugin "$b"; done
+for b in OK OVER1 KEEPALL GQA CRASH HANG PAST NEGATIVE DUPLOAD DUPROWS NPOS MEM0 INITFAIL; do cc_plugin "$b"; done
 
 # conformance BUG EXPECT: exit 1, a failure line containing EXPECT, the summary says so
 conformance_fails() {
     local rc=0
-    "$KVBENCH" --plugin "$T/$1.so" conformance --seed 11 --trials 2 >"$T/out" 2>&1 || rc=$?
+    "$KVBENCH" --plugin "$T/$1.so" conformance --seed 11 --trials "${TRIALS:-2}" >"$T/out" 2>&1 || rc=$?
     [ "$rc" = 1 ] || fail "$1: conformance exit $rc, expected 1: $(tail -3 "$T/out")"
     grep -q "^conformance: .*$2" "$T/out" || fail "$1: conformance did not say '$2': $(grep '^conformance' "$T/out" | head -3)"
     grep -q "FAILED" "$T/out" || fail "$1: the summary hides the failure: $(grep 'setups feasible' "$T/out" | head -2)"
@@ -46,6 +46,9 @@ grep -q "^seed 11 " "$T/out" || fail "CRASH: the seed line is lost with stdout a
 grep -q "^conformance: bad append: scenario 1 (L.*) crashed: signal 11 (Segmentation fault); replay: kvbench conformance --method bad --seed 11" "$T/out" \
     || fail "CRASH: the crash does not name method, rule, scenario and seed: $(grep crashed "$T/out" | head -1)"
 grep -q "^bad           hold   scenario 2 " "$T/out" || fail "CRASH: the scenarios after a crash did not run"
+
+# a method that hangs is stopped and named (the limit shortened for the test)
+KVBENCH_CONFORMANCE_SECONDS=2 TRIALS=1 conformance_fails HANG "scenario 1 (L.*) ran past 2 s (hung?); replay: kvbench conformance --method bad --seed 11"
 
 # a correct plugin without scores under hold (cs_argmin once read a NULL score array)
 "$KVBENCH" --plugin "$T/OK.so" conformance --seed 11 --trials 2 >"$T/out" 2>&1 || fail "OK: conformance failed: $(grep '^conformance' "$T/out" | head -3)"
