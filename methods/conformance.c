@@ -489,9 +489,11 @@ static void in_child(const kv_method *m, const char *params, int rule, uint64_t 
         for (int t = 0; label && t < 3; t++) res->failed_type[t]++;
         return;
     }
-    if (have != sizeof got || !WIFEXITED(status) || WEXITSTATUS(status)) {
-        CHECK(0, "%s: %s: the child process exited %d without its result", m->name, what,
-              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    if (have != sizeof got || !WIFEXITED(status) || WEXITSTATUS(status)) {   /* a sanitizer's report exits 1 */
+        CHECK(0, "%s %s: %s crashed: exit %d without its result; replay: kvbench conformance --method %s --seed %llu",
+              m->name, label ? kv_decode_name(rule) : "", what, WIFEXITED(status) ? WEXITSTATUS(status) : -1, m->name,
+              (unsigned long long)seed);
+        for (int t = 0; label && t < 3; t++) res->failed_type[t]++;
         return;
     }
     *res = got;
