@@ -120,6 +120,9 @@ static int push_row(kv_cacheset *c, kv_slot *s, const float *k, const float *v, 
 
 int cs_load(kv_cacheset *c, const kv_prefill *p, int j, const int32_t *keep, int nk,
             const double *score) {
+    if (nk < 0 || nk > p->n || j < 0 || j >= c->Hkv || p->layer < 0 || p->layer >= c->L) return -2;
+    for (int i = 0; i < nk; i++)   /* rows of this prompt, each once: checked before any is read */
+        if (keep[i] < 0 || keep[i] >= p->n || (i && keep[i] <= keep[i - 1])) return -2;
     kv_slot *s = cs_slot(c, p->layer, j);
     const float *K = p->K + (size_t)j * p->kv_stride, *V = p->V + (size_t)j * p->kv_stride;
     for (int i = 0; i < nk; i++) {
@@ -153,6 +156,7 @@ void cs_remove(kv_cacheset *c, kv_slot *s, int i) {
 
 int cs_argmin(const kv_slot *s, int end) {
     int best = 0;
+    if (!s->score) return 0;   /* no scores (cs_init scored=0): all tie, the oldest row goes */
     for (int i = 1; i < end; i++)
         if (s->score[i] < s->score[best]) best = i;
     return best;

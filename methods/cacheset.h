@@ -44,7 +44,9 @@ const kv_slot *cs_slot_c(const kv_cacheset *c, int layer, int kv_head);
 int  cs_begin_layer(kv_cacheset *c, const kv_prefill *p, const char *name, char *err,
                     size_t errlen);
 /* Loads prompt rows keep[0..nk) (ascending) of kv head j from p, with scores
- * score[keep[i]] (score may be NULL: 0). Counts n - nk evictions. 0 or -1 (memory). */
+ * score[keep[i]] (score may be NULL: 0). Counts n - nk evictions. 0, -1 (memory), or -2
+ * when keep is not strictly ascending positions in [0, p->n) (a position outside the
+ * prompt or kept twice; nothing is loaded then). */
 int  cs_load(kv_cacheset *c, const kv_prefill *p, int j, const int32_t *keep, int nk,
              const double *score);
 /* Appends one row; exits with a message when out of memory (append cannot fail). */
@@ -56,7 +58,8 @@ void cs_push(kv_cacheset *c, kv_slot *s, const float *k, const float *v, int pos
 void cs_append_decoded(kv_cacheset *c, int layer, const float *k, const float *v, int pos, int cap);
 /* Removes row i (order kept), counting one eviction. */
 void cs_remove(kv_cacheset *c, kv_slot *s, int i);
-/* Index of the lowest-score row among rows [0, end); ties go to the lowest index. */
+/* Index of the lowest-score row among rows [0, end); ties go to the lowest index (so 0,
+ * the oldest row, in a slot that keeps no scores). */
 int  cs_argmin(const kv_slot *s, int end);
 
 /* Decode attention of kv head j's query group over all its rows: q, out point at the

@@ -72,9 +72,12 @@ int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t err
         return snprintf(err, errlen, "method table of ABI version %d; this kvbench reads versions 1 to %d%s", in->abi,
                         KV_METHOD_ABI, in->abi > KV_METHOD_ABI ? " (rebuild it against this kvbench's method.h)" : ""),
                -1;
-    if (in->size < KV_METHOD_SIZE_V1 || (in->abi == KV_METHOD_ABI && in->size != sizeof(kv_method)))
+    /* each version's table has one size: a larger claim would make the copy below read past it */
+    static const size_t known[KV_METHOD_ABI + 1] = {0, KV_METHOD_SIZE_V1, KV_METHOD_SIZE_V2};
+    _Static_assert(KV_METHOD_SIZE_V2 == sizeof(kv_method), "a new ABI version needs its size in known[]");
+    if (in->size != known[in->abi])
         return snprintf(err, errlen, "method table of %u bytes for ABI %d (expected %zu): built against another method.h",
-                        in->size, in->abi, in->abi == KV_METHOD_ABI ? sizeof(kv_method) : (size_t)KV_METHOD_SIZE_V1),
+                        in->size, in->abi, known[in->abi]),
                -1;
     memset(out, 0, sizeof *out);
     memcpy(out, in, in->size < sizeof *out ? in->size : sizeof *out);

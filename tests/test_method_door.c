@@ -52,6 +52,12 @@ int main(void) {
     refused(&t, "ABI version 0");
     t = minimal, t.size = sizeof t - 8;
     refused(&t, "built against another method.h");
+    /* a version-1 table claiming more than version 1's size (issue 36: 4096 loaded, the
+     * copy then read past the table) */
+    t = minimal, t.abi = 1, t.size = 4096;
+    refused(&t, "method table of 4096 bytes for ABI 1");
+    t = minimal, t.abi = 1, t.size = sizeof t;
+    refused(&t, "built against another method.h");
     t = minimal, t.attend = NULL;
     refused(&t, "door-test: the required member attend is NULL");
     t = minimal, t.rows = NULL;

@@ -72,7 +72,7 @@ static kv_state *init(const kv_setup *s, char *err, size_t errlen) {
     if (cs_init(c, s, 1, 1, "$2", err, errlen)) return free(c), NULL;
     return (kv_state *)c;
 }
-static const kv_method m = {.abi = $3, .size = sizeof(kv_method), .name = "$2", .init = init, .ingest = keep_all,
+static const kv_method m = {.abi = $3, .size = $3 == 1 ? KV_METHOD_SIZE_V1 : sizeof(kv_method), .name = "$2", .init = init, .ingest = keep_all,
                             .append = cs_door_append, KV_CACHESET_DOOR, .free = cs_door_free};
 $4
 C

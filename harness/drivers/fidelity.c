@@ -48,7 +48,7 @@ static kv_state *fresh_state(mc_case *c, const kv_method *m, double budget, floa
         }
     }
     memcpy(logits, c->pf.last_logits, (size_t)model_config(c->model)->n_vocab * sizeof *logits);
-    if (mc_feed_question(c, m, st, logits, NULL)) {
+    if (mc_feed_question(c, m, st, NULL, logits, NULL, err, sizeof err)) {
         m->free(st);
         return NULL;
     }

@@ -10,6 +10,7 @@
 #include "rss.h"
 #include "../identity/run_ident.h"
 #include "fidelity.h"
+#include "../../methods/budget_check.h"
 #include "../../kernels/host.h"
 
 #include <math.h>
@@ -194,7 +195,7 @@ int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int new
 }
 
 /* The method's event log (SeKV: its zoom-ins), into the results' zoom table. */
-static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
+static void copy_zoom(const kv_method *m, const kv_state *st, int L, int H, mc_result *res) {
     size_t n = m->events(st, NULL, 0);
     if (!n) return;
     kv_event *ev = malloc(n * sizeof *ev);
@@ -203,9 +204,13 @@ static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
         free(ev), free(res->zoom), res->zoom = NULL;
         return;
     }
-    n = m->events(st, ev, n);
-    for (size_t i = 0; i < n; i++) res->zoom[i] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].value, ev[i].of};
-    res->n_zoom = n;
+    size_t got = m->events(st, ev, n);
+    n = got < n ? got : n;   /* a method's count is not trusted past the room it was given */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)   /* an event of a layer or head the model lacks is dropped, not stored */
+        if (ev[i].step >= 0 && ev[i].layer >= 0 && ev[i].layer < L && ev[i].head >= 0 && ev[i].head < H)
+            res->zoom[k++] = (kvdb_zoom){ev[i].step, ev[i].layer, ev[i].head, ev[i].value, ev[i].of};
+    res->n_zoom = k;
     free(ev);
 }
 
@@ -213,6 +218,7 @@ static void copy_zoom(const kv_method *m, const kv_state *st, mc_result *res) {
 static void copy_chosen(const kv_method *m, const kv_state *st, mc_result *res) {
     res->chosen[0] = 0;
     m->params_used(st, res->chosen, sizeof res->chosen);
+    res->chosen[sizeof res->chosen - 1] = 0;   /* a method's text, ended here whatever it wrote */
 }
 
 /* The steady (decode-time) fast-tier bytes: the most held after compression and after
@@ -224,12 +230,27 @@ static void note_decode_peak(const kv_method *m, const kv_state *st, kvdb_result
     if ((int64_t)mem.fast_bytes > r->fast_decode_peak) r->fast_decode_peak = (int64_t)mem.fast_bytes;
 }
 
-int mc_feed_question(mc_case *c, const kv_method *m, kv_state *st, float *logits, kvdb_result *peak) {
+/* The rows m holds once position pos has joined (pos = n_pf - 1: right after compression)
+ * within the budget under the run's decode rule (methods/budget_check.h); 0, or -1 with
+ * the reason in why. */
+static int within_budget(const mc_case *c, const kv_method *m, const kv_state *st, const kv_setup *s, int pos,
+                         char *why, size_t len) {
+    char err[400];
+    if (!kv_budget_check(m, st, s, pos + 1 - c->n_pf, err, sizeof err)) return 0;
+    if (pos < c->n_pf) snprintf(why, len, "over budget after compression: %s", err);
+    else snprintf(why, len, "over budget after position %d: %s", pos, err);
+    return -1;
+}
+
+int mc_feed_question(mc_case *c, const kv_method *m, kv_state *st, const kv_setup *s, float *logits,
+                     kvdb_result *peak, char *why, size_t len) {
     for (int pos = c->n_pf; pos < c->n; pos++) {
         int id = c->ids[pos];
         kv_token info = {pos, (float)model_surprisal(c->model, logits, id), model_sent_end(c->model, id)};
-        if (model_decode(c->model, m, st, id, pos, &info, logits)) return -1;
+        if (model_decode(c->model, m, st, id, pos, &info, logits))
+            return snprintf(why, len, "a question token failed in decode"), -1;
         if (peak) note_decode_peak(m, st, peak);
+        if (s && within_budget(c, m, st, s, pos, why, len)) return -1;
     }
     return 0;
 }
@@ -294,12 +315,16 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
     }
     r->compress_s = pre ? pre->compress_s : kb_now_s() - t0;
     note_decode_peak(m, st, r);
+    if (within_budget(c, m, st, &s, c->n_pf - 1, err, sizeof err)) {
+        set_reason(res, "error", "%s%s", err, "");
+        goto done;
+    }
     memcpy(logits, c->pf.last_logits, (size_t)cf->n_vocab * sizeof *logits);
 
     /* question_after: the question tokens join the compressed cache through decode steps. */
     t0 = kb_now_s();
-    if (mc_feed_question(c, m, st, logits, r)) {
-        set_reason(res, "error", "a question token failed in decode%s%s", "", "");
+    if (mc_feed_question(c, m, st, &s, logits, r, err, sizeof err)) {
+        set_reason(res, "error", "%s%s", err, "");
         goto done;
     }
     res->question_s = kb_now_s() - t0;
@@ -308,6 +333,7 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
     /* Greedy generation until a stop token, a newline where the task stops there, or max_new;
      * no stop before min_new_tokens tokens. */
     int count = 0, steps = 0;
+    double t_check = 0;
     t0 = kb_now_s();
     while (count < c->max_new) {
         int id = count < c->tc->min_new_tokens ? mc_argmax_no_stop(tok, logits, cf->n_vocab, c->tc->stop_newline)
@@ -324,9 +350,16 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
             goto done;
         }
         note_decode_peak(m, st, r);
+        double tc = kb_now_s();
+        int over = within_budget(c, m, st, &s, pos, err, sizeof err);
+        t_check += kb_now_s() - tc;   /* not the method's decode time */
+        if (over) {
+            set_reason(res, "error", "%s%s", err, "");
+            goto done;
+        }
         steps++;
     }
-    r->decode_s = kb_now_s() - t0;
+    r->decode_s = kb_now_s() - t0 - t_check;
     r->decode_tokens = steps;
     r->tokens_per_s = steps && r->decode_s > 0 ? steps / r->decode_s : 0;
     res->n_generated = count;
@@ -337,7 +370,7 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++) m->head_stats(st, l, h, &res->heads[(size_t)l * H + h]);
     r->heads = res->heads;
-    copy_zoom(m, st, res);
+    copy_zoom(m, st, L, H, res);
     copy_chosen(m, st, res);
 
     res->output = ids_text(tok, gen, count);

@@ -91,9 +91,11 @@ int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int new
  * max - min); with c->ref the fidelity metrics are measured too (fidelity.h). */
 void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res);
 /* Feeds the question tokens [n_pf, n) through m's cache (question_after); logits in: the
- * prefill's, out: after the last; peak (or NULL) gets the most fast-tier bytes held.
- * 0, or -1. */
-int mc_feed_question(mc_case *c, const kv_method *m, kv_state *st, float *logits, kvdb_result *peak);
+ * prefill's, out: after the last; peak (or NULL) gets the most fast-tier bytes held; with
+ * s (the state's setup, or NULL) the rows held are checked against the budget after each
+ * token (kv_budget_check). 0, or -1 with the reason in why. */
+int mc_feed_question(mc_case *c, const kv_method *m, kv_state *st, const kv_setup *s, float *logits,
+                     kvdb_result *peak, char *why, size_t len);
 void mc_result_clear(mc_result *res);
 
 #endif

@@ -19,6 +19,7 @@
 #include "shard.h"
 #include "../../kernels/core.h"
 #include "../../methods/method.h"
+#include "../../methods/budget_check.h"
 #include "../../results/db.h"
 #include "../../workloads/split.h"
 #include "../../workloads/synthetic.h"
@@ -429,6 +430,15 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
         }
     }
     double t1 = kb_now_s();
+    /* the budget, where results are made: after compression and after every decode step */
+    if (kv_budget_check(m, st, &setup, 0, err, sizeof err)) {
+        r->status = "error";
+        snprintf(mr->output, sizeof mr->output, "over budget after compression: %s", err);
+        r->output = mr->output;
+        m->free(st);
+        return;
+    }
+    double t_check = kb_now_s();
     kv_mem mem;
     m->memory(st, &mem);   /* the steady (decode-time) fast tier: after compression, after each step */
     r->fast_decode_peak = (int64_t)mem.fast_bytes;
@@ -449,8 +459,19 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
         }
         m->memory(st, &mem);
         if ((int64_t)mem.fast_bytes > r->fast_decode_peak) r->fast_decode_peak = (int64_t)mem.fast_bytes;
+        double tc = kb_now_s();
+        int over = kv_budget_check(m, st, &setup, s + 1, err, sizeof err);
+        t_check += kb_now_s() - tc;   /* not the method's decode time */
+        if (over) {
+            r->status = "error";
+            snprintf(mr->output, sizeof mr->output, "over budget at decode step %d: %s", s, err);
+            r->output = mr->output;
+            free(k), free(out);
+            m->free(st);
+            return;
+        }
     }
-    double t2 = kb_now_s();
+    double t2 = kb_now_s() - (t_check - t1);
     free(k);
     m->memory(st, &r->mem);
     r->rss_peak = rss_peak_since(rss_rc);

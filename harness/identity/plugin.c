@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_PLUGINS 32
 
@@ -20,7 +21,28 @@ int kv_plugin_count(void) { return n_loaded; }
 const char *kv_plugin_path(int i) { return i >= 0 && i < n_loaded ? loaded[i].path : NULL; }
 const char *kv_plugin_sha256(int i) { return i >= 0 && i < n_loaded ? loaded[i].sha : NULL; }
 
-/* sha256 of the file's bytes; 0 or -1 (errno set). */
+/* The most a plugin file may hold: a shared object of a method is far below it. */
+#define MAX_PLUGIN_BYTES ((size_t)1 << 30)
+
+/* 0 when path is a regular file of at most MAX_PLUGIN_BYTES, else -1 with why (a
+ * directory, a device such as /dev/zero, a FIFO: none is read). */
+static int plugin_file_ok(const char *path, char *err, size_t errlen) {
+    struct stat sb;
+    if (stat(path, &sb)) return snprintf(err, errlen, "%s: cannot read the plugin: %s", path, strerror(errno)), -1;
+    if (S_ISDIR(sb.st_mode))
+        return snprintf(err, errlen, "%s: is a directory; --plugin takes a shared object (FILE.so)", path), -1;
+    if (!S_ISREG(sb.st_mode))
+        return snprintf(err, errlen, "%s: not a regular file (a device, FIFO or socket); --plugin takes a shared object",
+                        path),
+               -1;
+    if ((unsigned long long)sb.st_size > MAX_PLUGIN_BYTES)
+        return snprintf(err, errlen, "%s: %lld bytes, more than a plugin may hold (%zu)", path, (long long)sb.st_size,
+                        MAX_PLUGIN_BYTES),
+               -1;
+    return 0;
+}
+
+/* sha256 of the file's bytes (at most MAX_PLUGIN_BYTES); 0 or -1 (errno set). */
 static int file_sha256(const char *path, char hex[65]) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
@@ -28,6 +50,10 @@ static int file_sha256(const char *path, char hex[65]) {
     char *buf = malloc(cap);
     while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
         if ((n += got) == cap) {
+            if (cap > MAX_PLUGIN_BYTES) {   /* grew since it was checked */
+                free(buf), buf = NULL;
+                break;
+            }
             char *b = realloc(buf, cap *= 2);
             if (!b) free(buf);
             buf = b;
@@ -45,6 +71,7 @@ static int load_one(const char *path, char *err, size_t errlen) {
         if (!strcmp(loaded[i].path, path)) return 0;   /* named twice: once is enough */
     if (n_loaded >= MAX_PLUGINS) return snprintf(err, errlen, "%s: more than %d plugins", path, MAX_PLUGINS), -1;
     char sha[65];
+    if (plugin_file_ok(path, err, errlen)) return -1;
     if (file_sha256(path, sha)) return snprintf(err, errlen, "%s: cannot read the plugin: %s", path, strerror(errno)), -1;
     /* a path without '/' would make dlopen search the library path, not this file */
     char rel[4096];

@@ -30,7 +30,12 @@ static int check_one(const kv_method *m, const method_params *mp, const kv_setup
     kv_state *st = m->init(&s, why, sizeof why);
     if (!st) {   /* the reason, naming the method ("sekv: rank must be 8, 32 or 64") */
         int named = !strncmp(why, m->name, strlen(m->name)) && why[strlen(m->name)] == ':';
-        snprintf(err, errlen, "--params: %s%s%s", named ? "" : m->name, named ? "" : ": ", *why ? why : "refused");
+        const char *from = kv_method_origin(m);
+        char who[300] = "";   /* no --params for it: its defaults (or its plugin) are to blame, not --params */
+        if (!s.params) snprintf(who, sizeof who, "method %s%s%s, with its default parameters: ", m->name,
+                                from ? " from " : "", from ? from : "");
+        snprintf(err, errlen, "%s%s%s%s", s.params ? "--params: " : who, named || !s.params ? "" : m->name,
+                 named || !s.params ? "" : ": ", *why ? why : "init refused the setup");
         return -1;
     }
     m->free(st);
