@@ -35,7 +35,7 @@ int train_ckpt_save(const char *path, uint64_t hash, int next, uint64_t rng, int
 
 int train_ckpt_load(const char *path, uint64_t hash, int *next, uint64_t *rng, int *best_step, double *best_held,
                     sekv_tparams *th, sekv_tparams *mo, sekv_tparams *vo, sekv_tparams *best, int *order, int cap,
-                    int *n_order, char *err, size_t errlen) {
+                    int steps, int *n_order, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT) return 0;
@@ -53,15 +53,26 @@ int train_ckpt_load(const char *path, uint64_t hash, int *next, uint64_t *rng, i
                  "--checkpoint %s: written by a different configuration (options, documents or teacher data); "
                  "remove it or pass another file",
                  path);
-    else if (hdr[1] < 0 || hdr[5] < 0 || hdr[5] > cap)
-        snprintf(err, errlen, "--checkpoint %s: corrupt header", path);
+    else if (hdr[1] < 0 || hdr[1] > steps)   /* the hash covers --steps: a step past it is corrupt */
+        snprintf(err, errlen, "--checkpoint %s: corrupt header: next step %lld is outside 0..%d", path,
+                 (long long)hdr[1], steps);
+    else if (hdr[3] < -1 || hdr[3] >= hdr[1])
+        snprintf(err, errlen, "--checkpoint %s: corrupt header: best step %lld is outside -1..%lld", path,
+                 (long long)hdr[3], (long long)hdr[1] - 1);
+    else if (hdr[3] < 0 ? bh != INFINITY : !isfinite(bh))   /* no held-out check yet: +inf */
+        snprintf(err, errlen, "--checkpoint %s: corrupt header: best held-out loss %g after step %lld", path, bh,
+                 (long long)hdr[3] + 1);
+    else if (hdr[5] < 0 || hdr[5] > cap)
+        snprintf(err, errlen, "--checkpoint %s: corrupt header: %lld documents in the order, at most %d", path,
+                 (long long)hdr[5], cap);
     else {
         sekv_tparams *arr[4] = {th, mo, vo, best};
         int ok = 1;
         for (int i = 0; i < 4 && ok; i++) ok = fread(arr[i]->W, sizeof *arr[i]->W, th->n, f) == th->n;
         ok = ok && (hdr[5] == 0 || fread(order, sizeof *order, (size_t)hdr[5], f) == (size_t)hdr[5]);
         ok = ok && fgetc(f) == EOF;
-        for (size_t i = 0; ok && i < th->n; i++) ok = isfinite(th->W[i]) && isfinite(mo->W[i]) && isfinite(vo->W[i]);
+        for (size_t i = 0; ok && i < th->n; i++)
+            ok = isfinite(th->W[i]) && isfinite(mo->W[i]) && isfinite(vo->W[i]) && (hdr[3] < 0 || isfinite(best->W[i]));
         for (int i = 0; ok && i < hdr[5]; i++) ok = order[i] >= 0 && order[i] < cap;
         if (!ok) snprintf(err, errlen, "--checkpoint %s: truncated or corrupt", path);
         else {
