@@ -611,8 +611,9 @@ int cmd_train_sekv(int argc, char **argv) {
     if (o.checkpoint) {
         int r = train_ckpt_load(o.checkpoint, cfg_hash, &start, &rng, &best_step, &best_held, &th, &mo, &vo, &best, order,
                           nd, o.steps, &n_order, err, sizeof err);
-        if (r < 0) {
+        if (r < 0) {   /* bad input: exit 2, as for a bad option */
             fail("%s", err);
+            rc = 2;
             goto done;
         }
         if (r > 0)
