@@ -447,6 +447,16 @@ int cmd_plot(int argc, char **argv) {
             return 2;
         }
     }
+    /* gnuplot's `set output` runs '|cmd' as a pipe (and '<' starts its input pipes): --out
+     * is a plain path, of a length that fits the names made from it */
+    if (out_arg) {
+        const char *p = out_arg + strspn(out_arg, " ");
+        if (!*out_arg || *p == '|' || *p == '<' || strlen(out_arg) > 1000) {
+            fprintf(stderr, "kvbench plot: --out '%s': expected a plain file path (not empty, not starting with | or <, "
+                            "at most 1000 bytes)\n", out_arg);
+            return 2;
+        }
+    }
     if (strcmp(figure, "niah") && !plot_lines_known(figure)) {
         fprintf(stderr, "kvbench plot: --figure '%s' is unknown (figures: niah, memory, latency, budget, zoom)\n",
                 figure);
