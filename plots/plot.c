@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "report_out.h"
 #include "plot_cmds.h"
 #include "plot_util.h"
 #include "runinfo.h"
@@ -378,9 +379,12 @@ static int niah_write(sqlite3 *h, const kv_runinfo *ri, const char *path, const 
         rc = -1;
     }
     for (int p = 0; rc == 0 && p < m.np; p++)
-        if (!m.panels[p].n_points)
-            fprintf(stderr, "kvbench plot: %s @ %g has no finished cases; panel left out\n", m.panels[p].method,
+        if (!m.panels[p].n_points) {   /* a method name from the file: escaped for the terminal */
+            char *name = kv_escape_ctl(m.panels[p].method, strlen(m.panels[p].method), 0);
+            fprintf(stderr, "kvbench plot: %s @ %g has no finished cases; panel left out\n", name ? name : "?",
                     m.panels[p].budget);
+            free(name);
+        }
     if (rc == 0 && (write_dat(dat, &m) || write_gp(gp, out, dat, ri, &m, variant))) {
         fprintf(stderr, "kvbench plot: cannot write %s / %s: %s\n", dat, gp, strerror(errno));
         rc = -1;
