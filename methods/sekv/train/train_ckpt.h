@@ -21,4 +21,8 @@ int train_ckpt_load(const char *path, uint64_t hash, int *next, uint64_t *rng, i
                     sekv_tparams *th, sekv_tparams *mo, sekv_tparams *vo, sekv_tparams *best, int *order, int cap,
                     int steps, int *n_order, char *err, size_t errlen);
 
+/* The header of path alone (no hash: that needs the documents) checked against a run of
+ * steps steps, before any work: 1 plausible, 0 no file, -1 refused (err, as load says). */
+int train_ckpt_peek(const char *path, int steps, char *err, size_t errlen);
+
 #endif

@@ -487,6 +487,8 @@ int cmd_train_sekv(int argc, char **argv) {
     if (sekv_params_check_writable(o.out, werr, sizeof werr)) return fail("--out %s", werr), 2;
     if (o.checkpoint && sekv_params_check_writable(o.checkpoint, werr, sizeof werr))
         return fail("--checkpoint %s", werr), 2;
+    /* a checkpoint's steps checked now; its hash, which covers the documents, after the data step */
+    if (o.checkpoint && train_ckpt_peek(o.checkpoint, o.steps, werr, sizeof werr) < 0) return fail("%s", werr), 2;
     if (o.threads) kb_set_threads(o.threads);
     char err[1024];
     double t_begin = kb_now_s();
