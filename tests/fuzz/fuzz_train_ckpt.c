@@ -7,7 +7,8 @@
  * 0..steps (steps taken from the hash, so that both the bound and the values past it are
  * reached), a best step before it whose +1 (printed, written as train_steps) cannot
  * overflow, a finite best loss once there is a best step, an order within its bounds and
- * finite values. */
+ * finite values. train_ckpt_peek (the header alone, checked when train-sekv starts) must
+ * never refuse what the full read resumes. */
 #include "fuzz.h"
 #include "../../methods/sekv/train/train_ckpt.h"
 
@@ -33,6 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if ((hash >> 10) % 4 == 0) steps = 10000000;   /* train-sekv's --steps limit */
     int rc = train_ckpt_load(fuzz_file(data, n), hash, &next, &rng, &best_step, &held, &t[0], &t[1], &t[2], &t[3], order,
                              CAP, steps, &n_order, err, sizeof err);
+    char perr[512];
+    int peek = train_ckpt_peek(fuzz_file(data, n), steps, perr, sizeof perr);   /* the check at start */
+    if (peek == 0 || (peek < 0 && rc == 1) || (peek < 0 && !perr[0])) abort();
     if (rc == 1) {
         if (next < 0 || next > steps || n_order < 0 || n_order > CAP) abort();
         if (best_step < -1 || best_step >= next || (best_step >= 0 ? !isfinite(held) : held != INFINITY)) abort();
