@@ -19,7 +19,6 @@
 
 enum { HELD_OUT_DEFAULT = 4, MAX_STAGES = TRAIN_MAX_STAGES, MAX_FIT_BUDGETS = TRAIN_MAX_FIT_BUDGETS };
 
-
 static void usage(FILE *f) {
     sekv_teacher_cfg t = sekv_teacher_defaults();
     fprintf(f,
