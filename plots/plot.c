@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "report_out.h"
 #include "plot_cmds.h"
 #include "../kernels/cli_opt.h"
 #include "plot_util.h"
@@ -379,9 +380,12 @@ static int niah_write(sqlite3 *h, const kv_runinfo *ri, const char *path, const 
         rc = -1;
     }
     for (int p = 0; rc == 0 && p < m.np; p++)
-        if (!m.panels[p].n_points)
-            fprintf(stderr, "kvbench plot: %s @ %g has no finished cases; panel left out\n", m.panels[p].method,
+        if (!m.panels[p].n_points) {   /* a method name from the file: escaped for the terminal */
+            char *name = kv_escape_ctl(m.panels[p].method, strlen(m.panels[p].method), 0);
+            fprintf(stderr, "kvbench plot: %s @ %g has no finished cases; panel left out\n", name ? name : "?",
                     m.panels[p].budget);
+            free(name);
+        }
     if (rc == 0 && (write_dat(dat, &m) || write_gp(gp, out, dat, ri, &m, variant))) {
         fprintf(stderr, "kvbench plot: cannot write %s / %s: %s\n", dat, gp, strerror(errno));
         rc = -1;
@@ -438,6 +442,16 @@ int cmd_plot(int argc, char **argv) {
         if (at >= 0) {
             fprintf(stderr, "kvbench plot: %s contains a control character (byte 0x%02x at offset %d); refused\n",
                     named[k][0], (unsigned char)named[k][1][at], at);
+            return 2;
+        }
+    }
+    /* gnuplot's `set output` runs '|cmd' as a pipe (and '<' starts its input pipes): --out
+     * is a plain path, of a length that fits the names made from it */
+    if (out_arg) {
+        const char *p = out_arg + strspn(out_arg, " ");
+        if (!*out_arg || *p == '|' || *p == '<' || strlen(out_arg) > 1000) {
+            fprintf(stderr, "kvbench plot: --out '%s': expected a plain file path (not empty, not starting with | or <, "
+                            "at most 1000 bytes)\n", out_arg);
             return 2;
         }
     }

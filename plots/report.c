@@ -14,6 +14,7 @@
 #include "plot_cmds.h"
 #include "report_tables.h"
 #include "../methods/method.h"
+#include "report_out.h"
 #include "runinfo.h"
 #include "../kernels/cli_opt.h"
 #include "../kernels/stats.h"
@@ -309,10 +310,8 @@ static void print_markdown(FILE *f, const kv_runinfo *ri, const table *t, enum b
     if (low) fprintf(f, "\n%s\n", RT_CEILING_NOTE);
 }
 
-static void csv_field(FILE *f, const char *s, int last) {
-    csv_fwrite(f, s, strlen(s));
-    fputc(last ? '\n' : ',', f);
-}
+/* every cell through kv_csv_cell: control bytes escaped, formulas neutralised */
+static void csv_field(FILE *f, const char *s, int last) { kv_csv_cell(f, s, last); }
 static void csv_num(FILE *f, double x, int last) {
     char b[64] = "";
     if (!isnan(x)) snprintf(b, sizeof b, "%.17g", x);
@@ -429,11 +428,14 @@ static int report_tables(const char *path, const char *tname, int64_t run, int r
     run = run_all ? 0 : one.id;
     kv_runinfo *all = run_all ? kv_runinfo_all("report", db, &n) : &one;
     FILE *f = NULL;
-    if (all && (!csv || (f = csv_open(csv_out)))) {
-        rc = rt_write(kvdb_sqlite(db), tname, all, n, run, metric, base, !csv || csv_out ? stdout : NULL, f);
+    kv_md md = {0};   /* the Markdown, printed with control bytes escaped (report_out.h) */
+    if (all && (csv && !csv_out ? 0 : kv_md_open(&md))) fprintf(stderr, "kvbench report: out of memory\n");
+    else if (all && (!csv || (f = csv_open(csv_out)))) {
+        rc = rt_write(kvdb_sqlite(db), tname, all, n, run, metric, base, md.f, f);
         if (csv_close(f, csv_out)) rc = -1;
         if (rc && f && f != stdout) remove(csv_out);   /* no half-written CSV */
     }
+    if (md.f && kv_md_close(&md, stdout)) rc = -1;
     if (fflush(stdout)) rc = -1;
     if (all != &one) kv_runinfo_free_all(all, n);
     kv_runinfo_free(&one);
@@ -528,8 +530,12 @@ int cmd_report(int argc, char **argv) {
         rc = -1;
     }
     if (rc == 0) {
-        if (!csv || csv_out) print_markdown(stdout, &ri, &t, by);
-        if (csv) {
+        kv_md md;   /* the Markdown, printed with control bytes escaped (report_out.h) */
+        if (!csv || csv_out) {
+            if (kv_md_open(&md)) rc = -1;
+            else print_markdown(md.f, &ri, &t, by), rc = kv_md_close(&md, stdout);
+        }
+        if (csv && rc == 0) {
             FILE *f = csv_open(csv_out);
             if (!f) rc = -1;
             else {

@@ -16,6 +16,7 @@
 #include <strings.h>
 #include "../methods/method.h"
 #include "report_tables.h"
+#include "report_out.h"
 #include "../kernels/stats.h"
 
 typedef struct {
@@ -23,10 +24,8 @@ typedef struct {
     double base, mean, diff, lo, hi, p, adj;
 } cmp_line;
 
-static void csv_put(FILE *f, const char *s, int last) {
-    csv_fwrite(f, s, strlen(s));
-    fputc(last ? '\n' : ',', f);
-}
+/* every cell through kv_csv_cell: control bytes escaped, formulas neutralised */
+static void csv_put(FILE *f, const char *s, int last) { kv_csv_cell(f, s, last); }
 static void csv_num(FILE *f, double x, int last) {
     char b[64] = "";
     if (!isnan(x)) snprintf(b, sizeof b, "%.17g", x);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "report_tables.h"
+#include "report_out.h"
 #include "../kernels/stats.h"
 #include "../results/query.h"
 
@@ -604,10 +605,8 @@ void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g) {
     fprintf(f, "\n");
 }
 
-static void csv_put(FILE *f, const char *s, int last) {
-    csv_fwrite(f, s, strlen(s));
-    fputc(last ? '\n' : ',', f);
-}
+/* every cell through kv_csv_cell: control bytes escaped, formulas neutralised */
+static void csv_put(FILE *f, const char *s, int last) { kv_csv_cell(f, s, last); }
 
 /* The shortest of %.15g / %.17g that reads back as the same double ("0.1", not
  * "0.10000000000000001"). */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "report_tables.h"
+#include "report_out.h"
 #include "../kernels/stats.h"
 #include "zoom_rate.h"
 #include "../methods/method.h"
@@ -300,9 +301,9 @@ static void emit(FILE *md, FILE *csv, const char *run, const char *section, cons
                 v->infeasible, v->holds);
     }
     if (!csv) return;
-    fprintf(csv, "%s,paper,%s,,%s,%s,%g,%s,%.17g,%s,%.17g,%.17g,,%d\n", run, section, m, params, budget, id, v->value,
-            v->n, v->lo, v->hi, v->infeasible);
-    fprintf(csv, "%s,paper,%s,,%s,%s,%g,%s:p,%.17g,%s,,,,\n", run, section, m, params, budget, id, v->p, v->n);
+    kv_csv_line(csv, "%s,paper,%s,,%s,%s,%g,%s,%.17g,%s,%.17g,%.17g,,%d", run, section, m, params, budget, id, v->value,
+                v->n, v->lo, v->hi, v->infeasible);
+    kv_csv_line(csv, "%s,paper,%s,,%s,%s,%g,%s:p,%.17g,%s,,,,", run, section, m, params, budget, id, v->p, v->n);
 }
 
 /* The distinct settings of key ("KEY=V", key given as "KEY=") among method's families of
@@ -386,9 +387,11 @@ static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const kv_cl
         emit(md, NULL, run, "claims", cl->id, cl->claim, cl->paper, m, "", p[i].budget, &v);
         static const char *const col[] = {"", ":early", ":middle", ":late", ":top10"};
         double val[] = {s.quiet, s.third[0], s.third[1], s.third[2], s.top10};
-        for (int k = 0; csv && k < 5; k++)
-            fprintf(csv, "%s,paper,zoom,,%s,,%g,%s%s,%.17g,%d\n", run, m, p[i].budget, cl->id, col[k], val[k],
-                    p[i].n_results);
+        for (int k = 0; csv && k < 5; k++) {
+            char cid[128];
+            snprintf(cid, sizeof cid, "%s%s", cl->id, col[k]);
+            kv_csv_line(csv, "%s,paper,zoom,,%s,,%g,%s,%.17g,%d", run, m, p[i].budget, cid, val[k], p[i].n_results);
+        }
     }
     zr_free(p, n);
 }
@@ -429,7 +432,7 @@ static void iso_memory(const cases *c, FILE *md, FILE *csv, const char *run) {
         char sc[64];
         pct(sc, sizeof sc, &m, 0);
         if (md) fprintf(md, "| %g | %.1f MiB | %s %s | %g | %.1f MiB | %s | %d |\n", b, ref / 1048576, me, un, b, ref / 1048576, sc, m.n);
-        if (csv) fprintf(csv, "%s,paper,iso-memory,,%s,%s,%.17g,score,%.17g,%d\n", run, me, un, b, m.mean, m.n);
+        if (csv) kv_csv_line(csv, "%s,paper,iso-memory,,%s,%s,%.17g,score,%.17g,%d", run, me, un, b, m.mean, m.n);
         free(se);
         enum { NB = 32 };
         const char *others[NB + 1];
@@ -456,7 +459,7 @@ static void iso_memory(const cases *c, FILE *md, FILE *csv, const char *run) {
             est mm = s ? paired(c, s, NULL) : (est){NAN, NAN, NAN, NAN, 0};
             pct(sc, sizeof sc, &mm, 0);
             if (md) fprintf(md, "| | | %s | %g | %.1f MiB | %s | %d |\n", others[k], bb, best_fast / 1048576, sc, mm.n);
-            if (csv) fprintf(csv, "%s,paper,iso-memory,,%s,,%.17g,score,%.17g,%d\n", run, others[k], bb, mm.mean, mm.n);
+            if (csv) kv_csv_line(csv, "%s,paper,iso-memory,,%s,,%.17g,score,%.17g,%d", run, others[k], bb, mm.mean, mm.n);
             free(s);
         }
     }
@@ -480,7 +483,8 @@ static void feasibility(const rt_data *d, const char *model, FILE *md, FILE *csv
             fprintf(md, "\nFeasibility (an infeasible result is no test of a claim; it counts 0 in the scores "
                         "above):\n\n| method | budget | results | infeasible |\n|---|---:|---:|---:|\n");
         if (md) fprintf(md, "| %s | %g | %d | %d |\n", f->method, d->row[i].budget, n, inf);
-        if (csv) fprintf(csv, "%s,paper,feasibility,,%s,,%.17g,infeasible,%d,%d\n", run, f->method, d->row[i].budget, inf, n);
+        if (csv)
+            kv_csv_line(csv, "%s,paper,feasibility,,%s,,%.17g,infeasible,%d,%d", run, f->method, d->row[i].budget, inf, n);
     }
 }
 

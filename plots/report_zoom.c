@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include "report_tables.h"
+#include "report_out.h"
 #include "zoom_rate.h"
 #include "paper_rows.h"
 
@@ -37,8 +38,8 @@ int rt_zoom(sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, ch
         static const char *const col[] = {"quiet", "early", "middle", "late", "top10"};
         double v[] = {s.quiet, s.third[0], s.third[1], s.third[2], s.top10};
         for (int k = 0; csv && k < 5; k++)
-            fprintf(csv, "%s,zoom,rates,%s,%s,,%.17g,%s,%.17g,%d\n", run, p[i].model, p[i].method, p[i].budget, col[k],
-                    v[k], p[i].n_results);
+            kv_csv_line(csv, "%s,zoom,rates,%s,%s,,%.17g,%s,%.17g,%d", run, p[i].model, p[i].method, p[i].budget, col[k],
+                        v[k], p[i].n_results);
     }
     zr_free(p, n);
     return 0;

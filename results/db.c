@@ -224,7 +224,7 @@ static int wal_pending(const char *path) {
 
 /* 1 if the open file holds tables and none of them is kvbench's version table: someone
  * else's SQLite file, refused rather than adopted. */
-static int foreign_file(kv_db *db) {
+static int foreign_file(kv_db *db, int *has_version) {
     sqlite3_stmt *st = NULL;
     int other = 0, ours = 0;
     if (sqlite3_prepare_v2(db->h, "SELECT name FROM sqlite_master WHERE type = 'table'", -1, &st, NULL) != SQLITE_OK)
@@ -235,6 +235,7 @@ static int foreign_file(kv_db *db) {
         else if (name && strncmp(name, "sqlite_", 7)) other = 1;
     }
     sqlite3_finalize(st);
+    *has_version = ours;
     return other && !ours;
 }
 
@@ -281,17 +282,34 @@ static int check_version(kv_db *db, int readonly) {
         fail(db, code == SQLITE_ERROR || code == SQLITE_NOTADB ? "not a kvbench results file" : "cannot read the file");
         return -1;
     }
-    int rc = sqlite3_step(st), v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    int rc = sqlite3_step(st);
+    sqlite3_int64 v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;   /* not _int: 2^32+3 is not 3 */
+    /* the value as stored, for the message: 'abc', 2.5 or NULL is not "schema version 0" */
+    char shown[64] = "";
+    int whole = rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER;
+    if (rc == SQLITE_ROW && !whole) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        size_t k = 0;
+        if (!t) snprintf(shown, sizeof shown, "NULL");
+        for (; t && *t && k + 8 < sizeof shown; t++)   /* printable ASCII as is, other bytes as \xNN */
+            k += (size_t)snprintf(shown + k, sizeof shown - k, *t >= 0x20 && *t < 0x7f ? "%c" : "\\x%02x", *t);
+        if (t && *t) snprintf(shown + k, sizeof shown - k, "...");
+    }
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW) {
         refuse(db, "not a kvbench results file (no schema version)");
         return -1;
     }
-    if (v != KVDB_SCHEMA_VERSION && !(readonly && v >= 1 && v < KVDB_SCHEMA_VERSION)) {
-        refuse(db, "schema version %d, this kvbench reads versions 1 to %d", v, KVDB_SCHEMA_VERSION);
+    if (!whole) {
+        refuse(db, "schema version '%s' is not a whole number; this kvbench reads versions 1 to %d", shown,
+               KVDB_SCHEMA_VERSION);
         return -1;
     }
-    db->version = v;
+    if (v != KVDB_SCHEMA_VERSION && !(readonly && v >= 1 && v < KVDB_SCHEMA_VERSION)) {
+        refuse(db, "schema version %lld, this kvbench reads versions 1 to %d", (long long)v, KVDB_SCHEMA_VERSION);
+        return -1;
+    }
+    db->version = (int)v;
     return 0;
 }
 
@@ -346,10 +364,13 @@ static kv_db *open_common(const char *path, int readonly, char *err, size_t errl
         if (exec(db, "PRAGMA foreign_keys=ON") || check_version(db, 1)) goto bad;
         return db;
     }
-    if (foreign_file(db)) {
+    int has_version = 0;
+    if (foreign_file(db, &has_version)) {
         refuse(db, "not a kvbench results file (an SQLite file with other tables); refused, nothing written");
         goto bad;
     }
+    /* a version that is not a whole number, or newer: refused before anything is written */
+    if (has_version && check_version(db, 1)) goto bad;
     /* synchronous=NORMAL in WAL keeps every commit across a process crash (kill -9);
      * only a power loss can drop the last commits. */
     if (set_wal(db) || exec(db, "PRAGMA synchronous=NORMAL") ||

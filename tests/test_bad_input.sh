@@ -139,6 +139,34 @@ case_ "slurm-script --partition with a newline" 2 "--partition 'a\\\\nb': not a 
     "$KV" slurm-script --shards 2 --partition $'a\nb' -- kvbench run --db r.db
 case_ "slurm-script --time not a time" 2 "--time '1h': expected a SLURM time limit" \
     "$KV" slurm-script --shards 2 --time 1h -- kvbench run --db r.db
+# issue 36: gnuplot runs an output name starting with | (or <) as a command
+case_ "plot --out with a pipe" 2 "--out '\\|touch pwned3': expected a plain file path" \
+    "$KV" plot --db "$ref" --out '|touch pwned3'
+case_ "plot --out with an input pipe" 2 "--out '<touch pwned3': expected a plain file path" \
+    "$KV" plot --db "$ref" --out '<touch pwned3'
+case_ "plot --out with a space and a pipe" 2 "--out '  \\|touch pwned3': expected a plain file path" \
+    "$KV" plot --db "$ref" --out '  |touch pwned3'
+case_ "plot --out empty" 2 "--out '': expected a plain file path" "$KV" plot --db "$ref" --out ''
+[ -e "$dir/pwned3" ] && fail "plot --out '|cmd' ran the command"
+# issue 36: sekv-probe values whose conversion to int overflowed (UBSan), a params file
+# that is a device (read until memory ran out, then a table of NaNs and exit 0)
+case_ "sekv-probe --ctx 1e30" 2 "--ctx '1e30': expected up to 16 comma-separated whole numbers in 1..1048576" \
+    "$KV" sekv-probe --ctx 1e30 --params ''
+case_ "sekv-probe --ctx 768.5" 2 "--ctx '768.5': expected up to 16 comma-separated whole numbers" \
+    "$KV" sekv-probe --ctx 768.5 --params ''
+case_ "sekv-probe --budget 1e30" 2 "--budget '1e30': expected a fraction in \(0,1\] or a whole token count up to 1048576" \
+    "$KV" sekv-probe --budget 1e30 --params ''
+case_ "sekv-probe --budget inf" 2 "--budget 'inf': expected a fraction in \(0,1\] or a whole token count" \
+    "$KV" sekv-probe --budget inf --params ''
+case_ "sekv-probe --depths 101" 2 "--depths '101': expected up to 16 comma-separated numbers in 0..100" \
+    "$KV" sekv-probe --depths 101 --params ''
+if [ -f "$MODEL_FILE" ]; then
+    case_ "sekv-probe params_file=/dev/zero" 2 "--params \"params_file=/dev/zero\": sekv: /dev/zero: cannot open SeKV params: not a regular file" \
+        "$KV" sekv-probe --model "$MODEL_FILE" --ctx 300 --params params_file=/dev/zero
+    mkfifo "$dir/fifo"
+    case_ "sekv-probe params_file=FIFO" 2 "sekv: $dir/fifo: cannot open SeKV params: not a regular file" \
+        "$KV" sekv-probe --model "$MODEL_FILE" --ctx 300 --params "params_file=$dir/fifo"
+fi
 
 # item 4: nothing ran, no script was written
 [ -e "$dir/pwned" ] && fail "plot --out with a newline ran gnuplot commands"

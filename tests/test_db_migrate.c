@@ -7,7 +7,10 @@
  * kvdb_case_gpu, kvdb_case_gpu_driver and kvdb_case_rss store values and NULLs and refuse
  * an unknown case; a fresh file starts at the current version with NULLs for a case that
  * was never measured (a CPU run), and a result's fast_decode_peak / rss_peak /
- * gpu_driver_peak_bytes read back (<= 0: NULL); a file from a newer kvbench is refused. */
+ * gpu_driver_peak_bytes read back (<= 0: NULL); a file from a newer kvbench is refused;
+ * a schema value that is not a whole number ('abc', 2.5, an escape sequence) is refused
+ * naming it as stored (not as version 0), one past 32 bits is not read as its low bits,
+ * and a refused file is left byte for byte as it was, read-only or read-write. */
 #include <sqlite3.h>
 #include <unistd.h>
 #include "../results/db.h"
@@ -261,6 +264,33 @@ int main(void) {
     db = kvdb_open(future, err, sizeof err);
     CHECK(!db && strstr(err, "schema version 99"), "version 99 read-write: got '%s'", db ? "" : err);
     kvdb_close(db);
+
+    /* a schema value that is not a whole number is named as stored, not read as 0; one
+     * past 32 bits is not read as its low bits (2^32 + 3 is not version 3); the file is
+     * left as it was */
+    const char *odd[][2] = {{"'abc'", "schema version 'abc' is not a whole number"},
+                            {"2.5", "schema version '2.5' is not a whole number"},
+                            {"char(27) || '[31mx'", "schema version '\\x1b[31mx' is not a whole number"},
+                            {"4294967299", "schema version 4294967299, this kvbench reads versions 1 to"}};
+    for (int k = 0; k < 4; k++) {
+        char sql[128], before[1 << 14], after[1 << 14];
+        unlink(future);
+        snprintf(sql, sizeof sql, "UPDATE version SET schema = %s", odd[k][0]);
+        CHECK(raw_exec(future, v1_sql) == 0 && raw_exec(future, sql) == 0, "%s", sql);
+        FILE *f = fopen(future, "rb");
+        size_t nb = f ? fread(before, 1, sizeof before, f) : 0;
+        if (f) fclose(f);
+        for (int rw = 0; rw < 2; rw++) {
+            db = rw ? kvdb_open(future, err, sizeof err) : kvdb_open_readonly(future, err, sizeof err);
+            CHECK(!db && strstr(err, odd[k][1]) && strstr(err, future), "schema %s (%s): got '%s'", odd[k][0],
+                  rw ? "read-write" : "read-only", db ? "(opened)" : err);
+            kvdb_close(db);
+        }
+        f = fopen(future, "rb");
+        size_t na = f ? fread(after, 1, sizeof after, f) : 0;
+        if (f) fclose(f);
+        CHECK(nb > 0 && na == nb && !memcmp(before, after, nb), "schema %s: the file changed", odd[k][0]);
+    }
 
     const char *names[] = {v1, v2, fresh, future};
     for (int i = 0; i < 4; i++) {

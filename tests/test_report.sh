@@ -433,6 +433,39 @@ expect_fail "not a positive run id or all" "${KV[@]}" report --db "$dir/t.db" --
 expect_fail "no run 99" "${KV[@]}" report --db "$dir/t.db" --table main --run 99
 expect_fail "no runs" "${KV[@]}" report --db "$dir/empty.db" --table main
 expect_fail "cannot write --csv" "${KV[@]}" report --db "$dir/t.db" --table main --run 1 --csv "$dir/no/such/dir.csv"
+# issue 36: a results file from someone else. Control bytes in its text (ESC, BEL, the
+# UTF-8 CSI U+009B) reach the terminal escaped as \xNN, in every table; a CSV cell a
+# spreadsheet would run as a formula (=, +, -, @ first) gets a leading ', numbers stay.
+cp "$dir/f.db" "$dir/hostile.db"
+sqlite3 "$dir/hostile.db" "UPDATE results SET method = '=HYPERLINK(\"http://x\")' || char(27) || '[2J' WHERE method = 'snapkv';
+    UPDATE runs SET model = char(27) || ']0;pwned' || char(7) || 'm', git_commit = '@SUM(1+1)' || char(155) || '31m';"
+for t in "" "--table main" "--table budget" "--table compare" "--table memory" "--table latency"; do
+    # shellcheck disable=SC2086
+    "${KV[@]}" report --db "$dir/hostile.db" $t >"$dir/hostile.md" 2>"$dir/err" || fail "report $t on hostile.db: $(cat "$dir/err")"
+    # shellcheck disable=SC2086
+    "${KV[@]}" report --db "$dir/hostile.db" $t --csv "$dir/hostile.csv" >/dev/null 2>"$dir/err" || fail "report $t --csv: $(cat "$dir/err")"
+    "$PY" - "$dir/hostile.md" "$dir/hostile.csv" "$t" <<'PYEOF' || fail "report $t on hostile.db: see above"
+import csv, re, sys
+md = open(sys.argv[1], "rb").read()
+bad = re.search(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]", md)
+assert not bad, ("Markdown holds a control byte", sys.argv[3], md[max(0, bad.start() - 40):bad.end() + 40])
+text = md.decode("utf-8")   # valid UTF-8 throughout
+if sys.argv[3] in ("", "--table main", "--table budget", "--table compare", "--table memory"):
+    assert "\\x1b[2J" in text, ("the method name is not shown escaped", sys.argv[3])
+rows = list(csv.reader(open(sys.argv[2], newline="", encoding="utf-8")))
+num = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|nan)$")
+seen = 0
+for r in rows:
+    for c in r:
+        assert not re.search(r"[\x00-\x1f\x7f\x80-\x9f]", c), ("CSV cell with a control character", c)
+        if c[:1] in ("=", "+", "-", "@"):
+            assert num.match(c), ("CSV cell a spreadsheet runs as a formula", c)
+        if c.startswith("'=HYPERLINK"):
+            assert c == "'=HYPERLINK(\"http://x\")\\x1b[2J", c
+            seen += 1
+assert seen or sys.argv[3] in ("--table latency",), ("no hostile method cell in the CSV", sys.argv[3])
+PYEOF
+done
 "${KV[@]}" report --help | grep -c -- "--table NAME" >/dev/null || fail "report --help lacks --table"
 "${KV[@]}" report --help | grep -c usage >/dev/null || fail "report --help"
 "${KV[@]}" plot --help | grep -c usage >/dev/null || fail "plot --help"

@@ -11,6 +11,9 @@
 #    (`bash FILE`, with a stand-in sbatch on PATH that records its arguments: the real
 #    sbatch on a real cluster is tests/slurm/test_slurm.sh), then the merge job's --wrap
 #    line through sh, as sbatch runs it;
+#  - a plugin whose path holds ':' (the separator of the shards' KVBENCH_PLUGINS, so each
+#    shard would split it) is refused with exit 2 and one line naming it, no script
+#    written; the same plugin at a path without ':' goes into KVBENCH_PLUGINS whole;
 #  - none of the commands in the arguments ran.
 source "$(dirname "$0")/lib.sh"
 
@@ -99,6 +102,24 @@ same "$SBATCH_LOG.1" --parsable --dependency=afterok:100 --kill-on-invalid-dep=y
     --output=res/x.merge.log --partition=p1 --account=a1 --mem=1G --chdir="$T/w" --wrap="$wrap"
 (cd "$T/w" && sh -c "$wrap")
 same "$ARGS_OUT" merge res/x.db 'res/x.shard-*-of-2.db'
+
+# a plugin path with ':' (built from the example plugin against the source tree's headers)
+mkdir -p "$T/p:q" "$T/pq"
+if cc -std=c11 -D_GNU_SOURCE -fPIC -shared -I. -o "$T/p:q/rk.so" examples/plugin/randomkeep.c 2>"$T/cc"; then
+    cp "$T/p:q/rk.so" "$T/pq/rk.so"
+    rc=0
+    "$KVBENCH" --plugin "$T/p:q/rk.so" slurm-script --shards 2 --out "$T/plug.sh" -- "$KVBENCH" run --db "$T/w/res/p.db" \
+        >"$T/out" 2>"$T/err" || rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -qF -- "--plugin '$T/p:q/rk.so': the path contains ':'" "$T/err" \
+        || fail "a plugin path with ':': exit $rc, $(cat "$T/err")"
+    [ ! -e "$T/plug.sh" ] || fail "a plugin path with ':' still wrote the script"
+    "$KVBENCH" --plugin "$T/pq/rk.so" slurm-script --shards 2 --out "$T/plug.sh" -- "$KVBENCH" run --db "$T/w/res/p.db" \
+        >"$T/out" 2>"$T/err" || fail "a plugin path without ':': $(cat "$T/err")"
+    grep -qx "export KVBENCH_PLUGINS='$(realpath "$T/pq/rk.so")'" "$T/plug.sh" \
+        || fail "the plugin is not in KVBENCH_PLUGINS: $(grep KVBENCH_PLUGINS "$T/plug.sh")"
+else
+    fail "the example plugin did not build: $(cat "$T/cc")"
+fi
 
 pw=$(ls "$T" | grep '^pw' || true)
 [ -z "$pw" ] || fail "an argument ran as a command: $pw"

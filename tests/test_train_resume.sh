@@ -9,8 +9,11 @@
 #  - a run stopped by --time-limit after every step (exit 3) and resumed from its
 #    checkpoint until done writes the same parameter file, byte for byte, and the same
 #    loss curve, as one uninterrupted run;
-#  - a checkpoint from another configuration, a corrupt one, and --time-limit without
-#    --checkpoint are refused with one line (exit 2 for options, 1 for the file).
+#  - a checkpoint from another configuration, a corrupt one, one whose next step, best
+#    step or best loss is out of range (a step past --steps or past 2^31, a best step at
+#    INT_MAX), --checkpoint in a directory that does not exist (at the start, not at the
+#    first save) and --time-limit without --checkpoint are refused with one line naming
+#    the file or option and the value (exit 2), nothing written.
 source "$(dirname "$0")/lib.sh"
 
 mkdir "$T/corpus"
@@ -57,14 +60,42 @@ diff <(cut -d, -f1-15,17 "$T/a.csv") <(cut -d, -f1-15,17 "$T/b.csv") >/dev/null 
 # refusals
 rc=0
 "$KVBENCH" train-sekv "${C[@]}" --steps 9 --out "$T/c.params" --checkpoint "$T/ck" >"$T/out" 2>"$T/err" || rc=$?
-[ "$rc" = 1 ] && grep -q "written by a different configuration" "$T/err" \
+[ "$rc" = 2 ] && grep -q "written by a different configuration" "$T/err" \
     || fail "a checkpoint of another configuration: exit $rc, $(tail -1 "$T/err")"
 head -c 100 "$T/ck" >"$T/ck2"
 rc=0
 "$KVBENCH" train-sekv "${C[@]}" --steps 8 --out "$T/c.params" --checkpoint "$T/ck2" >"$T/out" 2>"$T/err" || rc=$?
-[ "$rc" = 1 ] && grep -q "ck2: truncated or corrupt\|ck2: not a train-sekv checkpoint" "$T/err" \
+[ "$rc" = 2 ] && grep -q "ck2: truncated or corrupt\|ck2: not a train-sekv checkpoint" "$T/err" \
     || fail "a truncated checkpoint: exit $rc, $(tail -1 "$T/err")"
 [ ! -e "$T/c.params" ] || fail "a refused checkpoint still wrote parameters"
+# the finished checkpoint with one header field changed (int64 at byte OFF, or the best
+# held-out loss, a double at byte 56): refused when the command starts, one line, the
+# checkpoint and --out untouched
+patched() {   # patched OFF TYPE VALUE EXPECT
+    python3 -c "import struct,sys; b=bytearray(open(sys.argv[1],'rb').read()); b[$1:$1+8]=struct.pack('<$2',$3); open(sys.argv[2],'wb').write(b)" "$T/ck" "$T/ck3"
+    local was rc=0
+    was=$(md5sum <"$T/ck3")
+    "$KVBENCH" train-sekv "${C[@]}" --steps 8 --out "$T/c.params" --checkpoint "$T/ck3" >"$T/out" 2>"$T/err" || rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -qF "ck3: $4" "$T/err" \
+        || fail "checkpoint with bytes $1.. = $3: exit $rc, $(tail -1 "$T/err")"
+    ! grep -q "resuming from" "$T/err" || fail "checkpoint with bytes $1.. = $3 was resumed: $(grep resuming "$T/err")"
+    [ ! -e "$T/c.params" ] || fail "checkpoint with bytes $1.. = $3 still wrote parameters"
+    [ "$(md5sum <"$T/ck3")" = "$was" ] || fail "checkpoint with bytes $1.. = $3 was rewritten"
+}
+patched 16 q 4294967291 "corrupt header: next step 4294967291 is outside 0..8"
+patched 16 q $((1 << 40)) "corrupt header: next step 1099511627776 is outside 0..8"
+patched 16 q 9 "corrupt header: next step 9 is outside 0..8"
+patched 32 q 2147483647 "corrupt header: best step 2147483647 is outside -1..7"
+patched 32 q -2 "corrupt header: best step -2 is outside -1..7"
+patched 56 d "float('nan')" "corrupt header: best held-out loss nan after step"
+# --checkpoint where it cannot be written: refused before the model is loaded
+for bad in "$T/no-such-dir/ck" "$T/corpus"; do
+    rc=0
+    "$KVBENCH" train-sekv "${C[@]}" --steps 8 --out "$T/c.params" --checkpoint "$bad" >"$T/out" 2>"$T/err" || rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -qF -- "--checkpoint $bad" "$T/err" \
+        || fail "--checkpoint $bad: exit $rc, $(cat "$T/err")"
+    [ ! -e "$T/c.params" ] && [ ! -e "$T/no-such-dir" ] || fail "--checkpoint $bad: something was written"
+done
 rc=0
 "$KVBENCH" train-sekv "${C[@]}" --steps 8 --out "$T/c.params" --time-limit 5 >"$T/out" 2>"$T/err" || rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -q "time-limit needs --checkpoint" "$T/err" \

@@ -276,6 +276,18 @@ int cmd_slurm_script(int argc, char **argv) {
     fclose(m);
     if (full) return fail(2, "the command's program path is too long");
 
+    /* the plugins for the shards' KVBENCH_PLUGINS, which is split at ':': a path holding
+     * one would reach the shards as two wrong paths */
+    char plugins[8192] = "", abs[PATH_MAX];
+    for (int i = 0, k = 0; i < kv_plugin_count(); i++) {
+        const char *path = realpath(kv_plugin_path(i), abs) ? abs : kv_plugin_path(i);
+        if (strchr(path, ':'))
+            return fail(2, "--plugin '%s': the path contains ':', which separates the plugins in the shards' "
+                           "KVBENCH_PLUGINS; move or copy it to a path without ':'", shown(path));
+        k += snprintf(plugins + k, sizeof plugins - (size_t)k, "%s%s", i ? ":" : "", path);
+        if (k >= (int)sizeof plugins) return fail(2, "--plugin: the plugins' paths are too long together for KVBENCH_PLUGINS");
+    }
+
     FILE *f = out ? fopen(out, "w") : stdout;
     if (!f) return fail(1, "--out '%s': %s", shown(out), strerror(errno));
     fprintf(f, "#!/bin/bash\n# Written by kvbench slurm-script: this command in %d shards, one SLURM array task each,\n"
@@ -306,12 +318,7 @@ int cmd_slurm_script(int argc, char **argv) {
     shq(f, chdir_to);
     if (kv_plugin_count()) {   /* the shards load the plugins this command loaded (--plugin was taken out) */
         fprintf(f, "\nexport KVBENCH_PLUGINS=");
-        char list[8192] = "", abs[PATH_MAX];
-        for (int i = 0, k = 0; i < kv_plugin_count(); i++) {
-            const char *path = realpath(kv_plugin_path(i), abs) ? abs : kv_plugin_path(i);
-            k += snprintf(list + k, k < (int)sizeof list ? sizeof list - (size_t)k : 0, "%s%s", i ? ":" : "", path);
-        }
-        shq(f, list);
+        shq(f, plugins);
     }
     /* N is written here, not read from $SLURM_ARRAY_TASK_COUNT, which is the size of the
      * submitted array: `sbatch --array=2,5` would otherwise change every shard's cases. */

@@ -235,9 +235,18 @@ int sekv_params_check_writable(const char *path, char *err, size_t errlen) {
 }
 
 static unsigned char *read_all(const char *path, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: a FIFO must not block the open; a device (params_file=/dev/zero) would
+     * be read until memory runs out: only a regular file of at most 1 GiB is read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    struct stat sb;
+    const char *why = fd < 0 || fstat(fd, &sb) ? strerror(errno)
+                      : !S_ISREG(sb.st_mode)   ? "not a regular file"
+                      : sb.st_size > (off_t)1 << 30 ? "over 1 GiB"
+                                                    : NULL;
+    FILE *f = why ? NULL : fdopen(fd, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open SeKV params: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot open SeKV params: %s", path, why ? why : strerror(errno));
+        if (fd >= 0) close(fd);
         return NULL;
     }
     unsigned char *buf = NULL;

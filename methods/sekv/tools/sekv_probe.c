@@ -12,6 +12,7 @@
  *   why        the (step, layer, head, needle span) decisions by outcome: zoomed, below
  *              the head's tau, longer than the whole room B - P, outranked (the room went
  *              to higher-scored spans), no routing (sekv_why) */
+#include "sekv_probe.h"
 #include "../sekv.h"
 #include "../../../kernels/stats.h"
 #include "../../../model/model.h"
@@ -25,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SETS 8
-#define MAX_LIST 16
+#define MAX_SETS SEKV_PROBE_MAX_SETS
+#define MAX_LIST SEKV_PROBE_MAX_LIST
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -49,20 +50,87 @@ static void usage(FILE *f) {
             model_default_path(), MAX_SETS);
 }
 
-static int parse_list(const char *flag, const char *s, double *out, int *n) {
+/* A comma-separated list of up to MAX_LIST numbers in [lo, hi] (whole ones when whole):
+ * 0, or -1 after printing which value is wrong. */
+static int parse_list(const char *flag, const char *s, double lo, double hi, int whole, double *out, int *n) {
     *n = 0;
-    for (const char *p = s; *p;) {
+    for (const char *p = s;;) {
         char *end;
         errno = 0;
         double v = strtod(p, &end);
-        if (end == p || errno || !isfinite(v) || *n == MAX_LIST || (*end && *end != ',')) {
-            fprintf(stderr, "kvbench sekv-probe: %s '%s': expected up to %d comma-separated numbers\n", flag, s, MAX_LIST);
+        if (end == p || errno || !(v >= lo && v <= hi) || (whole && v != floor(v)) || *n == MAX_LIST ||
+            (*end && *end != ',') || (*end == ',' && !end[1])) {
+            fprintf(stderr, "kvbench sekv-probe: %s '%s': expected up to %d comma-separated %s in %.15g..%.15g\n", flag, s,
+                    MAX_LIST, whole ? "whole numbers" : "numbers", lo, hi);
             return -1;
         }
         out[(*n)++] = v;
-        p = *end ? end + 1 : end;
+        if (!*end) return 0;
+        p = end + 1;
     }
-    return *n ? 0 : -1;
+}
+
+int sekv_probe_parse(int argc, char **argv, sekv_probe_opts *o) {
+    *o = (sekv_probe_opts){.model_path = model_default_path(), .ctxs = {768}, .depths = {35}, .budget = 0.5,
+                           .n_ctx = 1, .n_depth = 1};
+    o->split = NIAH_DEV;   /* tuning reads dev cases */
+    static const char *const bare[] = {"--help", "-h", "--question-after", NULL};
+    for (int i = 1; i < argc; i++) {
+        char a[64], why[160];
+        const char *v;
+        int r = kb_opt_next(argc, argv, &i, bare, a, sizeof a, &v);   /* --flag value, --flag=value */
+        if (r != KB_OPT_OK) {
+            fprintf(stderr, "kvbench sekv-probe: %s (see --help)\n", kb_opt_problem(r, a, why, sizeof why));
+            return 2;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        if (!strcmp(a, "--question-after")) {
+            o->question_after = 1;
+            continue;
+        }
+        char *end;
+        if (!strcmp(a, "--model")) o->model_path = v;
+        else if (!strcmp(a, "--haystack")) o->hay_path = v;
+        else if (!strcmp(a, "--split")) {
+            if (strcmp(v, "dev") && strcmp(v, "test")) {
+                fprintf(stderr, "kvbench sekv-probe: --split '%s': expected dev or test\n", v);
+                return 2;
+            }
+            o->split = !strcmp(v, "dev") ? NIAH_DEV : NIAH_TEST;
+        }
+        else if (!strcmp(a, "--ctx")) {
+            double c[MAX_LIST];
+            if (parse_list(a, v, 1, SEKV_PROBE_MAX_CTX, 1, c, &o->n_ctx)) return 2;
+            for (int k = 0; k < o->n_ctx; k++) o->ctxs[k] = (int)c[k];
+        } else if (!strcmp(a, "--depths")) {
+            if (parse_list(a, v, 0, 100, 0, o->depths, &o->n_depth)) return 2;
+        } else if (!strcmp(a, "--budget")) {
+            /* a fraction of the prompt, or above 1 a whole token count a prompt can have */
+            errno = 0;
+            o->budget = strtod(v, &end);
+            if (end == v || *end || errno || !(o->budget > 0) ||
+                (o->budget > 1 && (o->budget > SEKV_PROBE_MAX_CTX || o->budget != floor(o->budget)))) {
+                fprintf(stderr,
+                        "kvbench sekv-probe: --budget '%s': expected a fraction in (0,1] or a whole token count up to %d\n",
+                        v, SEKV_PROBE_MAX_CTX);
+                return 2;
+            }
+        } else if (!strcmp(a, "--params")) {
+            if (o->n_sets == MAX_SETS) {
+                fprintf(stderr, "kvbench sekv-probe: at most %d --params\n", MAX_SETS);
+                return 2;
+            }
+            o->sets[o->n_sets++] = v;
+        } else {
+            fprintf(stderr, "kvbench sekv-probe: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!o->n_sets) {
+        fprintf(stderr, "kvbench sekv-probe: give at least one --params setting (\"\" for sekv's defaults)\n");
+        return 2;
+    }
+    return 0;
 }
 
 typedef struct {
@@ -218,58 +286,14 @@ static void paired(const char *what, const double *x, const double *y, int n_all
 }
 
 int sekv_probe_main(int argc, char **argv) {
-    const char *model_path = model_default_path(), *hay_path = NULL, *sets[MAX_SETS];
-    double ctxs[MAX_LIST] = {768}, depths[MAX_LIST] = {35}, budget = 0.5;
-    int n_ctx = 1, n_depth = 1, n_sets = 0, qa = 0, split = NIAH_DEV;   /* tuning reads dev cases */
-    static const char *const bare[] = {"--help", "-h", "--question-after", NULL};
-    for (int i = 1; i < argc; i++) {
-        char a[64], why[160];
-        const char *v;
-        int r = kb_opt_next(argc, argv, &i, bare, a, sizeof a, &v);   /* --flag value, --flag=value */
-        if (r != KB_OPT_OK) {
-            fprintf(stderr, "kvbench sekv-probe: %s (see --help)\n", kb_opt_problem(r, a, why, sizeof why));
-            return 2;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
-        if (!strcmp(a, "--question-after")) {
-            qa = 1;
-            continue;
-        }
-        char *end;
-        if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--haystack")) hay_path = v;
-        else if (!strcmp(a, "--split")) {
-            if (strcmp(v, "dev") && strcmp(v, "test")) {
-                fprintf(stderr, "kvbench sekv-probe: --split '%s': expected dev or test\n", v);
-                return 2;
-            }
-            split = !strcmp(v, "dev") ? NIAH_DEV : NIAH_TEST;
-        }
-        else if (!strcmp(a, "--ctx")) {
-            if (parse_list(a, v, ctxs, &n_ctx)) return 2;
-        } else if (!strcmp(a, "--depths")) {
-            if (parse_list(a, v, depths, &n_depth)) return 2;
-        } else if (!strcmp(a, "--budget")) {
-            budget = strtod(v, &end);
-            if (end == v || *end || !(budget > 0)) {
-                fprintf(stderr, "kvbench sekv-probe: --budget '%s': expected a fraction in (0,1] or a token count\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--params")) {
-            if (n_sets == MAX_SETS) {
-                fprintf(stderr, "kvbench sekv-probe: at most %d --params\n", MAX_SETS);
-                return 2;
-            }
-            sets[n_sets++] = v;
-        } else {
-            fprintf(stderr, "kvbench sekv-probe: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-    if (!n_sets) {
-        fprintf(stderr, "kvbench sekv-probe: give at least one --params setting (\"\" for sekv's defaults)\n");
-        return 2;
-    }
+    sekv_probe_opts o;
+    int prc = sekv_probe_parse(argc, argv, &o);
+    if (prc == 1) return usage(stdout), 0;
+    if (prc) return prc;
+    const char *model_path = o.model_path, *hay_path = o.hay_path, *const *sets = o.sets;
+    const int *ctxs = o.ctxs, n_ctx = o.n_ctx, n_depth = o.n_depth, n_sets = o.n_sets, qa = o.question_after,
+              split = o.split;
+    const double *depths = o.depths, budget = o.budget;
     char err[512];
     kv_model *m = model_load(model_path, err, sizeof err);
     if (!m) {
@@ -295,19 +319,19 @@ int sekv_probe_main(int argc, char **argv) {
                       .head_dim = cf->head_dim, .n_prompt = 256, .max_decode = 64, .budget_frac = 0.5,
                       .params = sets[k], .model_hash = hash};
         kv_state *st = kv_sekv.init(&s, err, sizeof err);
-        if (!st && kv_init_refused(err)) {
+        if (!st) {   /* any other failure here (out of memory) would only print a table of NaNs */
             fprintf(stderr, "kvbench sekv-probe: --params \"%s\": %s\n", sets[k], err);
             free(hay);
             model_free(m);
-            return 2;
+            return kv_init_refused(err) ? 2 : 1;
         }
-        if (st) kv_sekv.free(st);
+        kv_sekv.free(st);
     }
     niah_opts no;
     niah_defaults(&no);
     no.tok = tok, no.haystack = hay, no.haystack_len = hay_len, no.question_after = qa, no.split = split;
     int max_ctx = 0;
-    for (int i = 0; i < n_ctx; i++) max_ctx = (int)ctxs[i] > max_ctx ? (int)ctxs[i] : max_ctx;
+    for (int i = 0; i < n_ctx; i++) max_ctx = ctxs[i] > max_ctx ? ctxs[i] : max_ctx;
     niah_builder *nb = niah_open(&no, max_ctx, err, sizeof err);
     probe_acc acc[MAX_SETS] = {0};
     int rc = nb ? 0 : 1, n_cases = 0;
@@ -320,9 +344,9 @@ int sekv_probe_main(int argc, char **argv) {
             tc_case tc;
             int32_t *ids = NULL;
             int n = 0, n_context = 0, lo, hi;
-            if (niah_build(nb, (int)ctxs[ci], depths[di], &tc, err, sizeof err) ||
+            if (niah_build(nb, ctxs[ci], depths[di], &tc, err, sizeof err) ||
                 tc_tokenize(tok, &tc, &ids, &n, &n_context) || needle_tokens(tok, ids, n_context, &lo, &hi)) {
-                fprintf(stderr, "kvbench sekv-probe: case ctx %g depth %g: %s\n", ctxs[ci], depths[di],
+                fprintf(stderr, "kvbench sekv-probe: case ctx %d depth %g: %s\n", ctxs[ci], depths[di],
                         *err ? err : "no needle in the tokens");
                 rc = 1;
                 break;
@@ -338,7 +362,7 @@ int sekv_probe_main(int argc, char **argv) {
                     probe_one(m, &pf, ids, n, n_pf, ans, n_ans, lo, hi, budget, sets[k], hash, &acc[k], n_cases);
                 prefill_out_free(&pf);
                 n_cases++;
-                fprintf(stderr, "kvbench sekv-probe: case ctx %g depth %g done (needle tokens %d..%d of %d)\n",
+                fprintf(stderr, "kvbench sekv-probe: case ctx %d depth %g done (needle tokens %d..%d of %d)\n",
                         ctxs[ci], depths[di], lo, hi, n);
             }
             free(ids);

@@ -18,22 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-enum { HELD_OUT_DEFAULT = 4, MAX_STAGES = 4, MAX_FIT_BUDGETS = 8 };
-
-typedef struct {
-    const char *model, *corpus, *out, *cache, *log, *checkpoint;
-    int steps, rank, threads, max_docs, ctx, budget_per_span;
-    int n_stages, stage_ctx[MAX_STAGES];   /* curriculum: --ctx A,B,.. (ascending) */
-    int n_fit, fit_alpha;                  /* --alpha fit: budgets sampled per document */
-    double fit_budgets[MAX_FIT_BUDGETS];
-    double time_limit;                     /* --time-limit: checkpoint and stop after S seconds */
-    int held_out, eval_every;   /* early stopping: documents held out, steps between checks */
-    int held_out_given;         /* --held-out given: too few documents is an error, not a note */
-    double lambda_budget;
-    uint64_t seed;
-    sekv_teacher_cfg tc;
-    double mem_mb;
-} train_opts;
+enum { HELD_OUT_DEFAULT = 4, MAX_STAGES = TRAIN_MAX_STAGES, MAX_FIT_BUDGETS = TRAIN_MAX_FIT_BUDGETS };
 
 static void usage(FILE *f) {
     sekv_teacher_cfg t = sekv_teacher_defaults();
@@ -122,7 +107,7 @@ static const char *default_dir(const char *env, const char *leaf, char *buf, siz
     return e && *e ? e : kb_cache_path(leaf, buf, len);
 }
 
-static int parse_args(int argc, char **argv, train_opts *o, int *help) {
+int train_sekv_parse(int argc, char **argv, train_opts *o, int *help) {
     static char corpus[1024], cache[1024];
     *o = (train_opts){.model = model_default_path(), .steps = 300, .threads = 0, .max_docs = 40,
                       .ctx = 2048, .n_stages = 1, .stage_ctx = {2048}, .n_fit = 3,
@@ -227,6 +212,7 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
         } else if (!strcmp(a, "--ctx")) {
             o->n_stages = 0;
             char buf[128];
+            if (strlen(v) >= sizeof buf) return fail("--ctx '%.40s...': too long, expected N or N,M,..", v);
             snprintf(buf, sizeof buf, "%s", v);
             for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 if (o->n_stages == MAX_STAGES) return fail("--ctx '%s': at most %d lengths", v, MAX_STAGES);
@@ -247,8 +233,6 @@ static int parse_args(int argc, char **argv, train_opts *o, int *help) {
             return fail("unknown option '%s' (see --help)", a);
     }
     if (!o->out) return fail("--out FILE is required (see --help)");
-    char werr[1200];           /* checked now, not after 10-20 minutes of training */
-    if (sekv_params_check_writable(o->out, werr, sizeof werr)) return fail("--out %s", werr);
     if (o->held_out_given && o->held_out * 2 > o->max_docs)
         return fail("--held-out %d: needs at least twice as many documents (--max-docs %d)", o->held_out, o->max_docs);
     if (o->tc.keep > o->tc.candidates)
@@ -495,11 +479,17 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 int cmd_train_sekv(int argc, char **argv) {
     train_opts o;
     int help = 0;
-    if (parse_args(argc, argv, &o, &help)) return 2;
+    if (train_sekv_parse(argc, argv, &o, &help)) return 2;
     if (help) {
         usage(stdout);
         return 0;
     }
+    char werr[1200];   /* the files written later are checked now, not after minutes of training */
+    if (sekv_params_check_writable(o.out, werr, sizeof werr)) return fail("--out %s", werr), 2;
+    if (o.checkpoint && sekv_params_check_writable(o.checkpoint, werr, sizeof werr))
+        return fail("--checkpoint %s", werr), 2;
+    /* a checkpoint's steps checked now; its hash, which covers the documents, after the data step */
+    if (o.checkpoint && train_ckpt_peek(o.checkpoint, o.steps, werr, sizeof werr) < 0) return fail("%s", werr), 2;
     if (o.threads) kb_set_threads(o.threads);
     char err[1024];
     double t_begin = kb_now_s();
@@ -622,9 +612,10 @@ int cmd_train_sekv(int argc, char **argv) {
     int start = 0, n_order = 0;
     if (o.checkpoint) {
         int r = train_ckpt_load(o.checkpoint, cfg_hash, &start, &rng, &best_step, &best_held, &th, &mo, &vo, &best, order,
-                          nd, &n_order, err, sizeof err);
-        if (r < 0) {
+                          nd, o.steps, &n_order, err, sizeof err);
+        if (r < 0) {   /* bad input: exit 2, as for a bad option */
             fail("%s", err);
+            rc = 2;
             goto done;
         }
         if (r > 0)
