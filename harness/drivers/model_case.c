@@ -408,3 +408,7 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
     }
     if (c->ref) fid_measure(c, m, budget, c->ref, res);
 }
+
+void mc_run_pairs(mc_case *c, const kv_method *const *methods, const double *budgets, int n, mc_result *results) {
+    for (int i = 0; i < n; i++) mc_run_method(c, methods[i], budgets[i], &results[i]);
+}

@@ -90,6 +90,9 @@ int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int new
  * method runs that many times and compress_s / decode_s are the medians (the spread
  * max - min); with c->ref the fidelity metrics are measured too (fidelity.h). */
 void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res);
+/* Runs every (methods[i], budgets[i]) pair of the case, i < n, into results[i] (each as
+ * mc_run_method would: the same results). */
+void mc_run_pairs(mc_case *c, const kv_method *const *methods, const double *budgets, int n, mc_result *results);
 /* Feeds the question tokens [n_pf, n) through m's cache (question_after); logits in: the
  * prefill's, out: after the last; peak (or NULL) gets the most fast-tier bytes held.
  * 0, or -1. */
