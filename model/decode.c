@@ -36,6 +36,15 @@ static const q8_block *quantize_for(const kv_model *m, const float *x, int n, in
 void engine_scratch_free(kv_model *m) {
     free(m->decode_scratch);
     m->decode_scratch = NULL;
+    free(m->batch_scratch);
+    m->batch_scratch = NULL;
+    m->batch_scratch_bytes = 0;
+}
+
+size_t engine_scratch_floats(const kv_model *m) { return scratch_floats(&m->cfg, m->n_rot); }
+size_t engine_scratch_blocks(const kv_model *m) { return scratch_blocks(&m->cfg); }
+const q8_block *engine_quantize_for(const kv_model *m, const float *x, int n, int type, q8_block *xq) {
+    return quantize_for(m, x, n, type, xq);
 }
 
 int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void *ctx,
