@@ -4,7 +4,7 @@
 # the results files must be equal in every column but the timings (tests/same_results.py:
 # tokens, scores, fidelity metrics, memory columns, head statistics, zoom events), with
 # the fidelity metrics on and off (streamed prefill), on the real model and on random
-# models with 8-bit activations. Pairs leave the batch at different steps (stop tokens,
+# models (Q8_0, Q4_0 and Q4_K weights) with f32 and 8-bit activations. Pairs leave the batch at different steps (stop tokens,
 # max-new) or never join it (infeasible). The mode is in the run's config, not its identity;
 # a batched result carries its method's own attention time (note attend_s).
 source "$(dirname "$0")/lib.sh"
@@ -51,6 +51,12 @@ compare q8 15 run --model random:tiny-qwen2:q8_0 --activations q8 --workload nia
 # infeasible pairs never joined the batch, and are recorded the same
 [ "$(q "$T/q8-batch.db" "SELECT count(*) FROM results WHERE status = 'infeasible'")" -ge 1 ] ||
     echo "note: no infeasible pair in the q8 comparison"
+# K-quant weights (random Q4_K rows), both activations
+compare q4k 8 run --model random:tiny-k:q4_k --workload niah --ctx 300 --depths 50 --methods all --budget 0.2 \
+    --max-new 3 --fidelity 2 --haystack "$T/hay.txt" --threads 2 --quiet
+compare q4k8 8 run --model random:tiny-k:q4_k --activations q8 --workload niah --ctx 300 --depths 50 \
+    --methods fullkv,snapkv,h2o,streamingllm --budget 0.2 --max-new 3 --fidelity 2 --haystack "$T/hay.txt" \
+    --threads 2 --quiet
 compare streamed 8 run --model random:tiny-llama:q4_0 --workload niah --ctx 300 --depths 50 --methods all \
     --budget 0.3 --max-new 3 --fidelity 0 --haystack "$T/hay.txt" --threads 2 --quiet
 

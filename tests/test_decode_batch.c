@@ -1,8 +1,8 @@
 /* Batched decode (model/decode_batch.c): engine_forward_batch's logits for n sequences
  * must be bitwise equal (memcmp) to n engine_forward_token calls with the same token,
  * position and attention, for n in {1, 2, 3, 7}, with f32 and q8 activations, on random
- * models of several shapes and weight types (F32, Q8_0, Q4_0; a chunked vocabulary on the
- * SmolLM2 shape). The attention callback is a stateless mix of q, k and v that also
+ * models of several shapes and weight types (F32, Q8_0, Q4_0, Q4_K; a chunked vocabulary on
+ * the SmolLM2 shape). Also: the random Q4_K model's rows are its f32 weights within a step. The attention callback is a stateless mix of q, k and v that also
  * checks it is called with its own sequence's context, layer after layer. A sequence
  * with a bad id or position is refused alone. The single calls themselves are held to a
  * float64 reference by test_random_model and test_model. */
@@ -93,12 +93,42 @@ static void one_model(const char *name, int wtype) {
     model_free(m);
 }
 
+/* random:tiny-k:q4_k holds the f32 model's weights (the same seed draws the same values)
+ * within the Q4_K step of each sub-block of 32: one row against the other, in float64. */
+static void q4k_close(void) {
+    char err[256];
+    uint64_t seed = test_next() % 1000 + 1;
+    kv_model *f = model_load_random_typed("tiny-k", seed, GGML_F32, err, sizeof err),
+             *k = model_load_random_typed("tiny-k", seed, GGML_Q4_K, err, sizeof err);
+    CHECK(f && k, "tiny-k: %s", err);
+    if (!f || !k) return;
+    const weight *wf[] = {&f->layers[1].wq, &f->layers[0].down, &f->embd}, *wk[] = {&k->layers[1].wq, &k->layers[0].down, &k->embd};
+    for (int t = 0; t < 3; t++) {
+        CHECK(wk[t]->t->type == GGML_Q4_K, "tiny-k:q4_k tensor %d is %s", t, quant_name(wk[t]->t->type));
+        int cols = wf[t]->cols, r = test_int(0, wf[t]->rows - 1);
+        float *x = (float *)(void *)((uint8_t *)wf[t]->t->data + (size_t)r * wf[t]->row_bytes), *y = malloc(sizeof(float) * cols);
+        dequant_row(GGML_Q4_K, (const uint8_t *)wk[t]->t->data + (size_t)r * wk[t]->row_bytes, y, cols);
+        int bad = 0;
+        for (int j = 0; j < cols; j += 32) {
+            double lo = 0, hi = 0;
+            for (int l = 0; l < 32; l++) lo = fmin(lo, x[j + l]), hi = fmax(hi, x[j + l]);
+            double step = (hi - lo) / 15;   /* the sub-block's step, before 6-bit and f16 rounding */
+            for (int l = 0; l < 32; l++) bad += !(fabs((double)y[j + l] - x[j + l]) <= 0.75 * step + 1e-6);
+        }
+        CHECK(!bad, "tiny-k q4_k tensor %d row %d: %d values off by more than 3/4 of a step", t, r, bad);
+        free(y);
+    }
+    model_free(f), model_free(k);
+}
+
 int main(void) {
     test_seed();
     kb_set_threads(2);
     one_model("tiny-llama", GGML_F32);
     one_model("tiny-qwen2", GGML_Q8_0);
     one_model("tiny-llama", GGML_Q4_0);
+    one_model("tiny-k", GGML_Q4_K);   /* K-quant rows: f32 dot products (and q8 where an int8 path exists) */
+    q4k_close();
     one_model("smollm2-135m", GGML_Q4_0);   /* 30 layers, 49152 vocabulary rows: many tasks and chunks */
     return check_done("test_decode_batch");
 }

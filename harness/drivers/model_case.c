@@ -517,9 +517,8 @@ void mc_run_pairs(mc_case *c, const kv_method *const *methods, const double *bud
     }
     for (int i = 0; i < n; i++) {
         results[i].batched = 1;
-        if (!results[i].r.status || strcmp(results[i].r.status, "ok")) continue;
-        results[i].r.repeats = 1;
-        if (c->ref) fid_measure(c, methods[i], budgets[i], c->ref, &results[i]);
+        if (results[i].r.status && !strcmp(results[i].r.status, "ok")) results[i].r.repeats = 1;
     }
+    if (c->ref) fid_measure_pairs(c, methods, budgets, c->ref, results, n);   /* the ok ones, together */
     free(p), free(seq), free(who), free(live);
 }
