@@ -4,8 +4,8 @@
 # the results files must be equal in every column but the timings (tests/same_results.py:
 # tokens, scores, fidelity metrics, memory columns, head statistics, zoom events), with
 # the fidelity metrics on and off (streamed prefill), on the real model and on random
-# models (Q8_0, Q4_0 and Q4_K weights) with f32 and 8-bit activations. Pairs leave the batch at different steps (stop tokens,
-# max-new) or never join it (infeasible). The mode is in the run's config, not its identity;
+# models (Q8_0, Q4_0 and Q4_K weights) with f32 and 8-bit activations. Pairs leave the
+# batch at different steps (stop tokens, max-new) or never join it (infeasible). The mode is in the run's config, not its identity;
 # a batched result carries its method's own attention time (note attend_s).
 source "$(dirname "$0")/lib.sh"
 
@@ -33,6 +33,7 @@ compare() {   # name, the least number of ok results, then the run arguments
     [ "$(q "$T/$name-batch.db" "SELECT count(*) FROM result_notes WHERE key = 'attend_s' AND CAST(text AS REAL) > 0")" = \
       "$(q "$T/$name-batch.db" "SELECT count(*) FROM results WHERE status = 'ok' AND decode_tokens > 0")" ] ||
         fail "$name: a batched result lacks its attention time"
+    [ "$(q "$T/$name-one.db" "SELECT count(*) FROM sqlite_master WHERE name = 'result_notes'")" = 0 ] ||
     [ "$(q "$T/$name-one.db" "SELECT count(*) FROM result_notes WHERE key = 'attend_s'")" = 0 ] ||
         fail "$name: attend_s notes in a one-at-a-time run"
 }
@@ -54,7 +55,7 @@ compare q8 15 run --model random:tiny-qwen2:q8_0 --activations q8 --workload nia
 # K-quant weights (random Q4_K rows), both activations
 compare q4k 8 run --model random:tiny-k:q4_k --workload niah --ctx 300 --depths 50 --methods all --budget 0.2 \
     --max-new 3 --fidelity 2 --haystack "$T/hay.txt" --threads 2 --quiet
-compare q4k8 8 run --model random:tiny-k:q4_k --activations q8 --workload niah --ctx 300 --depths 50 \
+compare q4k8 4 run --model random:tiny-k:q4_k --activations q8 --workload niah --ctx 300 --depths 50 \
     --methods fullkv,snapkv,h2o,streamingllm --budget 0.2 --max-new 3 --fidelity 2 --haystack "$T/hay.txt" \
     --threads 2 --quiet
 compare streamed 8 run --model random:tiny-llama:q4_0 --workload niah --ctx 300 --depths 50 --methods all \
