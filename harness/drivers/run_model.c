@@ -926,7 +926,10 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
 #ifdef KB_CUDA
             if (gpu) kb_cuda_mem_reset_peak();   /* this method's peak: weights + its KV + decode */
 #endif
-            if (all) res = all[next], memset(&all[next++], 0, sizeof *all);
+            if (all) {   /* (res is cleared, unless a result already present left it: freed here) */
+                mc_result_clear(&res);
+                res = all[next], memset(&all[next++], 0, sizeof *all);
+            }
             else mc_run_method(&mc, m, o->pair_b[p], &res);
             if (!strcmp(res.r.status, MC_REFUSED)) {
                 rc = run_fail("case %s: %s refused its configuration (it passed before the first case): %s; "
