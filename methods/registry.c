@@ -73,8 +73,9 @@ int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t err
                         KV_METHOD_ABI, in->abi > KV_METHOD_ABI ? " (rebuild it against this kvbench's method.h)" : ""),
                -1;
     /* each version's table has one size: a larger claim would make the copy below read past it */
-    static const size_t known[KV_METHOD_ABI + 1] = {0, KV_METHOD_SIZE_V1, KV_METHOD_SIZE_V2};
-    _Static_assert(KV_METHOD_SIZE_V2 == sizeof(kv_method), "a new ABI version needs its size in known[]");
+    static const size_t known[KV_METHOD_ABI + 1] = {0, KV_METHOD_SIZE_V1, KV_METHOD_SIZE_V2, sizeof(kv_method)};
+    _Static_assert(KV_METHOD_ABI == 3 && KV_METHOD_SIZE_V3 <= sizeof(kv_method),
+                   "a new ABI version needs its size in known[]");
     if (in->size != known[in->abi])
         return snprintf(err, errlen, "method table of %u bytes for ABI %d (expected %zu): built against another method.h",
                         in->size, in->abi, known[in->abi]),

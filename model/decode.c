@@ -42,7 +42,17 @@ static const void *shared_for(const void *xq, int qtype, int type) {
 void engine_scratch_free(kv_model *m) {
     free(m->decode_scratch);
     m->decode_scratch = NULL;
+    free(m->batch_scratch);
+    m->batch_scratch = NULL;
+    m->batch_scratch_bytes = 0;
 }
+
+size_t engine_scratch_floats(const kv_model *m) { return scratch_floats(&m->cfg, m->n_rot); }
+size_t engine_scratch_q8_bytes(const kv_model *m) { return scratch_q8_bytes(&m->cfg); }
+const void *engine_quantize_for(const kv_model *m, const float *x, int n, int type, void *xq) {
+    return quantize_for(m, x, n, type, xq);
+}
+const void *engine_shared_for(const void *xq, int qtype, int type) { return shared_for(xq, qtype, type); }
 
 int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void *ctx,
                          float *logits) {

@@ -44,6 +44,9 @@ struct kv_model {
                                 0, the default: f32 activations, logits as the references */
     float *decode_scratch;   /* engine_forward_token's buffers, allocated on first use */
     int decode_busy;         /* the scratch is in use (a concurrent call allocates its own) */
+    void *batch_scratch;     /* engine_forward_batch's buffers, grown to the largest batch */
+    size_t batch_scratch_bytes;
+    int batch_busy;
 };
 
 /* ops.c */
@@ -75,6 +78,12 @@ void matvec_many(const matvec_job *jobs, int n_jobs);
 /* gate_up[0].y = silu(gate x) * (up x), gate_up[1].y = up x: both mat-vecs and the SwiGLU
  * in one parallel pass (the two weights have the same rows; neither job adds). */
 void matvec_glu(const matvec_job gate_up[2]);
+/* The same for nb rows of activations at once: jobs[b * n_jobs + j] is row b's job j (the
+ * same weights for every b; gate_up[b * 2 + 0..1] likewise). Each weight chunk is read
+ * once for all rows; each row's result is bit-identical to matvec_many / matvec_glu on
+ * that row alone. */
+void matvec_many_batch(const matvec_job *jobs, int n_jobs, int nb);
+void matvec_glu_batch(const matvec_job *gate_up, int nb);
 /* Y[n][rows] = X[n][cols] W^T + beta Y (cblas_sgemm on dequantized tiles of W's rows). */
 void gemm_xwt(const float *X, int n, const weight *w, float beta, float *Y);
 extern int gemm_test_no_scratch;   /* tests: 1 takes the out-of-memory path (a row at a time) */
@@ -88,5 +97,25 @@ typedef void (*engine_attn_fn)(void *ctx, int layer, const float *q, const float
 int engine_forward_token(kv_model *m, int id, int pos, engine_attn_fn attn, void *ctx,
                          float *logits);
 void engine_scratch_free(kv_model *m);   /* model_free's part for decode.c's buffers */
+
+/* decode_batch.c: n sequences one step each, together: every weight matrix is applied
+ * once to all n rows (matvec_many_batch), attention is each sequence's own callback
+ * (called in sequence order, layer by layer). Each sequence's logits are bit-identical
+ * to engine_forward_token with the same arguments. A sequence with an id or position out
+ * of range gets rc = -1 and is left out; the others go on. Returns 0 when every rc is 0,
+ * else -1 (out of memory, or the host weights gone: every rc is -1). */
+typedef struct {
+    int id, pos;
+    engine_attn_fn attn;
+    void *ctx;
+    float *logits;       /* [n_vocab] */
+    int rc;              /* out */
+} engine_seq;
+int engine_forward_batch(kv_model *m, engine_seq *seqs, int n);
+/* decode.c's layout of one sequence's buffers and its activation quantizer, for decode_batch.c */
+size_t engine_scratch_floats(const kv_model *m);
+size_t engine_scratch_q8_bytes(const kv_model *m);
+const void *engine_quantize_for(const kv_model *m, const float *x, int n, int type, void *xq);
+const void *engine_shared_for(const void *xq, int qtype, int type);
 
 #endif

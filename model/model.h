@@ -131,6 +131,21 @@ int model_decode(kv_model *m, const kv_method *meth, kv_state *st, int id, int p
  * dense part runs on the device and attn is filled with NaN (not observed there). */
 int model_decode_tap(kv_model *m, const kv_method *meth, kv_state *st, int id, int pos,
                      const kv_token *info, float *logits, float *attn);
+/* One sequence of a batched decode step (model_decode_batch). */
+typedef struct {
+    const kv_method *meth;
+    kv_state *st;
+    int id, pos;
+    const kv_token *info;       /* or NULL: {pos, 0, 0} */
+    float *logits;              /* [n_vocab], out */
+    float *tap;                 /* [n_layer][n_head * head_dim] or NULL, as model_decode_tap's attn */
+    double attend_s;            /* += this step's append + attend time (the method's own) */
+    int rc;                     /* out: 0, or -1 (this sequence failed; the others went on) */
+} kv_decode_seq;
+/* n model_decode(_tap) steps at once, one per sequence, each through its own method and
+ * cache: each weight matrix is read once for all of them. Every sequence's logits (and
+ * tap) are bit-identical to its own model_decode_tap call. 0, or -1 if any rc is -1. */
+int model_decode_batch(kv_model *m, kv_decode_seq *seqs, int n);
 
 
 /* Greedy generation through a method: prefill with the method's needs, ingest every

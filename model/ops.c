@@ -107,6 +107,70 @@ void matvec_glu(const matvec_job gate_up[2]) {
     else kb_parallel_for(c.n_tasks, glu_task, &c);
 }
 
+/* ---- several rows of activations at once (batched decode) ----
+ * jobs[b * n_jobs + j]: batch row b's job j; every b has the same weights. The tasks split
+ * the output rows exactly as matvec_many does for one row (the split depends on the
+ * weights only), and within a task the weight rows go 64 at a time (the chunks
+ * matvec_rows takes from the task's first row): each chunk is read from memory once and
+ * used by every batch row while it is in cache. Each batch row's values come from the
+ * same matvec_rows calls on the same rows as in matvec_many, so they are bit-identical
+ * to a single-row call, whatever the batch. */
+typedef struct {
+    const matvec_job *jobs;
+    int n_jobs, n_tasks, nb;
+    long total;
+} batch_ctx;
+
+static void rows_chunked(const matvec_job *jobs, int stride, int nb, long r0, long r1) {
+    for (long r = r0; r < r1; r += 64) {
+        long e = r1 - r < 64 ? r1 : r + 64;
+        for (int b = 0; b < nb; b++) matvec_rows(&jobs[(size_t)b * stride], r, e);
+    }
+}
+
+static void batch_task(void *vctx, int task) {
+    const batch_ctx *c = vctx;
+    long lo = c->total * task / c->n_tasks, hi = c->total * (task + 1) / c->n_tasks, base = 0;
+    for (int j = 0; j < c->n_jobs && lo < hi; j++) {
+        long rows = c->jobs[j].w->rows;
+        if (lo < base + rows) {
+            long r0 = lo - base, r1 = (hi < base + rows ? hi : base + rows) - base;
+            rows_chunked(c->jobs + j, c->n_jobs, c->nb, r0, r1);
+            lo = base + r1;
+        }
+        base += rows;
+    }
+}
+
+void matvec_many_batch(const matvec_job *jobs, int n_jobs, int nb) {
+    batch_ctx c = {jobs, n_jobs, 0, nb, 0};
+    for (int j = 0; j < n_jobs; j++) c.total += jobs[j].w->rows;
+    c.n_tasks = matvec_tasks(c.total);
+    if (c.n_tasks == 1) batch_task(&c, 0);
+    else kb_parallel_for(c.n_tasks, batch_task, &c);
+}
+
+static void glu_batch_task(void *vctx, int task) {
+    const batch_ctx *c = vctx;
+    long lo = c->total * task / c->n_tasks, hi = c->total * (task + 1) / c->n_tasks;
+    for (long r = lo; r < hi; r += 64) {
+        long e = hi - r < 64 ? hi : r + 64;
+        for (int b = 0; b < c->nb; b++) {
+            const matvec_job *gu = c->jobs + (size_t)b * 2;
+            matvec_rows(&gu[0], r, e);
+            matvec_rows(&gu[1], r, e);
+            silu_mul(gu[0].y + r, gu[1].y + r, (int)(e - r));
+        }
+    }
+}
+
+void matvec_glu_batch(const matvec_job *gate_up, int nb) {
+    batch_ctx c = {gate_up, 2, 0, nb, gate_up[0].w->rows};
+    c.n_tasks = matvec_tasks(2 * c.total);
+    if (c.n_tasks == 1) glu_batch_task(&c, 0);
+    else kb_parallel_for(c.n_tasks, glu_batch_task, &c);
+}
+
 /* Y = X W^T + beta Y straight from the quantized rows: W is cut into tiles of rows at
  * fixed offsets, each task takes a run of whole tiles, dequantizes each into its own
  * scratch and runs a single-threaded sgemm on it (the parallelism is kb_parallel_for's, as

@@ -45,6 +45,8 @@ static const preset presets[] = {
      KV_ROPE_YARN, 4.0f, 32768},
     {"tiny-llama", "llama", 2, 64, 6, 2, 16, 96, 300, 512, 10000.0f, 1e-5f, 1, 1, GGML_F32, KV_ROPE_NONE, 0, 0},
     {"tiny-qwen2", "qwen2", 3, 64, 4, 1, 32, 128, 320, 512, 1000000.0f, 1e-6f, 0, 1, GGML_F32, KV_ROPE_NONE, 0, 0},
+    /* every row a multiple of 256 (K-quant blocks): random:tiny-k:q4_k */
+    {"tiny-k", "llama", 2, 256, 4, 2, 64, 512, 300, 4096, 10000.0f, 1e-5f, 1, 1, GGML_F32, KV_ROPE_NONE, 0, 0},
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };
 
@@ -102,6 +104,51 @@ typedef struct {
     int oom;           /* set by a task that found no memory for its f32 row */
 } fill_job;
 
+/* Q4_K rows for random models (quantize_row has no K-quant): per block of 256, eight
+ * sub-blocks of 32 each get a scale (max - min) / 15 and a min -min(x, 0), stored as 6-bit
+ * multiples of the block's f16 d and dmin; the 4-bit values are then rounded against the
+ * stored (f16, 6-bit) scale and min, so the row dequantizes to x within one step of its
+ * sub-block. Not ggml's search for the best scales: a valid block, close to x. */
+static void q4k_pack_scale(uint8_t *sc, int j, int s, int m) {   /* ggml's get_scale_min_k4, inverted */
+    if (j < 4) {
+        sc[j] = (uint8_t)((sc[j] & 0xC0) | s), sc[j + 4] = (uint8_t)((sc[j + 4] & 0xC0) | m);
+    } else {
+        sc[j + 4] = (uint8_t)((s & 15) | ((m & 15) << 4));
+        sc[j - 4] = (uint8_t)((sc[j - 4] & 63) | ((s >> 4) << 6));
+        sc[j] = (uint8_t)((sc[j] & 63) | ((m >> 4) << 6));
+    }
+}
+
+static void q4k_row(const float *x, uint8_t *dst, int n) {
+    for (int b = 0; b < n / 256; b++, x += 256, dst += 144) {
+        float scale[8], mn[8], smax = 0, mmax = 0;
+        for (int j = 0; j < 8; j++) {
+            float lo = 0, hi = 0;
+            for (int l = 0; l < 32; l++) lo = fminf(lo, x[32 * j + l]), hi = fmaxf(hi, x[32 * j + l]);
+            scale[j] = (hi - lo) / 15, mn[j] = -lo;
+            smax = fmaxf(smax, scale[j]), mmax = fmaxf(mmax, mn[j]);
+        }
+        uint16_t dh = f32_to_f16(smax / 63), mh = f32_to_f16(mmax / 63);
+        float d = f16_to_f32(dh), dmin = f16_to_f32(mh);
+        memcpy(dst, &dh, 2), memcpy(dst + 2, &mh, 2);
+        uint8_t *sc = dst + 4, *qs = dst + 16;
+        memset(sc, 0, 12);
+        memset(qs, 0, 128);
+        for (int j = 0; j < 8; j++) {
+            int si = d > 0 ? (int)lrintf(scale[j] / d) : 0, mi = dmin > 0 ? (int)lrintf(mn[j] / dmin) : 0;
+            si = si > 63 ? 63 : si, mi = mi > 63 ? 63 : mi;
+            q4k_pack_scale(sc, j, si, mi);
+            float a = d * (float)si, m = dmin * (float)mi;
+            for (int l = 0; l < 32; l++) {
+                int q = a > 0 ? (int)lrintf((x[32 * j + l] + m) / a) : 0;
+                q = q < 0 ? 0 : q > 15 ? 15 : q;
+                /* sub-block 2c in the low nibbles of qs[32c..], 2c + 1 in the high ones */
+                qs[32 * (j / 2) + l] |= (uint8_t)(j % 2 ? q << 4 : q);
+            }
+        }
+    }
+}
+
 /* A task's rows: drawn in f32 (the same values for every type), then quantized in place. */
 static void fill_task(void *ctx, int t) {
     fill_job *j = ctx;
@@ -122,7 +169,8 @@ static void fill_task(void *ctx, int t) {
             continue;
         }
         fill_row(row, w->cols, j->seed, s->id, r, -a, a);
-        quantize_row(w->t->type, row, dst, w->cols);
+        if (w->t->type == GGML_Q4_K) q4k_row(row, dst, w->cols);
+        else quantize_row(w->t->type, row, dst, w->cols);
     }
     free(row);
 }
@@ -187,8 +235,8 @@ kv_model *model_load_random_typed(const char *name, uint64_t seed, int wtype, ch
         return NULL;
     }
     if (wtype < 0) wtype = p->wtype;
-    if (!quantize_supported(wtype)) {
-        fail(err, errlen, p->name, "random weights are generated as f32, q8_0 or q4_0 only");
+    if (!quantize_supported(wtype) && wtype != GGML_Q4_K) {
+        fail(err, errlen, p->name, "random weights are generated as f32, q8_0, q4_0 or q4_k only");
         return NULL;
     }
     kv_model *m = calloc(1, sizeof *m);
@@ -372,7 +420,7 @@ kv_model *model_load_random_typed(const char *name, uint64_t seed, int wtype, ch
     return m;
 }
 
-/* The parts after the name: a seed (digits) and a weight type (f32, q8_0, q4_0), each at
+/* The parts after the name: a seed (digits) and a weight type (f32, q8_0, q4_0, q4_k), each at
  * most once, in either order. */
 kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen) {
     const char *p = strncmp(spec, "random:", 7) ? spec : spec + 7;
@@ -388,7 +436,7 @@ kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen) {
     uint64_t seed = 1;
     int wtype = -1, have_seed = 0;
     static const struct { const char *name; int type; } types[] = {
-        {"f32", GGML_F32}, {"q8_0", GGML_Q8_0}, {"q4_0", GGML_Q4_0}};
+        {"f32", GGML_F32}, {"q8_0", GGML_Q8_0}, {"q4_0", GGML_Q4_0}, {"q4_k", GGML_Q4_K}};
     while (colon) {
         const char *part = colon + 1;
         colon = strchr(part, ':');
@@ -413,7 +461,7 @@ kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen) {
             }
         }
         snprintf(err, errlen, "%s: after the preset name come a seed (a non-negative integer) and a weight type "
-                 "(f32, q8_0, q4_0), each at most once; '%.*s' is neither", spec, (int)(plen < 40 ? plen : 40), part);
+                 "(f32, q8_0, q4_0, q4_k), each at most once; '%.*s' is neither", spec, (int)(plen < 40 ? plen : 40), part);
         return NULL;
     }
     return model_load_random_typed(name, seed, wtype, err, errlen);

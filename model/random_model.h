@@ -4,7 +4,9 @@
  * The 2-D weights are generated directly in one type, held once, read by decode's
  * mat-vecs and dequantized tile by tile by prefill like a GGUF's: Q4_0 by default for the
  * 1-8B presets (llama3-8b: 4.5 GB, 0.5625 bytes per weight), F32 for smollm2-135m and the
- * test shapes; "random:NAME:q8_0" (or f32, q4_0) picks another. Values: projections
+ * test shapes; "random:NAME:q8_0" (or f32, q4_0, q4_k) picks another (q4_k: rows must be
+ * multiples of 256, as in the test shape tiny-k; encoded by random_model.c's own simple
+ * scale choice, not ggml's). Values: projections
  * uniform with standard deviation 1/sqrt(fan-in), drawn in f32 and then quantized with
  * ggml's reference rounding, norms near 1 (f32), qwen2 biases small; every row from its
  * own stream seeded by (seed, tensor, row), so the weights do not depend on the thread
@@ -20,16 +22,16 @@
 /* name: a preset (see random_model_presets), in its default weight type. NULL with
  * "random:NAME: what is wrong" in err. */
 kv_model *model_load_random(const char *name, uint64_t seed, char *err, size_t errlen);
-/* The same with the weight type: GGML_F32, GGML_Q8_0, GGML_Q4_0, or -1 for the preset's. */
+/* The same with the weight type: GGML_F32, GGML_Q8_0, GGML_Q4_0, GGML_Q4_K, or -1 for the preset's. */
 kv_model *model_load_random_typed(const char *name, uint64_t seed, int wtype, char *err, size_t errlen);
 
-/* "random:NAME[:SEED][:TYPE]" (seed default 1; TYPE f32, q8_0 or q4_0, default the
+/* "random:NAME[:SEED][:TYPE]" (seed default 1; TYPE f32, q8_0, q4_0 or q4_k, default the
  * preset's), as model_load receives it. */
 kv_model *model_load_random_spec(const char *spec, char *err, size_t errlen);
 
 /* The preset names, NULL-terminated: smollm2-135m, llama3.2-1b, llama3-8b, llama3.1-8b
  * (llama3 RoPE scaling, 128K), mistral-7b, qwen2.5-7b (YaRN factor 4 on 32K, 128K).
- * Two test-only shapes load too but are not listed: tiny-llama, tiny-qwen2. */
+ * Three test-only shapes load too but are not listed: tiny-llama, tiny-qwen2, tiny-k. */
 const char *const *random_model_presets(void);
 
 /* The shapes of preset `name` (test-only ones included) without building the model

@@ -3,7 +3,8 @@
 differences and exits 1. Rows are matched by their natural keys (run_key; case_key;
 method and budget; layer and head), never by row ids; timing and device columns (names
 ending in _s, _ms or _spread, gpu_*, load_*, *rss*, *peak_bytes*, created) and the per-machine run columns
-(host, cpu, config_json, created) are left aside. Used by tests/test_shard.sh and
+(host, cpu, config_json, created) are left aside, and so are result notes whose key ends in _s
+(timings: a batched run's attend_s). Used by tests/test_shard.sh and
 tests/slurm/test_slurm.sh: an independent check of `kvbench merge`, in Python.
 
 usage: same_results.py A.db B.db [--plan] [--any-code]
@@ -54,6 +55,8 @@ def rows(path, plan, any_code=False):
              "JOIN results r ON r.id = x.result_id JOIN cases c ON c.id = r.case_id JOIN runs u ON u.id = c.run_id")
         for r in db.execute(q):
             vals = r[4:]
+            if t == "result_notes" and str(vals[0]).endswith("_s"):
+                continue   # a timing note (attend_s of a batched run)
             out[(t,) + tuple(r[:4]) + tuple(vals[:2])] = dict(zip(kc, vals))
     if plan:
         for r in db.execute("SELECT kv_key(u.run_key), p.case_key, p.method, p.budget FROM plan p JOIN runs u ON u.id = p.run_id"):

@@ -119,64 +119,168 @@ oom:
     return -1;
 }
 
+/* One result's fidelity measurement in progress: the KL / top-1 / layer-error pass on
+ * FullKV's greedy tokens, then the NLL pass on the reference answer. */
+typedef struct {
+    const kv_method *m;
+    double budget;
+    mc_result *res;
+    kv_state *st;
+    float *logits, *attn;
+    double *lerr, kl, nll;
+    int *lcount, agree, s, failed;
+} fid_pair;
+
+static int pair_alloc(fid_pair *p, const kv_model_config *cf) {
+    p->logits = malloc(sizeof *p->logits * cf->n_vocab);
+    p->attn = malloc(sizeof *p->attn * (size_t)cf->n_layer * cf->n_head * cf->head_dim);
+    p->lerr = calloc((size_t)cf->n_layer, sizeof *p->lerr);
+    p->lcount = calloc((size_t)cf->n_layer, sizeof *p->lcount);
+    return p->logits && p->attn && p->lerr && p->lcount ? 0 : -1;
+}
+
+static void pair_free(fid_pair *p) {
+    if (p->st) p->m->free(p->st);
+    free(p->logits), free(p->attn), free(p->lerr), free(p->lcount);
+}
+
+/* Step s of the KL pass done (p->logits, p->attn after feeding ref->tok[s]): its terms. */
+static void kl_step(fid_pair *p, const fid_ref *ref, int V, int L, int W) {
+    const float *full = ref->logp + (size_t)V * p->s;
+    p->kl += kl_logits(full, p->logits, V);
+    p->agree += model_argmax(p->logits, V) == model_argmax(full, V);
+    const float *fa = ref->attn + (size_t)L * W * p->s;
+    for (int l = 0; l < L; l++) {
+        double num = 0, den = 0;
+        for (int i = 0; i < W; i++) {
+            double d = (double)p->attn[(size_t)l * W + i] - fa[(size_t)l * W + i];
+            num += d * d, den += (double)fa[(size_t)l * W + i] * fa[(size_t)l * W + i];
+        }
+        if (den > 0 && isfinite(num)) p->lerr[l] += sqrt(num / den), p->lcount[l]++;
+    }
+    p->s++;
+}
+
+/* The KL pass over: the metrics when every step ran. */
+static void kl_finish(fid_pair *p, const fid_ref *ref, int L) {
+    kvdb_result *r = &p->res->r;
+    if (p->s != ref->k) return;
+    r->fid_steps = p->s;
+    r->kl = p->kl / p->s;
+    r->top1 = (double)p->agree / p->s;
+    double sum = 0;
+    int nl = 0;
+    for (int l = 0; l < L; l++) {
+        p->lerr[l] = p->lcount[l] ? p->lerr[l] / p->lcount[l] : NAN;
+        if (p->lcount[l]) sum += p->lerr[l], nl++;
+    }
+    if (nl) {
+        r->rel_err = sum / nl;
+        p->res->layer_err = p->lerr, p->lerr = NULL;
+        r->layer_err = p->res->layer_err;
+    }
+}
+
 void fid_measure(mc_case *c, const kv_method *m, double budget, const fid_ref *ref, mc_result *res) {
     const kv_model_config *cf = model_config(c->model);
     const int V = cf->n_vocab, L = cf->n_layer, W = cf->n_head * cf->head_dim;
     kvdb_result *r = &res->r;
-    float *logits = malloc(sizeof *logits * V), *attn = malloc(sizeof *attn * (size_t)L * W);
-    double *lerr = calloc((size_t)L, sizeof *lerr);
-    int *lcount = calloc((size_t)L, sizeof *lcount);
-    if (!logits || !attn || !lerr || !lcount) goto done;
+    fid_pair p = {.m = m, .budget = budget, .res = res};
+    if (pair_alloc(&p, cf)) goto done;
     /* KL, top-1 and per-layer error on FullKV's greedy answer */
-    kv_state *st = ref->k > 0 ? fresh_state(c, m, budget, logits) : NULL;
-    if (st) {
-        double kl = 0;
-        int agree = 0, s = 0;
-        for (; s < ref->k; s++) {
-            if (feed(c, m, st, ref->tok[s], c->n + s, logits, attn)) break;
-            const float *full = ref->logp + (size_t)V * s;
-            kl += kl_logits(full, logits, V);
-            agree += model_argmax(logits, V) == model_argmax(full, V);
-            const float *fa = ref->attn + (size_t)L * W * s;
-            for (int l = 0; l < L; l++) {
-                double num = 0, den = 0;
-                for (int i = 0; i < W; i++) {
-                    double d = (double)attn[(size_t)l * W + i] - fa[(size_t)l * W + i];
-                    num += d * d, den += (double)fa[(size_t)l * W + i] * fa[(size_t)l * W + i];
-                }
-                if (den > 0 && isfinite(num)) lerr[l] += sqrt(num / den), lcount[l]++;
-            }
-        }
-        m->free(st);
-        if (s == ref->k) {
-            r->fid_steps = s;
-            r->kl = kl / s;
-            r->top1 = (double)agree / s;
-            double sum = 0;
-            int nl = 0;
-            for (int l = 0; l < L; l++) {
-                lerr[l] = lcount[l] ? lerr[l] / lcount[l] : NAN;
-                if (lcount[l]) sum += lerr[l], nl++;
-            }
-            if (nl) {
-                r->rel_err = sum / nl;
-                res->layer_err = lerr, lerr = NULL;
-                r->layer_err = res->layer_err;
-            }
-        }
+    p.st = ref->k > 0 ? fresh_state(c, m, budget, p.logits) : NULL;
+    if (p.st) {
+        while (p.s < ref->k && !feed(c, m, p.st, ref->tok[p.s], c->n + p.s, p.logits, p.attn)) kl_step(&p, ref, V, L, W);
+        m->free(p.st);
+        p.st = NULL;
+        kl_finish(&p, ref, L);
     }
     /* NLL of the reference answer, teacher-forced */
-    st = ref->n_ans > 0 ? fresh_state(c, m, budget, logits) : NULL;
-    if (st) {
+    p.st = ref->n_ans > 0 ? fresh_state(c, m, budget, p.logits) : NULL;
+    if (p.st) {
         double nll = 0;
         int i = 0;
         for (; i < ref->n_ans; i++) {
-            if (i > 0 && feed(c, m, st, ref->ans[i - 1], c->n + i - 1, logits, NULL)) break;
-            nll += model_surprisal(c->model, logits, ref->ans[i]);
+            if (i > 0 && feed(c, m, p.st, ref->ans[i - 1], c->n + i - 1, p.logits, NULL)) break;
+            nll += model_surprisal(c->model, p.logits, ref->ans[i]);
         }
-        m->free(st);
+        m->free(p.st);
+        p.st = NULL;
         if (i == ref->n_ans) r->ans_tokens = i, r->ans_nll = nll / i;
     }
 done:
-    free(logits), free(attn), free(lerr), free(lcount);
+    pair_free(&p);
+}
+
+/* One teacher-forced step for every pair still in the pass (failed == 0): pair j feeds
+ * tok(j) at pos, tapping the attention when tap is set; a pair whose step fails leaves
+ * the pass. */
+static void step_pairs(mc_case *c, fid_pair *p, int n, const int32_t *tok, int pos, int tap, kv_decode_seq *seq,
+                       kv_token *info, int *who) {
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        if (!p[j].st || p[j].failed) continue;
+        info[k] = (kv_token){pos, (float)model_surprisal(c->model, p[j].logits, tok[j]), model_sent_end(c->model, tok[j])};
+        seq[k] = (kv_decode_seq){p[j].m, p[j].st, tok[j], pos, &info[k], p[j].logits, tap ? p[j].attn : NULL, 0, 0};
+        who[k++] = j;
+    }
+    if (!k) return;
+    model_decode_batch(c->model, seq, k);
+    for (int i = 0; i < k; i++) p[who[i]].failed |= seq[i].rc != 0;
+}
+
+static int is_ok(const mc_result *r) { return r->r.status && !strcmp(r->r.status, "ok"); }
+
+void fid_measure_pairs(mc_case *c, const kv_method *const *methods, const double *budgets, const fid_ref *ref,
+                       mc_result *res, int n) {
+    const kv_model_config *cf = model_config(c->model);
+    const int V = cf->n_vocab, L = cf->n_layer, W = cf->n_head * cf->head_dim;
+    fid_pair *p = calloc((size_t)n, sizeof *p);
+    kv_decode_seq *seq = calloc((size_t)n, sizeof *seq);
+    kv_token *info = calloc((size_t)n, sizeof *info);
+    int32_t *tok = calloc((size_t)n, sizeof *tok);
+    int *who = calloc((size_t)n, sizeof *who), ok = p && seq && info && tok && who;
+    for (int j = 0; ok && j < n; j++) {
+        p[j] = (fid_pair){.m = methods[j], .budget = budgets[j], .res = &res[j]};
+        ok = !pair_alloc(&p[j], cf);
+    }
+    if (!ok) {   /* out of memory here: one at a time */
+        for (int j = 0; p && j < n; j++) pair_free(&p[j]);
+        free(p), free(seq), free(info), free(tok), free(who);
+        for (int j = 0; j < n; j++)
+            if (is_ok(&res[j])) fid_measure(c, methods[j], budgets[j], ref, &res[j]);
+        return;
+    }
+    /* KL, top-1 and per-layer error: every pair fed FullKV's greedy tokens, step by step together */
+    for (int j = 0; ref->k > 0 && j < n; j++)
+        if (is_ok(&res[j])) p[j].st = fresh_state(c, p[j].m, p[j].budget, p[j].logits);
+    for (int s = 0; s < ref->k; s++) {
+        for (int j = 0; j < n; j++) tok[j] = ref->tok[s];
+        step_pairs(c, p, n, tok, c->n + s, 1, seq, info, who);
+        for (int j = 0; j < n; j++)
+            if (p[j].st && !p[j].failed) kl_step(&p[j], ref, V, L, W);
+    }
+    for (int j = 0; j < n; j++) {
+        if (!p[j].st) continue;
+        p[j].m->free(p[j].st);
+        p[j].st = NULL;
+        kl_finish(&p[j], ref, L);
+        p[j].failed = 0;
+    }
+    /* NLL of the reference answer, teacher-forced, together */
+    for (int j = 0; ref->n_ans > 0 && j < n; j++)
+        if (is_ok(&res[j])) p[j].st = fresh_state(c, p[j].m, p[j].budget, p[j].logits);
+    for (int i = 0; i < ref->n_ans; i++) {
+        if (i > 0) {
+            for (int j = 0; j < n; j++) tok[j] = ref->ans[i - 1];
+            step_pairs(c, p, n, tok, c->n + i - 1, 0, seq, info, who);
+        }
+        for (int j = 0; j < n; j++)
+            if (p[j].st && !p[j].failed) p[j].nll += model_surprisal(c->model, p[j].logits, ref->ans[i]);
+    }
+    for (int j = 0; j < n; j++) {
+        if (p[j].st && !p[j].failed) res[j].r.ans_tokens = ref->n_ans, res[j].r.ans_nll = p[j].nll / ref->n_ans;
+        pair_free(&p[j]);
+    }
+    free(p), free(seq), free(info), free(tok), free(who);
 }

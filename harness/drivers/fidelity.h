@@ -36,5 +36,10 @@ void fid_ref_free(fid_ref *ref);
 /* Measures method m at budget against ref into res->r (ans_nll, kl, top1, rel_err) and
  * res->layer_err. A method that cannot be set up again leaves them unset. */
 void fid_measure(mc_case *c, const kv_method *m, double budget, const fid_ref *ref, mc_result *res);
+/* The same for n pairs at once, res[j] for (methods[j], budgets[j]): their teacher-forced
+ * steps go through model_decode_batch together (the same metrics as fid_measure on each).
+ * Pairs whose result is not ok are left alone. */
+void fid_measure_pairs(mc_case *c, const kv_method *const *methods, const double *budgets, const fid_ref *ref,
+                       mc_result *res, int n);
 
 #endif

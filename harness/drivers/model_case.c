@@ -255,10 +255,40 @@ int mc_feed_question(mc_case *c, const kv_method *m, kv_state *st, const kv_setu
     return 0;
 }
 
-static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *res) {
+/* One (method, budget) pair through run_once's phases: pair_begin (setup, ingest,
+ * question), then generation steps (pair_next picks the token and asks for a decode step;
+ * the step itself is the caller's: alone, or in a batch with other pairs), then pair_end
+ * (memory, head statistics, events, output, score). */
+typedef struct {
+    const kv_method *m;
+    mc_result *res;
+    kv_state *st;
+    float *logits;
+    int32_t *gen;
+    int count, steps, rss_rc;
+    kv_token info;              /* the step pair_next asked for: token id at info.pos */
+    int id;
+    double t0;                  /* the generation loop's start */
+    double t_check;             /* time spent checking the budget: not the method's decode time */
+    kv_setup s;                 /* the pair's setup, for the budget check */
+} pair_run;
+
+/* Frees what the pair holds (its result stays). */
+static void pair_drop(pair_run *p) {
+    free(p->logits);
+    free(p->gen);
+    if (p->st) p->m->free(p->st);
+    p->logits = NULL, p->gen = NULL, p->st = NULL;
+}
+
+/* Setup, ingest and the question tokens. 1: ready to generate; 0: the result is final
+ * (refused, infeasible or an error; everything freed). */
+static int pair_begin(mc_case *c, const kv_method *m, double budget, mc_result *res, pair_run *p) {
     const kv_model_config *cf = model_config(c->model);
-    const kv_tokenizer *tok = model_tokenizer(c->model);
     const int L = cf->n_layer, H = cf->n_head;
+    memset(p, 0, sizeof *p);
+    p->m = m;
+    p->res = res;
     memset(res, 0, sizeof *res);
     kvdb_result *r = &res->r;
     r->method = m->name;
@@ -268,40 +298,41 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
     r->n_layers = L;
     r->n_heads = H;
     kv_setup s = mc_setup(c, m, budget);
+    p->s = s;
     r->params = s.params;
     r->budget_tokens = kv_budget(&s);
 
     char err[512] = "";
-    int rss_rc = rss_reset_peak();
+    p->rss_rc = rss_reset_peak();
     mc_ingested *pre = pre_find(c, m, budget);
-    kv_state *st = NULL;
     if (pre) {   /* built during the streamed prefill: taken over from there */
-        st = pre->st;
+        p->st = pre->st;
         pre->st = NULL;
         pre->taken = 1;
         snprintf(err, sizeof err, "%s", pre->err);
     } else if (!c->pf.K) {   /* streamed, and this pair's cache was not built (or is used up) */
         set_reason(res, "error", "the streamed prefill holds no layers to ingest again%s%s", "", "");
-        return;
-    } else st = m->init(&s, err, sizeof err);
-    if (!st) {
+        return 0;
+    } else p->st = m->init(&s, err, sizeof err);
+    if (!p->st) {
         set_reason(res, kv_init_refused(err) ? MC_REFUSED : "infeasible", "%s%s", *err ? err : "init refused the setup",
                    "");
-        return;
+        return 0;
     }
-    float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);
-    int32_t *gen = malloc((size_t)(c->max_new > 0 ? c->max_new : 1) * sizeof *gen);
+    p->logits = malloc((size_t)cf->n_vocab * sizeof *p->logits);
+    p->gen = malloc((size_t)(c->max_new > 0 ? c->max_new : 1) * sizeof *p->gen);
     res->heads = calloc((size_t)L * H, sizeof *res->heads);
-    if (!logits || !gen || !res->heads) {
+    if (!p->logits || !p->gen || !res->heads) {
         set_reason(res, "error", "out of memory%s%s", "", "");
-        goto done;
+        pair_drop(p);
+        return 0;
     }
 
     double t0 = kb_now_s();
     int bad_layer = pre && pre->failed ? pre->layer : -1;   /* streamed: ingested already */
     for (int l = 0; !pre && l < L && bad_layer < 0; l++) {
-        kv_prefill p = prefill_layer(&c->pf, l);
-        if (m->ingest(st, &p, err, sizeof err)) bad_layer = l;
+        kv_prefill pl = prefill_layer(&c->pf, l);
+        if (m->ingest(p->st, &pl, err, sizeof err)) bad_layer = l;
     }
     if (bad_layer >= 0) {
         /* A method that finds at ingest that the budget cannot hold what it must keep
@@ -311,80 +342,117 @@ static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *r
         char where[32];
         snprintf(where, sizeof where, "ingest layer %d: ", bad_layer);
         set_reason(res, infeasible ? "infeasible" : "error", "%s%s", where, err);
-        goto done;
+        pair_drop(p);
+        return 0;
     }
     r->compress_s = pre ? pre->compress_s : kb_now_s() - t0;
-    note_decode_peak(m, st, r);
-    if (within_budget(c, m, st, &s, c->n_pf - 1, err, sizeof err)) {
+    note_decode_peak(m, p->st, r);
+    if (within_budget(c, m, p->st, &p->s, c->n_pf - 1, err, sizeof err)) {
         set_reason(res, "error", "%s%s", err, "");
-        goto done;
+        pair_drop(p);
+        return 0;
     }
-    memcpy(logits, c->pf.last_logits, (size_t)cf->n_vocab * sizeof *logits);
+    memcpy(p->logits, c->pf.last_logits, (size_t)cf->n_vocab * sizeof *p->logits);
 
     /* question_after: the question tokens join the compressed cache through decode steps. */
     t0 = kb_now_s();
-    if (mc_feed_question(c, m, st, &s, logits, r, err, sizeof err)) {
+    if (mc_feed_question(c, m, p->st, &p->s, p->logits, r, err, sizeof err)) {
         set_reason(res, "error", "%s%s", err, "");
-        goto done;
+        pair_drop(p);
+        return 0;
     }
     res->question_s = kb_now_s() - t0;
     r->prefill_s += res->question_s;
+    return 1;
+}
 
-    /* Greedy generation until a stop token, a newline where the task stops there, or max_new;
-     * no stop before min_new_tokens tokens. */
-    int count = 0, steps = 0;
-    double t_check = 0;
-    t0 = kb_now_s();
-    while (count < c->max_new) {
-        int id = count < c->tc->min_new_tokens ? mc_argmax_no_stop(tok, logits, cf->n_vocab, c->tc->stop_newline)
-                                               : model_argmax(logits, cf->n_vocab);
-        if (tok_is_stop(tok, id) || (c->tc->stop_newline && mc_piece_has_newline(tok, id))) break;
-        gen[count++] = id;
-        if (count == c->max_new) break;
-        int pos = c->n + count - 1;
-        kv_token info = {pos, (float)model_surprisal(c->model, logits, id), model_sent_end(c->model, id)};
-        if (model_decode(c->model, m, st, id, pos, &info, logits)) {
-            char where[32];
-            snprintf(where, sizeof where, "%d", pos);
-            set_reason(res, "error", "decode failed at position %s%s", where, "");
-            goto done;
-        }
-        note_decode_peak(m, st, r);
-        double tc = kb_now_s();
-        int over = within_budget(c, m, st, &s, pos, err, sizeof err);
-        t_check += kb_now_s() - tc;   /* not the method's decode time */
-        if (over) {
-            set_reason(res, "error", "%s%s", err, "");
-            goto done;
-        }
-        steps++;
+/* The next generated token, greedy from the pair's logits: a stop token, a newline where
+ * the task stops there, or max_new ends generation (0); else 1 with the decode step that
+ * must follow in p->id, p->info. No stop before min_new_tokens tokens. */
+static int pair_next(mc_case *c, pair_run *p) {
+    const kv_model_config *cf = model_config(c->model);
+    const kv_tokenizer *tok = model_tokenizer(c->model);
+    if (p->count >= c->max_new) return 0;
+    int id = p->count < c->tc->min_new_tokens ? mc_argmax_no_stop(tok, p->logits, cf->n_vocab, c->tc->stop_newline)
+                                              : model_argmax(p->logits, cf->n_vocab);
+    if (tok_is_stop(tok, id) || (c->tc->stop_newline && mc_piece_has_newline(tok, id))) return 0;
+    p->gen[p->count++] = id;
+    if (p->count == c->max_new) return 0;
+    int pos = c->n + p->count - 1;
+    p->id = id;
+    p->info = (kv_token){pos, (float)model_surprisal(c->model, p->logits, id), model_sent_end(c->model, id)};
+    return 1;
+}
+
+/* A decode step failed: the pair's result is an error; everything freed. */
+static void pair_decode_failed(pair_run *p) {
+    char where[32];
+    snprintf(where, sizeof where, "%d", p->info.pos);
+    set_reason(p->res, "error", "decode failed at position %s%s", where, "");
+    pair_drop(p);
+}
+
+/* After a decode step: the most fast-tier bytes held, and the rows held within the budget
+ * (the check's time is kept apart from the decode time). 0, or -1: the pair's result is an
+ * error and everything is freed. */
+static int pair_stepped(mc_case *c, pair_run *p) {
+    note_decode_peak(p->m, p->st, &p->res->r);
+    char err[512];
+    double tc = kb_now_s();
+    int over = within_budget(c, p->m, p->st, &p->s, p->info.pos, err, sizeof err);
+    p->t_check += kb_now_s() - tc;
+    if (over) {
+        set_reason(p->res, "error", "%s%s", err, "");
+        pair_drop(p);
+        return -1;
     }
-    r->decode_s = kb_now_s() - t0 - t_check;
-    r->decode_tokens = steps;
-    r->tokens_per_s = steps && r->decode_s > 0 ? steps / r->decode_s : 0;
-    res->n_generated = count;
+    p->steps++;
+    return 0;
+}
 
-    if (m->memory) m->memory(st, &r->mem);
-    r->rss_peak = rss_peak_since(rss_rc);
+/* Generation is over (t1: when it ended): timing, memory, head statistics, events, text, score. */
+static void pair_end(mc_case *c, pair_run *p, double t1) {
+    const kv_model_config *cf = model_config(c->model);
+    const int L = cf->n_layer, H = cf->n_head;
+    const kv_method *m = p->m;
+    mc_result *res = p->res;
+    kvdb_result *r = &res->r;
+    r->decode_s = t1 - p->t0 - p->t_check;
+    r->decode_tokens = p->steps;
+    r->tokens_per_s = p->steps && r->decode_s > 0 ? p->steps / r->decode_s : 0;
+    res->n_generated = p->count;
+
+    if (m->memory) m->memory(p->st, &r->mem);
+    r->rss_peak = rss_peak_since(p->rss_rc);
     if (m->head_stats)
         for (int l = 0; l < L; l++)
-            for (int h = 0; h < H; h++) m->head_stats(st, l, h, &res->heads[(size_t)l * H + h]);
+            for (int h = 0; h < H; h++) m->head_stats(p->st, l, h, &res->heads[(size_t)l * H + h]);
     r->heads = res->heads;
-    copy_zoom(m, st, L, H, res);
-    copy_chosen(m, st, res);
+    copy_zoom(m, p->st, L, H, res);
+    copy_chosen(m, p->st, res);
 
-    res->output = ids_text(tok, gen, count);
-    if (!res->output) {
-        set_reason(res, "error", "out of memory%s%s", "", "");
-        goto done;
+    res->output = ids_text(model_tokenizer(c->model), p->gen, p->count);
+    if (!res->output) set_reason(res, "error", "out of memory%s%s", "", "");
+    else {
+        r->output = res->output;
+        r->score = tc_score(c->tc, res->output) / 100.0;
+        r->status = isfinite(r->score) ? "ok" : "error";
     }
-    r->output = res->output;
-    r->score = tc_score(c->tc, res->output) / 100.0;
-    r->status = isfinite(r->score) ? "ok" : "error";
-done:
-    free(logits);
-    free(gen);
-    m->free(st);
+    pair_drop(p);
+}
+
+static void run_once(mc_case *c, const kv_method *m, double budget, mc_result *res) {
+    pair_run p;
+    if (!pair_begin(c, m, budget, res, &p)) return;
+    p.t0 = kb_now_s();
+    while (pair_next(c, &p)) {
+        if (model_decode(c->model, m, p.st, p.id, p.info.pos, &p.info, p.logits)) {
+            pair_decode_failed(&p);
+            return;
+        }
+        if (pair_stepped(c, &p)) return;
+    }
+    pair_end(c, &p, kb_now_s());
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -425,4 +493,62 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
         free(cs), free(ds);
     }
     if (c->ref) fid_measure(c, m, budget, c->ref, res);
+}
+
+/* The pairs one after another (--batch 0, --repeat > 1): each its own decode steps. */
+static void run_pairs_serial(mc_case *c, const kv_method *const *methods, const double *budgets, int n,
+                             mc_result *results) {
+    for (int i = 0; i < n; i++) mc_run_method(c, methods[i], budgets[i], &results[i]);
+}
+
+void mc_run_pairs(mc_case *c, const kv_method *const *methods, const double *budgets, int n, mc_result *results) {
+    if (c->one_at_a_time || c->repeat > 1 || n < 2) {
+        run_pairs_serial(c, methods, budgets, n, results);
+        return;
+    }
+    pair_run *p = calloc((size_t)n, sizeof *p);
+    kv_decode_seq *seq = calloc((size_t)n, sizeof *seq);
+    int *who = calloc((size_t)n, sizeof *who), *live = calloc((size_t)n, sizeof *live);
+    if (!p || !seq || !who || !live) {
+        free(p), free(seq), free(who), free(live);
+        run_pairs_serial(c, methods, budgets, n, results);
+        return;
+    }
+    /* setup, ingest and question per pair, in order */
+    for (int i = 0; i < n; i++) live[i] = pair_begin(c, methods[i], budgets[i], &results[i], &p[i]);
+    /* one greedy generation loop for all: every round, each live pair picks its token (or
+     * stops and leaves), then the ones that go on take their decode step together */
+    double t0 = kb_now_s();
+    for (int i = 0; i < n; i++) p[i].t0 = t0;
+    for (;;) {
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            if (!live[i]) continue;
+            if (pair_next(c, &p[i])) {
+                seq[k] = (kv_decode_seq){p[i].m, p[i].st, p[i].id, p[i].info.pos, &p[i].info, p[i].logits, NULL, 0, 0};
+                who[k++] = i;
+            } else {
+                pair_end(c, &p[i], kb_now_s());
+                live[i] = 0;
+            }
+        }
+        if (!k) break;
+        model_decode_batch(c->model, seq, k);
+        for (int j = 0; j < k; j++) {
+            int i = who[j];
+            results[i].attend_s += seq[j].attend_s;
+            if (seq[j].rc) {
+                pair_decode_failed(&p[i]);
+                live[i] = 0;
+                continue;
+            }
+            if (pair_stepped(c, &p[i])) live[i] = 0;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        results[i].batched = 1;
+        if (results[i].r.status && !strcmp(results[i].r.status, "ok")) results[i].r.repeats = 1;
+    }
+    if (c->ref) fid_measure_pairs(c, methods, budgets, c->ref, results, n);   /* the ok ones, together */
+    free(p), free(seq), free(who), free(live);
 }

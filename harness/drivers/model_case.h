@@ -35,6 +35,8 @@ typedef struct {
     int decode_rule;            /* kv_decode_rule of the run */
     int kv_type;                /* kb_kvtype of the methods' K/V rows (0 = f32) */
     int repeat;                 /* timed sections run this many times (median kept); 0 = 1 */
+    int one_at_a_time;          /* 1: mc_run_pairs decodes the pairs one after another (--batch 0:
+                                   per-method latency); 0: together, one batch per step */
     const struct fid_ref *ref;  /* FullKV's reference for the fidelity metrics, or NULL */
     kv_prefill_out pf;          /* every layer (mc_prefill), or, streamed, surprisal and logits only */
     int have_pf;
@@ -73,6 +75,9 @@ typedef struct {
     int n_generated;
     double question_s;           /* question tokens fed after compression (question_after) */
     double *layer_err;           /* [n_layer] fidelity: attention output error vs FullKV */
+    int batched;                 /* 1: generated in a batch with the case's other pairs (mc_run_pairs):
+                                    decode_s is then the batch's time while this pair was in it */
+    double attend_s;             /* batched: the method's own append + attend time in generation */
 } mc_result;
 
 /* res->r.status MC_REFUSED: init refused the configuration (not an outcome of this case);
@@ -90,6 +95,13 @@ int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int new
  * method runs that many times and compress_s / decode_s are the medians (the spread
  * max - min); with c->ref the fidelity metrics are measured too (fidelity.h). */
 void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res);
+/* Runs every (methods[i], budgets[i]) pair of the case, i < n, into results[i], with the
+ * same results as mc_run_method on each in turn (timings aside). Unless c->one_at_a_time
+ * or c->repeat > 1, the pairs generate together: setup, ingest and question per pair in
+ * order, then one greedy loop whose every step is one model_decode_batch over the pairs
+ * still generating (a pair that stops, fails or never started leaves it; nothing else
+ * changes), then each pair's end and its fidelity metrics. */
+void mc_run_pairs(mc_case *c, const kv_method *const *methods, const double *budgets, int n, mc_result *results);
 /* Feeds the question tokens [n_pf, n) through m's cache (question_after); logits in: the
  * prefill's, out: after the last; peak (or NULL) gets the most fast-tier bytes held; with
  * s (the state's setup, or NULL) the rows held are checked against the budget after each

@@ -247,6 +247,11 @@ int run_parse_activations(const char *flag, const char *s, int *q8) {
     return run_fail("%s '%s': expected f32 or q8", flag, s);
 }
 
+int run_parse_batch(const char *flag, const char *s, int *batch) {
+    if (!strcmp(s, "0") || !strcmp(s, "1")) return *batch = s[0] == '1', 0;
+    return run_fail("%s '%s': expected 1 (the pairs of a case decode together) or 0 (one at a time)", flag, s);
+}
+
 int run_kv_type_backend(int *kv_type, const char *backend) {
     if (*kv_type < 0) *kv_type = backend && !strcmp(backend, "cuda") ? KB_BF16 : KB_F32;
     return 0;

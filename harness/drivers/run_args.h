@@ -76,6 +76,10 @@ int run_kv_type_backend(int *kv_type, const char *backend);
  * Sets *q8 to 0 or 1; 0, or -1 with the error printed. */
 int run_parse_activations(const char *flag, const char *s, int *q8);
 
+/* --batch 1|0: the (method, budget) pairs of a case decode together (1) or one at a time
+ * (0: per-method latency). 0, or -1 with the error printed. */
+int run_parse_batch(const char *flag, const char *s, int *batch);
+
 /* 1 if the help text usage() prints documents flag (a line "  --flag " or "  --flag,"):
  * tells an unknown option from a known one given without its value, wherever the flag
  * list lives. */

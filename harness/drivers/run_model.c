@@ -71,6 +71,7 @@ typedef struct {
     int print_prompts;         /* --print-prompts N: write the first N prompts, run nothing */
     shard_spec shard;   /* --shard K/N: only the cases of shard K */
     int fidelity, repeat;      /* --fidelity K (0 off), --repeat N */
+    int batch;                 /* --batch: 1 (default) the pairs of a case decode together */
     method_params params;
     /* (method, budget) pairs to run per case; fullkv ignores the budget and runs once at 1 */
     const kv_method *pair_m[MAX_PAIRS];
@@ -129,6 +130,10 @@ void run_model_options(FILE *f) {
             "                     steps\n"
             "  --repeat N         run each method N times and keep the median compression and decode\n"
             "                     times, with their spread (default 1; the shared prefill runs once)\n"
+            "  --batch 1|0        1 (default): a case's method/budget pairs generate together, each\n"
+            "                     step one batched forward pass that reads each weight once for all\n"
+            "                     (the same results; decode times are the batch's); 0: one at a time, for\n"
+            "                     per-method latency (so is --repeat N > 1, and the CUDA backend)\n"
             "  --qa-data DIR      ruler qa_1, qa_2: DIR/squad.json (SQuAD 2.0 dev, dev-v2.0.json) and\n"
             "                     DIR/hotpotqa.json (HotpotQA dev distractor, hotpot_dev_distractor_v1.json),\n"
             "                     which you download; sample i asks question i\n"
@@ -167,6 +172,12 @@ static void run_model_usage(FILE *f) {
             "stops the run before its first case (exit 2, nothing stored).\n"
             "Latency is split into prefill (shared; with --question-after plus the question\n"
             "tokens), compression (the method's ingest) and decode (tokens/s of the forward passes).\n");
+}
+
+/* 1: a case's pairs generate together (mc_run_pairs); not for --repeat > 1 (per-method
+ * times) nor on the device (no batched decode there). */
+static int rm_batched(const rm_opts *o, const char *backend) {
+    return o->batch && o->repeat <= 1 && strcmp(backend, "cuda");
 }
 
 /* 1: the prefill streams layer by layer into the methods (model_prefill_stream); 0: it is
@@ -247,6 +258,7 @@ static int model_flag(void *ctx, const char *flag, const char *val) {
     else if (!strcmp(flag, "--max-new")) return run_parse_int(flag, val, 1, 1 << 20, &o->wl.max_new) ? -1 : 1;
     else if (!strcmp(flag, "--fidelity")) return run_parse_int(flag, val, 0, 4096, &o->fidelity) ? -1 : 1;
     else if (!strcmp(flag, "--repeat")) return run_parse_int(flag, val, 1, 1000, &o->repeat) ? -1 : 1;
+    else if (!strcmp(flag, "--batch")) return run_parse_batch(flag, val, &o->batch) ? -1 : 1;
     else if (!strcmp(flag, "--jobs")) return run_parse_int(flag, val, 1, MAX_JOBS, &o->jobs) ? -1 : 1;
     else if (!strcmp(flag, "--job-index")) return run_parse_int(flag, val, 0, MAX_JOBS - 1, &o->job_index) ? -1 : 1;
     else if (!strcmp(flag, "--samples")) {
@@ -290,6 +302,7 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     o->wl.shots = -1;
     o->fidelity = 16;
     o->repeat = 1;
+    o->batch = 1;
     run_common c = {.methods = "all", .budgets = "0.1", .backend = "cpu", .seed = 42, .kv_type = -1};
     /* An unknown workload is the first thing to report, before options it lacks (a
      * synthetic run's --layers is unknown here only because the workload is). */
@@ -588,6 +601,7 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
     STR(backend);
     PUT(",\"decode_rule\":"), STR(kv_decode_name(o->decode_rule));
     PUT(",\"prefill\":\"%s\"", rm_streams(o) ? "streamed" : "kept");
+    PUT(",\"decode_pairs\":\"%s\"", rm_batched(o, backend) ? "batched" : "one at a time");
     /* the prefill attention's arithmetic: on the device, KB_PREFILL_TC picks the path */
     const char *pa = "f32";
 #ifdef KB_CUDA
@@ -834,6 +848,11 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
                       .decode_rule = o->decode_rule, .kv_type = o->kv_type};
         mc.n_pf = mc.question_after ? mc.n_context : mc.n;
         mc.repeat = o->repeat;
+#ifdef KB_CUDA
+        mc.one_at_a_time = !rm_batched(o, gpu ? "cuda" : "cpu");
+#else
+        mc.one_at_a_time = !rm_batched(o, "cpu");
+#endif
         double load0[1] = {NAN};
         if (getloadavg(load0, 1) != 1) load0[0] = NAN;
         const kv_method *um[MAX_PAIRS];
@@ -897,14 +916,24 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
                 fprintf(stderr, "%skvbench run: case %s: %s\n", pg.prefix, cs->key[i], err);
             else mc.ref = &ref;
         }
+        /* batched: every missing pair's result at once, recorded below in order */
+        mc_result *all = mc.one_at_a_time ? NULL : calloc((size_t)nu, sizeof *all);
+        int next = 0;
+        double rt_all = kb_now_s();
+        if (all) mc_run_pairs(&mc, um, ub, nu, all);
+        rt_all = (kb_now_s() - rt_all) / (nu > 0 ? nu : 1);
         for (int p = 0; p < o->n_pairs && !rc; p++) {
             if (!miss[p]) continue;
             const kv_method *m = o->pair_m[p];
-            double rt0 = kb_now_s();
+            double rt0 = kb_now_s() - (all ? rt_all : 0);   /* batched: an equal share of the batch's time */
 #ifdef KB_CUDA
             if (gpu) kb_cuda_mem_reset_peak();   /* this method's peak: weights + its KV + decode */
 #endif
-            mc_run_method(&mc, m, o->pair_b[p], &res);
+            if (all) {   /* (res is cleared, unless a result already present left it: freed here) */
+                mc_result_clear(&res);
+                res = all[next], memset(&all[next++], 0, sizeof *all);
+            }
+            else mc_run_method(&mc, m, o->pair_b[p], &res);
             if (!strcmp(res.r.status, MC_REFUSED)) {
                 rc = run_fail("case %s: %s refused its configuration (it passed before the first case): %s; "
                               "nothing stored", cs->key[i], m->name, res.output ? res.output : "?");
@@ -935,6 +964,10 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
                 fprintf(stderr, "%skvbench run: zoom events not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
             if (res.chosen[0] && kvdb_note_put(db, case_ids[i], m->name, o->pair_b[p], "params_used", res.chosen))
                 fprintf(stderr, "%skvbench run: params used not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
+            char as[32];   /* batched: the method's own share of the decode steps (a timing) */
+            snprintf(as, sizeof as, "%.6f", res.attend_s);
+            if (res.batched && !strcmp(res.r.status, "ok") && kvdb_note_put(db, case_ids[i], m->name, o->pair_b[p], "attend_s", as))
+                fprintf(stderr, "%skvbench run: attention time not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
             (*n_new)++;
             pg.done++;
             double c = result_cost(mc.n, mc.max_new);
@@ -963,6 +996,8 @@ static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db,
             mc_result_clear(&res);
         }
         mc_result_clear(&res);
+        for (int k = 0; all && k < nu; k++) mc_result_clear(&all[k]);   /* left by a stop */
+        free(all);
         fid_ref_free(&ref);
         double load1[1] = {NAN};
         if (getloadavg(load1, 1) != 1) load1[0] = NAN;
