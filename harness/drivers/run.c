@@ -422,7 +422,9 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
             .win = c->win_probs ? c->win : 0, .surprisal = w->surprisal, .sent_end = w->sent_end,
         };
         if (m->ingest(st, &p, err, sizeof err)) {
-            r->status = "error";
+            /* as the model driver: a method that finds at ingest that the budget cannot hold
+             * what it must keep says "infeasible: ..."; anything else is an error */
+            r->status = !strncmp(err, "infeasible", 10) ? "infeasible" : "error";
             snprintf(mr->output, sizeof mr->output, "ingest layer %d: %s", l, err);
             r->output = mr->output;
             m->free(st);
