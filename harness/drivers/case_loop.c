@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *xcalloc(size_t n, size_t size) {
+void *cl_xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
     if (!p) {
         fprintf(stderr, "kvbench run: out of memory (%zu bytes)\n", n * size);
@@ -18,10 +18,10 @@ static void *xcalloc(size_t n, size_t size) {
 
 /* The shard of every case; all 0 when not sharded. */
 static int *shard_owners(const cl_source *src, const shard_spec *sh) {
-    int *owner = xcalloc((size_t)src->n_cases, sizeof *owner);
+    int *owner = cl_xcalloc((size_t)src->n_cases, sizeof *owner);
     if (!sh->n) return owner;
-    const char **kp = xcalloc((size_t)src->n_cases, sizeof *kp);
-    double *cost = xcalloc((size_t)src->n_cases, sizeof *cost);
+    const char **kp = cl_xcalloc((size_t)src->n_cases, sizeof *kp);
+    double *cost = cl_xcalloc((size_t)src->n_cases, sizeof *cost);
     for (int i = 0; i < src->n_cases; i++) kp[i] = src->cases[i].key, cost[i] = src->cases[i].cost;
     if (shard_assign(kp, cost, src->n_cases, sh->n, owner)) {
         fprintf(stderr, "kvbench run: out of memory\n");
@@ -34,8 +34,8 @@ static int *shard_owners(const cl_source *src, const shard_spec *sh) {
 /* Records run r's whole plan (every shard's cases) for `kvbench merge`. */
 static int put_plan(kv_db *db, int64_t run_id, const cl_source *src, int r, const cl_grid *g) {
     int np = g->n_methods * g->n_budgets, n = 0;
-    const char **kp = xcalloc((size_t)src->n_cases, sizeof *kp), **mp = xcalloc((size_t)np, sizeof *mp);
-    double *bp = xcalloc((size_t)np, sizeof *bp);
+    const char **kp = cl_xcalloc((size_t)src->n_cases, sizeof *kp), **mp = cl_xcalloc((size_t)np, sizeof *mp);
+    double *bp = cl_xcalloc((size_t)np, sizeof *bp);
     for (int i = 0; i < src->n_cases; i++)
         if (src->cases[i].run == r) kp[n++] = src->cases[i].key;
     for (int m = 0, p = 0; m < g->n_methods; m++)
@@ -84,10 +84,10 @@ int case_loop_run(const cl_source *src, const cl_grid *g, kv_db *db, const prove
         fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", g->shard.k, g->shard.n, n_mine, src->n_cases);
     double start = kb_now_s();
     int case_i = 0, n_new = 0, n_skipped = 0, rc = 0;
-    int64_t *run_ids = xcalloc((size_t)src->n_runs, sizeof *run_ids);
-    const kv_method **methods = xcalloc((size_t)per_case, sizeof *methods);
-    double *budgets = xcalloc((size_t)per_case, sizeof *budgets);
-    const kvdb_result **results = xcalloc((size_t)per_case, sizeof *results);
+    int64_t *run_ids = cl_xcalloc((size_t)src->n_runs, sizeof *run_ids);
+    const kv_method **methods = cl_xcalloc((size_t)per_case, sizeof *methods);
+    double *budgets = cl_xcalloc((size_t)per_case, sizeof *budgets);
+    const kvdb_result **results = cl_xcalloc((size_t)per_case, sizeof *results);
     rc = begin_runs(src, g, db, prov, run_ids);
     for (int c = 0; c < src->n_cases && !rc; c++) {
         const cl_case *cs = &src->cases[c];

@@ -63,4 +63,7 @@ typedef struct {
 /* Runs the source's cases into db: 0, or -1 with the error printed. */
 int case_loop_run(const cl_source *src, const cl_grid *g, kv_db *db, const provenance *prov);
 
+/* calloc of at least one element, or "kvbench run: out of memory" and exit 1 (run.c uses it too) */
+void *cl_xcalloc(size_t n, size_t size);
+
 #endif

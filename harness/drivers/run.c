@@ -316,15 +316,6 @@ static void case_free(case_data *c) {
     memset(c, 0, sizeof *c);
 }
 
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        fprintf(stderr, "kvbench run: out of memory (%zu bytes)\n", n * size);
-        exit(1);
-    }
-    return p;
-}
-
 /* Generates every layer and runs the timed prefill with the statistics asked for. */
 static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *needs) {
     char err[256];
@@ -336,17 +327,17 @@ static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *nee
     c->kv_stride = (size_t)c->n * c->d;
     c->win = needs->window > c->ctx ? c->ctx : needs->window;
     const size_t hd = (size_t)c->H * c->d;
-    c->K = xcalloc((size_t)c->L, sizeof *c->K);
-    c->V = xcalloc((size_t)c->L, sizeof *c->V);
-    c->Qdec = xcalloc((size_t)c->L * c->T * hd, sizeof(float));
-    c->ref = xcalloc((size_t)c->L * c->T * hd, sizeof(float));
-    if (needs->col_mass) c->col_mass = xcalloc((size_t)c->L * c->H * c->ctx, sizeof(float));
-    if (c->win > 0) c->win_probs = xcalloc((size_t)c->L * c->H * c->win * c->ctx, sizeof(float));
-    float *Q = xcalloc((size_t)c->n * hd, sizeof(float));
-    float *out = xcalloc((size_t)PREFILL_CHUNK * hd, sizeof(float));
+    c->K = cl_xcalloc((size_t)c->L, sizeof *c->K);
+    c->V = cl_xcalloc((size_t)c->L, sizeof *c->V);
+    c->Qdec = cl_xcalloc((size_t)c->L * c->T * hd, sizeof(float));
+    c->ref = cl_xcalloc((size_t)c->L * c->T * hd, sizeof(float));
+    if (needs->col_mass) c->col_mass = cl_xcalloc((size_t)c->L * c->H * c->ctx, sizeof(float));
+    if (c->win > 0) c->win_probs = cl_xcalloc((size_t)c->L * c->H * c->win * c->ctx, sizeof(float));
+    float *Q = cl_xcalloc((size_t)c->n * hd, sizeof(float));
+    float *out = cl_xcalloc((size_t)PREFILL_CHUNK * hd, sizeof(float));
     const kb_backend *be = kb_get();
     for (int l = 0; l < c->L; l++) {
-        c->K[l] = xcalloc(2 * (size_t)c->Hkv * c->kv_stride, sizeof(float));
+        c->K[l] = cl_xcalloc(2 * (size_t)c->Hkv * c->kv_stride, sizeof(float));
         c->V[l] = c->K[l] + (size_t)c->Hkv * c->kv_stride;
         syn_layer(c->w, l, Q, c->K[l], c->V[l], c->kv_stride);
         memcpy(c->Qdec + (size_t)l * c->T * hd, Q + (size_t)c->ctx * hd, (size_t)c->T * hd * sizeof(float));
@@ -444,9 +435,9 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
     kv_mem mem;
     m->memory(st, &mem);   /* the steady (decode-time) fast tier: after compression, after each step */
     r->fast_decode_peak = (int64_t)mem.fast_bytes;
-    float *out = xcalloc((size_t)L * T * hd, sizeof(float));
+    float *out = cl_xcalloc((size_t)L * T * hd, sizeof(float));
     for (size_t i = 0; i < (size_t)L * T * hd; i++) out[i] = NAN;   /* an unwritten output fails */
-    float *k = xcalloc(2 * (size_t)Hkv * d, sizeof(float)), *v = k + (size_t)Hkv * d;
+    float *k = cl_xcalloc(2 * (size_t)Hkv * d, sizeof(float)), *v = k + (size_t)Hkv * d;
     for (int s = 0; s < T; s++) {
         int pos = c->ctx + s;
         kv_token tok = {.pos = pos, .surprisal = w->surprisal[pos], .sent_end = w->sent_end[pos]};
@@ -619,10 +610,10 @@ static void syn_source_init(syn_source *ss, const run_opts *o) {
     memset(ss, 0, sizeof *ss);
     ss->o = o;
     int n = o->n_kinds * o->n_ctx * o->n_depths, per_case = o->n_methods * o->n_budgets;
-    ss->cases = xcalloc((size_t)n, sizeof *ss->cases);
-    ss->kind_of = xcalloc((size_t)n, sizeof *ss->kind_of);
-    ss->ctx_of = xcalloc((size_t)n, sizeof *ss->ctx_of);
-    ss->depth_of = xcalloc((size_t)n, sizeof *ss->depth_of);
+    ss->cases = cl_xcalloc((size_t)n, sizeof *ss->cases);
+    ss->kind_of = cl_xcalloc((size_t)n, sizeof *ss->kind_of);
+    ss->ctx_of = cl_xcalloc((size_t)n, sizeof *ss->ctx_of);
+    ss->depth_of = cl_xcalloc((size_t)n, sizeof *ss->depth_of);
     for (int k = 0; k < o->n_kinds; k++)
         for (int c = 0; c < o->n_ctx; c++)
             for (int d = 0; d < o->n_depths; d++, ss->n_cases++) {
@@ -633,14 +624,14 @@ static void syn_source_init(syn_source *ss, const run_opts *o) {
                 cs->label = workload_name(o->kinds[k]);
                 ss->kind_of[ss->n_cases] = k, ss->ctx_of[ss->n_cases] = c, ss->depth_of[ss->n_cases] = d;
             }
-    ss->needs = xcalloc((size_t)o->n_ctx, sizeof *ss->needs);
-    ss->needs_known = xcalloc((size_t)o->n_ctx, sizeof *ss->needs_known);
-    ss->mr = xcalloc((size_t)per_case, sizeof *ss->mr);
+    ss->needs = cl_xcalloc((size_t)o->n_ctx, sizeof *ss->needs);
+    ss->needs_known = cl_xcalloc((size_t)o->n_ctx, sizeof *ss->needs_known);
+    ss->mr = cl_xcalloc((size_t)per_case, sizeof *ss->mr);
     for (int p = 0; p < per_case; p++) {
-        ss->mr[p].heads = xcalloc((size_t)o->layers * o->heads, sizeof *ss->mr[p].heads);
-        ss->mr[p].layer_err = xcalloc((size_t)o->layers, sizeof *ss->mr[p].layer_err);
+        ss->mr[p].heads = cl_xcalloc((size_t)o->layers * o->heads, sizeof *ss->mr[p].heads);
+        ss->mr[p].layer_err = cl_xcalloc((size_t)o->layers, sizeof *ss->mr[p].layer_err);
     }
-    ss->rows = xcalloc((size_t)o->n_kinds * per_case, sizeof *ss->rows);
+    ss->rows = cl_xcalloc((size_t)o->n_kinds * per_case, sizeof *ss->rows);
 }
 
 static void syn_source_free(syn_source *ss) {
@@ -676,7 +667,7 @@ static int syn_prepare(void *self, int c, const kv_method *const *methods, const
     }
     syn_config cfg;
     syn_config_of(o, o->kinds[k], ctx, depth, &cfg);
-    case_data *cd = xcalloc(1, sizeof *cd);
+    case_data *cd = cl_xcalloc(1, sizeof *cd);
     if (case_prepare(cd, &cfg, &ss->needs[ci])) {   /* it fails before allocating (syn_create) */
         free(cd);
         return -1;
