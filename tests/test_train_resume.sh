@@ -89,12 +89,13 @@ patched 32 q 2147483647 "corrupt header: best step 2147483647 is outside -1..7"
 patched 32 q -2 "corrupt header: best step -2 is outside -1..7"
 patched 56 d "float('nan')" "corrupt header: best held-out loss nan after step"
 # --checkpoint where it cannot be written: refused before the model is loaded
-for bad in "$T/no-such-dir/ck" "$T/corpus"; do
+mkfifo "$T/fifo"   # a FIFO is refused, not opened and waited on
+for bad in "$T/no-such-dir/ck" "$T/corpus" "$T/fifo"; do
     rc=0
-    "$KVBENCH" train-sekv "${C[@]}" --steps 8 --out "$T/c.params" --checkpoint "$bad" >"$T/out" 2>"$T/err" || rc=$?
+    timeout 120 "$KVBENCH" train-sekv "${C[@]}" --steps 8 --out "$T/c.params" --checkpoint "$bad" >"$T/out" 2>"$T/err" || rc=$?
     [ "$rc" = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -qF -- "--checkpoint $bad" "$T/err" \
         || fail "--checkpoint $bad: exit $rc, $(cat "$T/err")"
-    [ ! -e "$T/c.params" ] && [ ! -e "$T/no-such-dir" ] || fail "--checkpoint $bad: something was written"
+    [ ! -e "$T/c.params" ] && [ ! -e "$T/no-such-dir" ] && [ ! -e "$T/fifo.tmp" ] || fail "--checkpoint $bad: something was written"
 done
 rc=0
 "$KVBENCH" train-sekv "${C[@]}" --steps 8 --out "$T/c.params" --time-limit 5 >"$T/out" 2>"$T/err" || rc=$?

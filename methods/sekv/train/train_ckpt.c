@@ -4,6 +4,7 @@
  * order. Written to FILE.tmp and renamed, so an interrupted write leaves the previous one;
  * read back only whole, finite and for the same configuration. */
 #include "train_ckpt.h"
+#include "../../../kernels/host.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -65,10 +66,11 @@ static int read_header(FILE *f, const char *path, int64_t hdr[6], double *bh, ch
 }
 
 int train_ckpt_peek(const char *path, int steps, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    char why[160];
+    FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);   /* a FIFO must not block */
     if (!f) {
         if (errno == ENOENT) return 0;
-        return snprintf(err, errlen, "--checkpoint %s: cannot read (%s)", path, strerror(errno)), -1;
+        return snprintf(err, errlen, "--checkpoint %s: %s", path, why), -1;
     }
     int64_t hdr[6];
     double bh;
@@ -81,10 +83,11 @@ int train_ckpt_peek(const char *path, int steps, char *err, size_t errlen) {
 int train_ckpt_load(const char *path, uint64_t hash, int *next, uint64_t *rng, int *best_step, double *best_held,
                     sekv_tparams *th, sekv_tparams *mo, sekv_tparams *vo, sekv_tparams *best, int *order, int cap,
                     int steps, int *n_order, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    char why[160];
+    FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);   /* a FIFO must not block */
     if (!f) {
         if (errno == ENOENT) return 0;
-        return snprintf(err, errlen, "--checkpoint %s: cannot read (%s)", path, strerror(errno)), -1;
+        return snprintf(err, errlen, "--checkpoint %s: %s", path, why), -1;
     }
     int64_t hdr[6];
     double bh;
