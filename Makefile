@@ -75,7 +75,7 @@ FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: FORCE kvpress-fixtures model-qwen model-qwen-1.5b test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
+.PHONY: FORCE paper-grid kvpress-fixtures model-qwen model-qwen-1.5b test-seeds install print-cflags corpus-long sekv-params haystack gpu-pack setup check all test bench bench-llamacpp clean model corpus demo san-test valgrind valgrind-run fuzz test-slurm
 all: $(KVBENCH)
 
 print-cflags:
@@ -208,6 +208,12 @@ model-qwen-1.5b:
 # The README's first command: a small NIAH comparison of all methods on the default model.
 demo:
 	@MAKE="$(MAKE)" bash tools/demo.sh
+
+# The SeKV paper's grid on the judge model (docs/paper-grid.md; `make model-qwen` first):
+# NIAH, RULER and the C6-C9 ablations, resuming where it stopped, then the tables.
+# GRID_PRINT=slurm prints each step's SLURM form instead (tools/paper_grid.sh --help).
+paper-grid: $(KVBENCH)
+	@KVBENCH=$(abspath $(KVBENCH)) bash tools/paper_grid.sh
 
 setup:
 	@bash tools/setup.sh
