@@ -223,6 +223,16 @@ static void ceiling(const cases *c, const double *se, verdict *v) {
     snprintf(v->number + k, sizeof v->number - k, " (FullKV %.1f)", 100 * sum / n);
 }
 
+/* 1 when params (normalised "k=v,k=v") asks for the untrained router: params_file=none. */
+static int untrained(const char *params) {
+    for (const char *p = params; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 16 && !strncmp(p, "params_file=none", 16)) return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
 /* The claim on method m with params base ("" = its capped defaults, "uncapped=1"); extra:
  * the ablation setting of a KV_CLAIM_DROP row. */
 static void judge(const cases *c, const kv_claim *cl, const char *m, const char *base, const char *extra, verdict *v) {
@@ -230,6 +240,12 @@ static void judge(const cases *c, const kv_claim *cl, const char *m, const char 
     v->value = v->lo = v->hi = v->p = NAN;
     v->infeasible = 0;
     int ran = 0;
+    if (cl->kind == KV_CLAIM_DROP && cl->other && !strncmp(cl->other, "trained_", 8) && untrained(base)) {
+        /* an ablation that removes the trained part says nothing about a row run untrained */
+        snprintf(v->number, sizeof v->number, "- (the row runs the untrained router: nothing trained to remove)");
+        snprintf(v->holds, sizeof v->holds, "undecidable: untrained");
+        return;
+    }
     double *se = scores_of(c, m, base, NULL, cl->budget, &v->infeasible);
     est e = {NAN, NAN, NAN, NAN, 0};
     for (int i = 0; se && i < c->ncase; i++) ran += !isnan(se[i]);
@@ -297,8 +313,8 @@ static void emit(FILE *md, FILE *csv, const char *run, const char *section, cons
     if (md) {
         char p[32] = "-";
         if (!isnan(v->p)) snprintf(p, sizeof p, "%.3g", v->p);
-        fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", id, what, paper, m, v->number, v->n, p,
-                v->infeasible, v->holds);
+        fprintf(md, "| %s | %s | %s | %s%s | %s | %s | %s | %d | %s |\n", id, what, paper, m,
+                untrained(params) ? RT_UNTRAINED : "", v->number, v->n, p, v->infeasible, v->holds);
     }
     if (!csv) return;
     kv_csv_line(csv, "%s,paper,%s,,%s,%s,%g,%s,%.17g,%s,%.17g,%.17g,,%d", run, section, m, params, budget, id, v->value,
@@ -330,8 +346,8 @@ static int key_settings(const rt_data *d, const char *model, const char *m, cons
 
 /* C2 on every workload of the file: per workload, the method's margin over the best
  * compressed baseline at 10%, over that workload's cases; then the count of workloads won. */
-static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, const char *m, FILE *md, FILE *csv,
-                      const char *run) {
+static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, const char *m, const char *base,
+                      FILE *md, FILE *csv, const char *run) {
     char names[32][64];
     int nw = 0, won = 0, tested = 0;
     for (int w = 0; w < d->nwl && nw < 32; w++) {
@@ -344,7 +360,7 @@ static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, con
     for (int w = 0; w < nw; w++) {
         cases c = {d->ncase, d, nc->model, names[w]};
         verdict v;
-        judge(&c, &(kv_claim){cl->id, cl->claim, cl->paper, KV_CLAIM_BEST, cl->budget, NULL, NULL}, m, "", NULL, &v);
+        judge(&c, &(kv_claim){cl->id, cl->claim, cl->paper, KV_CLAIM_BEST, cl->budget, NULL, NULL}, m, base, NULL, &v);
         if (!strcmp(v.n, "0")) continue;
         tested += strncmp(v.holds, "untested", 8) != 0 && strncmp(v.holds, "undecidable", 11) != 0 &&
                   strcmp(v.holds, "-") != 0;
@@ -352,20 +368,22 @@ static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, con
         char what[160], id[80];
         snprintf(what, sizeof what, "%.63s: %s", names[w], paper->each_workload);
         snprintf(id, sizeof id, "%.15s %.63s", cl->id, names[w]);
-        emit(md, csv, run, "claims", id, what, cl->paper, m, "", cl->budget, &v);
+        emit(md, csv, run, "claims", id, what, cl->paper, m, base, cl->budget, &v);
     }
     verdict v = {.value = tested ? (double)won / tested : NAN, .lo = NAN, .hi = NAN, .p = NAN};
     snprintf(v.number, sizeof v.number, "best on %d of %d workloads", won, tested);
     snprintf(v.n, sizeof v.n, "%d", tested);
     snprintf(v.holds, sizeof v.holds, "%s", !tested ? "-" : won == tested ? "yes" : "no");
-    emit(md, csv, run, "claims", cl->id, cl->claim, cl->paper, m, "", cl->budget, &v);
+    emit(md, csv, run, "claims", cl->id, cl->claim, cl->paper, m, base, cl->budget, &v);
 }
 
 /* A zoom claim from the zoom rates of method at each budget: sparse (at least half the heads
  * below 0.05), concentrated (the top 10% of heads take at least 30% of the expansions, 3x
  * their share) and stronger in the middle or late third than in the early one. */
-static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const kv_claim *cl, const char *m, FILE *md,
-                      FILE *csv, const char *run) {
+static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const kv_claim *cl, const char *m,
+                      const char *base, FILE *md, FILE *csv, const char *run) {
+    char label[64];   /* the panels name an untrained row as the tables do */
+    snprintf(label, sizeof label, "%s%s", m, untrained(base) ? RT_UNTRAINED : "");
     zr_panel *p;
     int n;
     char why[256];
@@ -374,7 +392,7 @@ static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const kv_cl
         return;
     }
     for (int i = 0; i < n; i++) {
-        if (strcmp(p[i].method, m)) continue;
+        if (strcmp(p[i].method, label)) continue;
         zr_summary s;
         zr_summarize(&p[i], &s);
         verdict v = {.value = s.quiet, .lo = NAN, .hi = NAN, .p = NAN};
@@ -384,7 +402,7 @@ static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const kv_cl
         snprintf(v.n, sizeof v.n, "%d", p[i].n_results);
         int yes = s.quiet >= 0.5 && s.top10 >= 0.3 && fmax(s.third[1], s.third[2]) > s.third[0];
         snprintf(v.holds, sizeof v.holds, "%s", isnan(s.top10) ? "- (no zoom)" : yes ? "yes" : "no");
-        emit(md, NULL, run, "claims", cl->id, cl->claim, cl->paper, m, "", p[i].budget, &v);
+        emit(md, NULL, run, "claims", cl->id, cl->claim, cl->paper, m, base, p[i].budget, &v);
         static const char *const col[] = {"", ":early", ":middle", ":late", ":top10"};
         double val[] = {s.quiet, s.third[0], s.third[1], s.third[2], s.top10};
         for (int k = 0; csv && k < 5; k++) {
@@ -546,20 +564,35 @@ int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, 
     /* capped: the paper's rule; uncapped: the same claims within the primary row past its
      * budget (the comparisons with baselines at the same nominal budget would not be fair
      * there: see the iso-memory section) */
-    const char *bases[2] = {"", paper->uncapped};
     if (csv) rt_csv_header(csv);
+    /* A row run only untrained (params_file=none: no trained parameters for this model) is
+     * judged at that setting, labelled so, instead of being left out. */
+    char row_base[16][2][64];
+    for (int si = 0; si < n_rows; si++)
+        for (int bi = 0; bi < 2; bi++) {
+            const char *b = bi ? (paper->uncapped ? paper->uncapped : "") : "";
+            int plain = 0, untr = 0;
+            char ub[64];
+            snprintf(ub, sizeof ub, "params_file=none%s%s", *b ? "," : "", b);
+            for (int k = 0; k < d->nrec; k++) {
+                const rt_family *f = &d->fam[d->rec[k].fam];
+                if (strcmp(f->method, rows[si]) || strcmp(f->model, c.model)) continue;
+                plain |= params_match(f->params, b, NULL), untr |= params_match(f->params, ub, NULL);
+            }
+            snprintf(row_base[si][bi], sizeof row_base[si][bi], "%s", !plain && untr ? ub : b);
+        }
     for (int bi = 0; bi < (paper->uncapped ? 2 : 1); bi++) {
         int have = 0;
         for (int k = 0; k < d->nrec && !have; k++)
             have = !strcmp(d->fam[d->rec[k].fam].method, rows[0]) && !strcmp(d->fam[d->rec[k].fam].model, c.model) &&
-                   params_match(d->fam[d->rec[k].fam].params, bases[bi], NULL);
+                   params_match(d->fam[d->rec[k].fam].params, row_base[0][bi], NULL);
         if (bi && !have) continue;
         if (md) fputs(bi ? paper->uncapped_intro : paper->intro, md);
         if (md)
             fprintf(md, "| claim | what | paper | row | kvbench | n | p | infeasible | holds |\n"
                         "|---|---|---|---|---|---:|---:|---:|---|\n");
         for (int si = 0; si < (bi ? 1 : n_rows); si++) {
-            const char *m = rows[si];
+            const char *m = rows[si], *base = row_base[si][bi];
             int any = 0;
             for (int k = 0; k < d->nrec && !any; k++)
                 any = !strcmp(d->fam[d->rec[k].fam].method, m) && !strcmp(d->fam[d->rec[k].fam].model, c.model);
@@ -570,11 +603,11 @@ int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, 
                     continue;
                 const char *section = bi ? "claims uncapped" : "claims";
                 if (cl->kind == KV_CLAIM_ZOOM) {
-                    if (h) zoom_rows(h, run_id, c.model, cl, m, md, csv, run);
+                    if (h) zoom_rows(h, run_id, c.model, cl, m, base, md, csv, run);
                     continue;
                 }
                 if (cl->kind == KV_CLAIM_WORKLOADS) {
-                    workloads(d, &c, cl, m, md, csv, run);
+                    workloads(d, &c, cl, m, base, md, csv, run);
                     continue;
                 }
                 size_t ol = cl->other ? strlen(cl->other) : 0;
@@ -584,16 +617,16 @@ int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, 
                     for (int k = 0; k < ns; k++) {
                         verdict v;
                         char what[160], id[64];
-                        judge(&c, cl, m, bases[bi], set[k], &v);
+                        judge(&c, cl, m, base, set[k], &v);
                         snprintf(what, sizeof what, "%.47s %s", set[k], cl->claim);
                         snprintf(id, sizeof id, "%.15s %.47s", cl->id, set[k]);
-                        emit(md, csv, run, section, id, what, cl->paper, m, bases[bi], cl->budget, &v);
+                        emit(md, csv, run, section, id, what, cl->paper, m, base, cl->budget, &v);
                     }
                     continue;
                 }
                 verdict v;
-                judge(&c, cl, m, bases[bi], cl->kind == KV_CLAIM_DROP ? cl->other : NULL, &v);
-                emit(md, csv, run, section, cl->id, cl->claim, cl->paper, m, bases[bi], cl->budget, &v);
+                judge(&c, cl, m, base, cl->kind == KV_CLAIM_DROP ? cl->other : NULL, &v);
+                emit(md, csv, run, section, cl->id, cl->claim, cl->paper, m, base, cl->budget, &v);
             }
         }
     }

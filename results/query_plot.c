@@ -103,11 +103,11 @@ sqlite3_stmt *kvq_zoom_rates(sqlite3 *h, int with_zoom, int64_t run_id, const ch
     if (n_methods) snprintf(order + strlen(order), sizeof order - strlen(order), " ELSE %d END", n_methods);
     char sql[4096];
     snprintf(sql, sizeof sql,
-             "SELECT r.method, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s, ifnull(ru.model, '?')"
+             "SELECT r.method || CASE WHEN r.params = 'params_file=none' THEN ' (untrained)' ELSE '' END, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s, ifnull(ru.model, '?')"
              " FROM head_stats hs JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id"
              " JOIN runs ru ON ru.id = c.run_id%s"
              " WHERE (?1 <= 0 OR c.run_id = ?1) AND r.method IN (%s)"
-             " AND (r.params IS NULL OR r.params = '') AND r.status = 'ok' AND r.decode_tokens > 0"
+             " AND (r.params IS NULL OR r.params IN ('', 'params_file=none')) AND r.status = 'ok' AND r.decode_tokens > 0"
              " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) AND (?3 IS NULL OR ifnull(ru.model, '?') = ?3)%s"
              " ORDER BY ifnull(ru.model, '?'), %s, r.budget, r.id, hs.layer, hs.head",
              with_zoom ? "coalesce(z.s, 0)" : "0",
