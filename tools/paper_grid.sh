@@ -5,8 +5,9 @@
 #   GRID_STEPS   which steps, in order      (default "niah ruler ablation tables")
 #                niah      NIAH, GRID_CTX x 11 depths, --methods paper at 5/10/20%
 #                ruler     RULER at GRID_RULER_CTX, every task x GRID_RULER_LIMIT samples
-#                ablation  C6-C9 at NIAH 8K, 10%: zoom=0, trained_zoom=0, fixed_chunk=same,
-#                          rank=8 and rank=64 (rank 32 is the niah step's sekv row)
+#                ablation  C6-C9 at NIAH 8K, 10%: zoom=0, fixed_chunk=same, rank=8 and rank=64 on
+#                          sekv and sekv-spread (rank 32 is the niah step's rows), and
+#                          trained_zoom=0 on a trained sekv
 #                tables    the report tables of docs/paper-grid.md, to stdout
 #   GRID_CTX     NIAH lengths               (default 4096,8192; the issue adds 16384)
 #   GRID_RULER_CTX, GRID_RULER_LIMIT         (default 4096,8192 and 5)
@@ -59,9 +60,17 @@ for s in $STEPS; do
             --workload ruler --ctx "$RCTX" --limit "$RLIMIT" "${qa[@]}" --methods paper --budget 0.05,0.1,0.2 \
             --params "$params" ;;
     ablation)
-        for a in zoom=0 trained_zoom=0 fixed_chunk=same rank=8 rank=64; do
-            step "ablation sekv:$a at NIAH 8K, 10%" --workload niah --ctx 8192 --methods fullkv,sekv --budget 0.1 \
-                --params "sekv:params_file=$SEKV_PARAMS,$a"
+        # each setting on the paper's row and on kvbench's variant, one prefill per case for both;
+        # trained_zoom=0 only where sekv is trained (untrained, there is nothing to remove)
+        for a in zoom=0 fixed_chunk=same rank=8 rank=64 trained_zoom=0; do
+            if [ "$a" = trained_zoom=0 ]; then
+                [ "$SEKV_PARAMS" = none ] && continue
+                step "ablation $a at NIAH 8K, 10%" --workload niah --ctx 8192 --methods fullkv,sekv --budget 0.1 \
+                    --params "sekv:params_file=$SEKV_PARAMS,$a"
+                continue
+            fi
+            step "ablation $a at NIAH 8K, 10%" --workload niah --ctx 8192 --methods fullkv,sekv,sekv-spread --budget 0.1 \
+                --params "sekv:params_file=$SEKV_PARAMS,$a;sekv-spread:$a"
         done ;;
     tables)
         [ "${GRID_PRINT:-}" = slurm ] && continue
