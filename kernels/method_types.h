@@ -166,14 +166,27 @@ typedef struct {
 } kv_paper;
 
 /* The door's version. A table records the version it was built against (abi) and its
- * size; the registry accepts 1 <= abi <= KV_METHOD_ABI and size >= the size of version 1
- * (the members up to `trained_params`), copies the table into a zeroed full one and fills
- * the defaults of every optional member it lacks (kv_method_resolve). Members are only
- * ever appended, each new one optional, and KV_METHOD_ABI grows by one with each batch.
- * Every table starts with KV_METHOD_HEAD. Version 1: the members up to trained_params;
- * version 2 adds commands, trained_file and paper; version 3 adds head_budgets. */
-#define KV_METHOD_ABI 3
-#define KV_METHOD_HEAD .abi = KV_METHOD_ABI, .size = sizeof(kv_method)
+ * size; the registry accepts 1 <= abi <= KV_METHOD_ABI and exactly that version's size,
+ * copies the table into a zeroed full one and fills the defaults of every optional member
+ * it lacks (kv_method_resolve). Members are only ever appended, and KV_METHOD_ABI grows
+ * by one with each batch. Every table starts with KV_METHOD_HEAD. Version 1: the members
+ * up to trained_params; version 2 adds commands, trained_file and paper; version 3 adds
+ * head_budgets; version 4 adds helpers. */
+#define KV_METHOD_ABI 4
+
+/* The helper structs' version, apart from the door's. A method built on the helpers
+ * compiles their structs into its own code: it allocates a kv_cacheset, reads c->budget
+ * and s->kv.n, fills a kb_decode_args. Those layouts are kv_store (methods/kvstore.h),
+ * kv_slot and kv_cacheset (methods/cacheset.h, the scorer base's too), kb_prefill_args and
+ * kb_decode_args (kernels/core.h). KV_HELPERS_VERSION grows by one whenever one of them
+ * changes (methods/helpers_version.c pins their sizes to it, so a change that forgets to
+ * does not build). KV_METHOD_HEAD records it in the table (kv_method.helpers) and the
+ * registry refuses a table of another helpers version: a plugin built against other
+ * layouts is named and refused when it loads, rather than reading past a struct. A table
+ * of ABI 1 to 3 predates the member and was built against version 1. */
+#define KV_HELPERS_VERSION 1
+
+#define KV_METHOD_HEAD .abi = KV_METHOD_ABI, .size = sizeof(kv_method), .helpers = KV_HELPERS_VERSION
 
 /* R = required (the registry refuses a table without it); O = optional, its default in
  * brackets (filled in by kv_method_resolve, so a caller of a registered method never
@@ -250,7 +263,11 @@ typedef struct kv_method {
      * kv head vary (AdaKV's head-adaptive allocation); the conformance checks then bound
      * each layer's sum, not each kv head [0: B per layer and kv head]. */
     int head_budgets;
-    /* Version 4 members go here, after this line: only ever append. */
+    /* Version 4 (a version-3 table is built against helpers version 1). */
+    /* R (KV_METHOD_HEAD sets it): KV_HELPERS_VERSION of the helper structs the table's code
+     * was compiled with; the registry refuses another. */
+    int helpers;
+    /* Version 5 members go here, after this line: only ever append. */
 } kv_method;
 
 /* A plugin (a shared object loaded with --plugin FILE.so) exports this function: it sets *n
@@ -263,7 +280,13 @@ typedef const kv_method *const *(*kv_plugin_fn)(int *n);
 #define KV_METHOD_SIZE_V1 (offsetof(kv_method, trained_params) + sizeof(void *))
 /* Size of a version-2 table: the members up to paper. */
 #define KV_METHOD_SIZE_V2 (offsetof(kv_method, paper) + sizeof(void *))
-/* Size of a version-3 table: the members up to head_budgets (padding aside). */
-#define KV_METHOD_SIZE_V3 (offsetof(kv_method, head_budgets) + sizeof(int))
+/* Size of a version-3 table: the members up to head_budgets, and the padding after it (a
+ * version-3 table's sizeof was this rounded up to kv_method's alignment; the version-4
+ * member helpers sits in that padding, so versions 3 and 4 have one size). */
+#define KV_METHOD_SIZE_V3 \
+    ((offsetof(kv_method, head_budgets) + sizeof(int) + _Alignof(kv_method) - 1) / _Alignof(kv_method) * \
+     _Alignof(kv_method))
+/* Size of a version-4 table. */
+#define KV_METHOD_SIZE_V4 sizeof(kv_method)
 
 #endif
