@@ -270,7 +270,7 @@ fuzz:
 # The binary, the library and the headers a method needs (the door, the cache set, the
 # scorer base, the conformance checks) under PREFIX: what examples/plugin/ builds against.
 PREFIX ?= /usr/local
-INSTALL_HDR := methods/method.h methods/cacheset.h methods/kvstore.h methods/scorer.h methods/conformance.h \
+INSTALL_HDR := methods/method.h kernels/method_types.h methods/cacheset.h methods/kvstore.h methods/scorer.h methods/conformance.h \
                kernels/kvtype.h kernels/core.h kernels/model_hash.h
 install: $(KVBENCH) $(BUILD)/libkvbench.a
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/kvbench/methods \

@@ -73,16 +73,25 @@ int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t err
                         KV_METHOD_ABI, in->abi > KV_METHOD_ABI ? " (rebuild it against this kvbench's method.h)" : ""),
                -1;
     /* each version's table has one size: a larger claim would make the copy below read past it */
-    static const size_t known[KV_METHOD_ABI + 1] = {0, KV_METHOD_SIZE_V1, KV_METHOD_SIZE_V2, sizeof(kv_method)};
-    _Static_assert(KV_METHOD_ABI == 3 && KV_METHOD_SIZE_V3 <= sizeof(kv_method),
+    static const size_t known[KV_METHOD_ABI + 1] = {0, KV_METHOD_SIZE_V1, KV_METHOD_SIZE_V2, KV_METHOD_SIZE_V3,
+                                                    KV_METHOD_SIZE_V4};
+    _Static_assert(KV_METHOD_ABI == 4 && KV_METHOD_SIZE_V4 == sizeof(kv_method),
                    "a new ABI version needs its size in known[]");
+    _Static_assert(KV_METHOD_SIZE_V3 == KV_METHOD_SIZE_V4, "helpers no longer sits in version 3's padding");
     if (in->size != known[in->abi])
         return snprintf(err, errlen, "method table of %u bytes for ABI %d (expected %zu): built against another method.h",
                         in->size, in->abi, known[in->abi]),
                -1;
     memset(out, 0, sizeof *out);
     memcpy(out, in, in->size < sizeof *out ? in->size : sizeof *out);
+    if (in->abi < 4) out->helpers = 1;   /* the member's bytes were padding then: version 1 */
     const char *name = name_ok(out->name) ? out->name : "a method";
+    if (out->helpers != KV_HELPERS_VERSION)
+        return snprintf(err, errlen,
+                        "%s: built against the helper structs of version %d (kv_cacheset, kv_store, kb_decode_args); "
+                        "this kvbench's are version %d: rebuild it against this kvbench's headers",
+                        name, out->helpers, KV_HELPERS_VERSION),
+               -1;
     if (!name_ok(out->name))
         return snprintf(err, errlen, "method name '%.60s': 1 to 48 characters of a-z 0-9 _ . -", out->name ? out->name : ""),
                -1;

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gguf_meta.h"
-#include "../workloads/jsonl.h"
+#include "../kernels/jsonl.h"
 
 /* What config.json says that the weights and tokenizer steps need. */
 typedef struct {

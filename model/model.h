@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include "gguf.h"
 #include "tokenizer.h"
-#include "../methods/method.h"
+#include "../kernels/method_types.h"   /* the method door's types */
 
 /* RoPE frequency scaling as a loader found it (GGUF metadata and rope_freqs tensor, or a
  * Hugging Face config.json's rope_scaling); rope_setup (model/rope.c) turns it, once at

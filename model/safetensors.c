@@ -2,7 +2,7 @@
 #include "safetensors.h"
 #include "quant.h"
 #include "../kernels/host.h"
-#include "../workloads/jsonl.h"
+#include "../kernels/jsonl.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

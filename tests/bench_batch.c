@@ -12,6 +12,7 @@
 #include "../kernels/core.h"
 #include "../kernels/host.h"
 #include "../model/model.h"
+#include "../methods/method.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

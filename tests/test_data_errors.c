@@ -18,7 +18,7 @@
 #include "../model/tokenizer.h"
 #include "../model/model.h"
 #include "../workloads/infinitebench.h"
-#include "../workloads/jsonl.h"
+#include "../kernels/jsonl.h"
 #include "../workloads/longbench.h"
 #include "../workloads/ruler_qa.h"
 

@@ -15,7 +15,7 @@
 #include "../model/model.h"
 #include "../model/tokenizer.h"
 #include "../workloads/haystack.h"
-#include "../workloads/jsonl.h"
+#include "../kernels/jsonl.h"
 #include "../workloads/tokspan.h"
 
 static int count_line(void *ctx, const json_value *v, int line, char *err, size_t errlen) {

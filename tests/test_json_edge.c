@@ -12,7 +12,7 @@
 #include "../model/gguf.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"
-#include "../workloads/jsonl.h"
+#include "../kernels/jsonl.h"
 #include "../workloads/longbench.h"
 
 /* Leaves freed 64-byte blocks full of 'x' where the next small allocations come from. */

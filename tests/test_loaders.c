@@ -12,7 +12,7 @@
 #include "../model/tokenizer.h"
 #include "../workloads/gsm8k.h"
 #include "../workloads/infinitebench.h"
-#include "../workloads/jsonl.h"
+#include "../kernels/jsonl.h"
 #include "../workloads/longbench.h"
 
 static char tmpdir[256];

@@ -3,7 +3,8 @@
  * required member or with a bad name is refused with one line; the optional members of a
  * minimal table get their defaults (no statistics asked, zero counters, no slow-tier
  * rows, empty texts, no events, no trained parameters, no commands, no trained file, an
- * empty paper), a version-1 table (the size of version 1) too; a command without a
+ * empty paper), a version-1 table (the size of version 1) too; a table built against
+ * other helper structs (KV_HELPERS_VERSION) is refused, a version-3 one loads; a command without a
  * function is refused; a taken name or command is refused, a new method is found and
  * listed after the built-in methods with its origin, its commands found by name. */
 #include <string.h>
@@ -103,6 +104,26 @@ int main(void) {
     CHECK(kv_method_resolve(&v2.m, &out, err, sizeof err) == 0, "a version-2 table refused: %s", err);
     CHECK(out.abi == KV_METHOD_ABI && out.head_budgets == 0 && !out.paper->claims[0].id,
           "a version-2 table's version-3 member: head_budgets %d", out.head_budgets);
+    /* a version-3 table predates `helpers`: its bytes were padding, whatever they hold, and
+     * the table was built against the helper structs of version 1 */
+    kv_method v3 = minimal;
+    v3.abi = 3, v3.size = (unsigned)KV_METHOD_SIZE_V3, v3.helpers = 77;
+    if (KV_HELPERS_VERSION == 1) {
+        CHECK(kv_method_resolve(&v3, &out, err, sizeof err) == 0, "a version-3 table refused: %s", err);
+        CHECK(out.helpers == 1 && out.abi == KV_METHOD_ABI, "a version-3 table: helpers %d", out.helpers);
+    } else {
+        refused(&v3, "built against the helper structs of version 1");
+    }
+    /* a table built against other helper structs (kv_cacheset, kv_store, ...) is refused,
+     * by its name; one without the member set (0) too */
+    snprintf(want, sizeof want, "door-test: built against the helper structs of version %d", KV_HELPERS_VERSION + 1);
+    t = minimal, t.helpers = KV_HELPERS_VERSION + 1;
+    refused(&t, want);
+    snprintf(want, sizeof want, "this kvbench's are version %d: rebuild it", KV_HELPERS_VERSION);
+    refused(&t, want);
+    t = minimal, t.helpers = 0;
+    refused(&t, "built against the helper structs of version 0");
+    CHECK(minimal.helpers == KV_HELPERS_VERSION, "KV_METHOD_HEAD set helpers %d", minimal.helpers);
     t = minimal, t.commands = (const kv_command[]){{"door-cmd", "help", NULL}, {NULL, NULL, NULL}};
     refused(&t, "door-test: command 'door-cmd': needs a name of a-z 0-9 _ . - and a function");
     t = minimal, t.commands = (const kv_command[]){{"Bad Cmd", "help", x_cmd}, {NULL, NULL, NULL}};

@@ -12,7 +12,9 @@
 #    positions than the buffer: refused with a line, no crash (the sanitizer build too);
 #  - cs_init(scored=0) under --decode hold: evicts the oldest row (was a NULL read);
 #  - init that refuses without --params is not blamed on --params;
-#  - --plugin of a directory, /dev/zero, an ABI-1 table claiming 4096 bytes: exit 2, one line.
+#  - --plugin of a directory, /dev/zero, an ABI-1 table claiming 4096 bytes, a table built
+#    against helper structs of another version (KV_HELPERS_VERSION): exit 2, one line
+#    naming the file; ABI-2 and ABI-3 tables still load.
 # Plugins are built against the tree's headers; their calls resolve against the kvbench
 # binary that loads them (it exports the library, -rdynamic).
 source "$(dirname "$0")/lib.sh"
@@ -106,6 +108,20 @@ grep -q "^kvbench: /dev/zero: not a regular file" "$T/err" || fail "--plugin /de
 sed 's/KV_METHOD_HEAD,/.abi = 1, .size = 4096,/' tests/fixtures/bad_plugin.c >"$T/big.c"
 cc -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -fPIC -shared -I. -Imethods -DBUG=OK -o "$T/big.so" "$T/big.c" || fail "big.c"
 config_error "$T/none.db" "$T/big.so: method table of 4096 bytes for ABI 1" --plugin "$T/big.so" methods
+# helper structs of another version (kv_cacheset, kv_store: compiled into the plugin): refused,
+# naming the file; tables of ABI 2 and 3 (built before the version existed) still load
+helpers_plugin() {   # helpers_plugin NAME HEAD: bad_plugin.c (no bug) with its table's head replaced
+    sed "s/KV_METHOD_HEAD,/$2,/" tests/fixtures/bad_plugin.c >"$T/$1.c"
+    cc -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -fPIC -shared -I. -DBUG=OK -o "$T/$1.so" "$T/$1.c" || fail "$1.c did not build"
+}
+helpers_plugin helpers ".abi = KV_METHOD_ABI, .size = sizeof(kv_method), .helpers = KV_HELPERS_VERSION + 1"
+config_error "$T/none.db" "$T/helpers.so: bad: built against the helper structs of version $(($(sed -n 's/^#define KV_HELPERS_VERSION //p' kernels/method_types.h) + 1))" \
+    --plugin "$T/helpers.so" methods
+for abi in 2 3; do
+    helpers_plugin "abi$abi" ".abi = $abi, .size = KV_METHOD_SIZE_V$abi"
+    "$KVBENCH" --plugin "$T/abi$abi.so" methods bad >"$T/out" 2>&1 || fail "an ABI-$abi table did not load: $(cat "$T/out")"
+done
+"$KVBENCH" --plugin "$T/abi3.so" conformance --seed 11 --trials 1 >"$T/out" 2>&1 || fail "ABI-3 plugin: conformance failed: $(grep '^conformance' "$T/out" | head -3)"
 
 # conformance --params: the scenarios run with the given parameters; a refused value is exit 2
 "$KVBENCH" conformance --params "snapkv:window=16" --seed 3 --trials 1 >"$T/out" 2>&1 || fail "conformance --params: $(tail -2 "$T/out")"

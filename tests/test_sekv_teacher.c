@@ -3,6 +3,7 @@
  * far share follows the window, and a document's training data holds the best-scoring
  * candidates with their captured queries and teacher logits q.k/sqrt(d). */
 #include "../methods/sekv/train/sekv_teacher.h"
+#include "../methods/method.h"
 #include "check.h"
 
 #include <math.h>

@@ -3,7 +3,7 @@
 #include <string.h>
 #include "gsm8k.h"
 #include "metrics.h"
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 
 void gsm_defaults(gsm_opts *o) {
     memset(o, 0, sizeof *o);

@@ -7,7 +7,7 @@
 #ifndef KV_GSM8K_H
 #define KV_GSM8K_H
 #include <stdio.h>
-#include "jsonl.h"
+#include "../kernels/jsonl.h"
 #include "textcase.h"
 
 enum { GSM_DEFAULT_SHOTS = 50, GSM_MAX_NEW = 256 };

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "haystack.h"
-#include "strbuf.h"
-#include "utf8.h"
+#include "../kernels/strbuf.h"
+#include "../kernels/utf8.h"
 #include "../kernels/host.h"
 
 char *haystack_default_dir(void) {

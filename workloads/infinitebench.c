@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include "task_dir.h"
 #include "infinitebench.h"
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 
 typedef struct {
     const char *file, *alias, *prompt;

@@ -8,7 +8,7 @@
 #ifndef KV_INFINITEBENCH_H
 #define KV_INFINITEBENCH_H
 #include <stdio.h>
-#include "jsonl.h"
+#include "../kernels/jsonl.h"
 #include "textcase.h"
 
 enum { IB_N_TASKS = 7 };

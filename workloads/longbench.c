@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include "task_dir.h"
 #include "longbench.h"
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 
 typedef struct {
     const char *name, *prompt;

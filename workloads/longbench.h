@@ -8,7 +8,7 @@
 #ifndef KV_LONGBENCH_H
 #define KV_LONGBENCH_H
 #include <stdio.h>
-#include "jsonl.h"
+#include "../kernels/jsonl.h"
 #include "textcase.h"
 
 enum { LB_N_TASKS = 16 };

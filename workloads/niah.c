@@ -5,7 +5,7 @@
 #include <string.h>
 #include "metrics.h"
 #include "niah.h"
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 #include "tokspan.h"
 
 struct niah_builder {

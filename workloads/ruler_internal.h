@@ -2,7 +2,7 @@
 #ifndef KV_RULER_INTERNAL_H
 #define KV_RULER_INTERNAL_H
 #include "ruler.h"
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 #include "wl_rng.h"
 #include "ruler_qa.h"
 

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "jsonl.h"
+#include "../kernels/jsonl.h"
 #include "ruler_qa.h"
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 #include "../kernels/host.h"
 
 const char *ruler_qa_file(int squad) { return squad ? "squad.json" : "hotpotqa.json"; }

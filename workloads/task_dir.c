@@ -1,5 +1,5 @@
 #include "task_dir.h"
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

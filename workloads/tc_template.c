@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 #include "textcase.h"
 #include "tokspan.h"
 

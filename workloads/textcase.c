@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "metrics.h"
-#include "strbuf.h"
+#include "../kernels/strbuf.h"
 #include "textcase.h"
 
 const char *tc_scorer_name(tc_scorer s) {

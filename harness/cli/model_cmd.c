@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "../../kernels/core.h"
 #include "../../model/model.h"
+#include "../../methods/method.h"
 #include "../../model/hf_load.h"
 #include "../../model/quant.h"
 #include "../../kernels/cli_opt.h"

@@ -1,7 +1,7 @@
 /* Fuzz target: the strict JSON parser on one value, the loaders' field accessors on
  * every member, and the JSONL reader over the input as a file. */
 #include "fuzz.h"
-#include "../../workloads/jsonl.h"
+#include "../../kernels/jsonl.h"
 
 static void fields(const json_value *v) {
     if (v->type != JSON_OBJECT) return;

@@ -71,6 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     table.name = names[take(&b, 1) % 5];
     uint32_t flags = take(&b, 1);
     table.keeps_all = flags & 1, table.evicts_decoding = (flags >> 1) & 1, table.layer_budgets = (flags >> 2) & 1;
+    if (flags & 16) table.abi = KV_METHOD_ABI;   /* this kvbench's version, with its helpers version or another */
+    table.helpers = flags & 32 ? KV_HELPERS_VERSION + 1 : KV_HELPERS_VERSION;
     table.params = params;
     table.init = fake_init, table.ingest = fake_ingest, table.append = fake_append, table.attend = fake_attend;
     table.memory = fake_memory, table.rows = fake_rows, table.free = fake_free;

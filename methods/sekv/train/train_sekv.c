@@ -4,7 +4,7 @@
 #include "sekv_teacher.h"
 #include "train_ckpt.h"
 #include "../../../kernels/core.h"
-#include "../../../workloads/utf8.h"
+#include "../../../kernels/utf8.h"
 #include "../../../kernels/host.h"
 #include "../../../kernels/cli_opt.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "jsonl.h"
-#include "../kernels/host.h"
+#include "host.h"
 #include "strbuf.h"
 #include "utf8.h"
 
