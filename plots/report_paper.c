@@ -493,16 +493,17 @@ static void feasibility(const rt_data *d, const char *model, FILE *md, FILE *csv
         const rt_family *f = &d->fam[d->row[i].fam];
         int is = 0;
         for (int k = 0; k < n_rows; k++) is |= !strcmp(f->method, rows[k]);
-        if (!is || *f->params || strcmp(f->model, model)) continue;
+        if (!is || (*f->params && strcmp(f->params, "params_file=none")) || strcmp(f->model, model)) continue;
         int n = 0, inf = 0;
         for (int k = 0; k < d->nrec; k++)
             if (d->rec[k].row == i) n++, inf += d->rec[k].infeasible;
         if (md && !printed++)
             fprintf(md, "\nFeasibility (an infeasible result is no test of a claim; it counts 0 in the scores "
                         "above):\n\n| method | budget | results | infeasible |\n|---|---:|---:|---:|\n");
-        if (md) fprintf(md, "| %s | %g | %d | %d |\n", f->method, d->row[i].budget, n, inf);
+        if (md) fprintf(md, "| %s%s | %g | %d | %d |\n", f->method, untrained(f->params) ? RT_UNTRAINED : "", d->row[i].budget, n, inf);
         if (csv)
-            kv_csv_line(csv, "%s,paper,feasibility,,%s,,%.17g,infeasible,%d,%d", run, f->method, d->row[i].budget, inf, n);
+            kv_csv_line(csv, "%s,paper,feasibility,,%s,%s,%.17g,infeasible,%d,%d", run, f->method, f->params, d->row[i].budget,
+                        inf, n);
     }
 }
 
