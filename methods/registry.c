@@ -11,11 +11,13 @@
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
     kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress,
     kv_tova, kv_keydiff, kv_lagkv, kv_randompress, kv_adakv_snapkv;
+extern const kv_method kv_expected_attention;   /* kvpress presses on door version 4 */
 
 static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
     &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_randompress,
     &kv_adakv_snapkv,
+    &kv_expected_attention,
 };
 #define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])
 #define MAX_METHODS 256
@@ -73,8 +75,9 @@ int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t err
                         KV_METHOD_ABI, in->abi > KV_METHOD_ABI ? " (rebuild it against this kvbench's method.h)" : ""),
                -1;
     /* each version's table has one size: a larger claim would make the copy below read past it */
-    static const size_t known[KV_METHOD_ABI + 1] = {0, KV_METHOD_SIZE_V1, KV_METHOD_SIZE_V2, sizeof(kv_method)};
-    _Static_assert(KV_METHOD_ABI == 3 && KV_METHOD_SIZE_V3 <= sizeof(kv_method),
+    static const size_t known[KV_METHOD_ABI + 1] = {0, KV_METHOD_SIZE_V1, KV_METHOD_SIZE_V2, sizeof(kv_method),
+                                                   sizeof(kv_method)};
+    _Static_assert(KV_METHOD_ABI == 4 && KV_METHOD_SIZE_V3 <= sizeof(kv_method),
                    "a new ABI version needs its size in known[]");
     if (in->size != known[in->abi])
         return snprintf(err, errlen, "method table of %u bytes for ABI %d (expected %zu): built against another method.h",
@@ -185,7 +188,9 @@ const char *kv_method_origin(const kv_method *m) {
  * h2o is kvpress's ObservedAttentionPress's paper (kvpress's press is prefill-only). */
 static const char *const kvpress_names[] = {
     "streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv", "knormpress", "tova", "keydiff", "lagkv",
-    "randompress", "adakv-snapkv", NULL,
+    "randompress", "adakv-snapkv",
+    "expected-attention",
+    NULL,
 };
 
 static int in_paper(const kv_method *m) {

@@ -49,7 +49,7 @@ static void one(const char *path) {
     kv_state *st = ok && m ? m->init(&s, err, sizeof err) : NULL;
     CHECK(!m || !ok || st, "%s: init: %s", path, err);
     if (st) {
-        kv_needs nd = {0, 0};
+        kv_needs nd = {0};
         m->needs(&s, &nd);
         CHECK(nd.window <= win && !nd.col_mass, "%s: the method needs %d window rows (fixture %d) or column mass", path,
               nd.window, win);

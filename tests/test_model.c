@@ -81,7 +81,7 @@ static void test_prefill_matches_decode(kv_model *m) {
     int32_t ids[28];
     random_ids(m, ids, n);
     char err[256];
-    kv_needs none = {0, 0};
+    kv_needs none = {0};
     kv_prefill_out full, one;
     CHECK(model_prefill(m, ids, n, &none, &full, err, sizeof err) == 0, "%s", err);
     CHECK(model_prefill(m, ids, 1, &none, &one, err, sizeof err) == 0, "%s", err);

@@ -551,7 +551,7 @@ static void case_key_of(syn_kind kind, int ctx, double depth, char *buf, size_t 
 
 /* The statistics every (method, budget) asks for at this context length. */
 static kv_needs union_needs(const run_opts *o, int ctx) {
-    kv_needs all = {0, 0};
+    kv_needs all = {0};
     for (int i = 0; i < o->n_methods; i++)
         for (int b = 0; b < o->n_budgets; b++) {
             kv_setup s = setup_of(o, o->methods[i], ctx, o->budgets[b]);
@@ -559,10 +559,9 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
             kv_state *st = o->methods[i]->init(&s, err, sizeof err);
             if (!st) continue;   /* recorded as infeasible when its turn comes */
             o->methods[i]->free(st);   /* only feasible pairs count */
-            kv_needs nd = {0, 0};
+            kv_needs nd = {0};
             o->methods[i]->needs(&s, &nd);
-            all.col_mass |= nd.col_mass;
-            if (nd.window > all.window) all.window = nd.window;
+            kv_needs_union(&all, &nd);
         }
     return all;
 }
@@ -577,7 +576,7 @@ static int check_memory(const run_opts *o) {
         for (int i = 0; i < o->n_methods; i++)
             for (int b = 0; b < o->n_budgets; b++) {
                 kv_setup s = setup_of(o, o->methods[i], o->ctxs[c], o->budgets[b]);
-                kv_needs nd = {0, 0};
+                kv_needs nd = {0};
                 o->methods[i]->needs(&s, &nd);
                 if (nd.window > win) win = nd.window;
             }
