@@ -19,12 +19,12 @@
 #include <string.h>
 
 /* The parameters by kvpress's names, from method m's table (expected-attention, criticalkv). */
-int ea_opts_read(const kv_method *m, const char *params, ea_opts *o, char *err, size_t errlen) {
+int ea_opts_read(const kv_method *m, const char *params, const char *eps_key, ea_opts *o, char *err, size_t errlen) {
     return kv_param_int(m, params, "n_future_positions", &o->n_future, err, errlen) ||
            kv_param_int(m, params, "n_sink", &o->n_sink, err, errlen) ||
            kv_param_int(m, params, "use_covariance", &o->use_cov, err, errlen) ||
            kv_param_int(m, params, "use_vnorm", &o->use_vnorm, err, errlen) ||
-           kv_param_double(m, params, "epsilon", &o->epsilon, err, errlen) ? -1 : 0;
+           kv_param_double(m, params, eps_key, &o->epsilon, err, errlen) ? -1 : 0;
 }
 
 int ea_query_rows(const ea_opts *o, int n) { return n > o->n_sink ? n - o->n_sink : 0; }

@@ -19,7 +19,9 @@ int ea_query_rows(const ea_opts *o, int n);
 /* The layer's scores [Hkv][p->n] as kvpress's score() returns them (sinks padded with the
  * layer's maximum + 1). Reads p->K, p->V, p->Q (q_rows >= ea_query_rows) and p->rope. 0, or -1
  * with err naming `name` (the statistics missing, out of memory). */
-int ea_opts_read(const kv_method *m, const char *params, ea_opts *o, char *err, size_t errlen);
+/* The parameters by kvpress's names (n_future_positions, n_sink, use_covariance, use_vnorm, and
+ * the press's epsilon under the key eps_key) from method m's table. 0, or -1 with err. */
+int ea_opts_read(const kv_method *m, const char *params, const char *eps_key, ea_opts *o, char *err, size_t errlen);
 
 int ea_layer_scores(const ea_opts *o, const kv_prefill *p, int H, int Hkv, int d, float *score, const char *name,
                     char *err, size_t errlen);

@@ -37,7 +37,7 @@ static kv_state *ea_init(const kv_setup *s, char *err, size_t errlen) {
     kv_state *st = calloc(1, sizeof *st);
     if (!st) return snprintf(err, errlen, "expected-attention: out of memory"), NULL;
     if (kv_param_check(&kv_expected_attention, s->params, err, errlen) ||
-        ea_opts_read(&kv_expected_attention, s->params, &st->o, err, errlen) ||
+        ea_opts_read(&kv_expected_attention, s->params, "epsilon", &st->o, err, errlen) ||
         cs_init(&st->cs, s, 1, 1, "expected-attention", err, errlen)) {
         free(st);
         return NULL;
@@ -48,7 +48,7 @@ static kv_state *ea_init(const kv_setup *s, char *err, size_t errlen) {
 static void ea_needs(const kv_setup *s, kv_needs *out) {
     ea_opts o = {0};
     char err[128];
-    if (ea_opts_read(&kv_expected_attention, s->params, &o, err, sizeof err)) o.n_sink = 0;
+    if (ea_opts_read(&kv_expected_attention, s->params, "epsilon", &o, err, sizeof err)) o.n_sink = 0;
     out->queries = ea_query_rows(&o, s->n_prompt);
 }
 

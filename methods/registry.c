@@ -11,13 +11,13 @@
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
     kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress,
     kv_tova, kv_keydiff, kv_lagkv, kv_randompress, kv_adakv_snapkv;
-extern const kv_method kv_expected_attention;   /* kvpress presses on door version 4 */
+extern const kv_method kv_expected_attention, kv_criticalkv;   /* kvpress presses on door version 4 */
 
 static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
     &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_randompress,
     &kv_adakv_snapkv,
-    &kv_expected_attention,
+    &kv_expected_attention, &kv_criticalkv,
 };
 #define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])
 #define MAX_METHODS 256
@@ -189,7 +189,7 @@ const char *kv_method_origin(const kv_method *m) {
 static const char *const kvpress_names[] = {
     "streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv", "knormpress", "tova", "keydiff", "lagkv",
     "randompress", "adakv-snapkv",
-    "expected-attention",
+    "expected-attention", "criticalkv",
     NULL,
 };
 
