@@ -30,8 +30,7 @@ static int n_table = -1;
 
 static void no_needs(const kv_setup *s, kv_needs *out) {
     (void)s;
-    out->col_mass = 0;
-    out->window = 0;
+    memset(out, 0, sizeof *out);
 }
 static void no_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
     (void)st, (void)layer, (void)head;

@@ -70,9 +70,10 @@ int main(void) {
 
     CHECK(kv_method_resolve(&minimal, &out, err, sizeof err) == 0, "minimal table refused: %s", err);
     kv_setup s = {.n_layers = 2, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8, .n_prompt = 10, .budget_frac = 0.5};
-    kv_needs nd = {7, 7};
+    kv_needs nd = {7, 7, 7, 7};
     out.needs(&s, &nd);
-    CHECK(nd.col_mass == 0 && nd.window == 0, "default needs asked for %d/%d", nd.col_mass, nd.window);
+    CHECK(nd.col_mass == 0 && nd.window == 0 && nd.queries == 0 && nd.wo == 0, "default needs asked for %d/%d/%d/%d",
+          nd.col_mass, nd.window, nd.queries, nd.wo);
     kv_headstat hs = {7, 7};
     out.head_stats(NULL, 0, 0, &hs);
     CHECK(hs.kept == 0 && hs.events == 0, "default head_stats %g %g", hs.kept, hs.events);
@@ -103,6 +104,17 @@ int main(void) {
     CHECK(kv_method_resolve(&v2.m, &out, err, sizeof err) == 0, "a version-2 table refused: %s", err);
     CHECK(out.abi == KV_METHOD_ABI && out.head_budgets == 0 && !out.paper->claims[0].id,
           "a version-2 table's version-3 member: head_budgets %d", out.head_budgets);
+    /* a version-3 table (door 4 added kv_needs/kv_prefill members, no table member): loads as it is */
+    kv_method v3 = minimal;
+    v3.abi = 3, v3.size = (unsigned)sizeof(kv_method), v3.head_budgets = 1;
+    CHECK(kv_method_resolve(&v3, &out, err, sizeof err) == 0, "a version-3 table refused: %s", err);
+    CHECK(out.abi == KV_METHOD_ABI && out.head_budgets == 1, "a version-3 table's head_budgets %d", out.head_budgets);
+    /* the drivers' union of needs: flags or'ed, row counts the larger (version 4's members too) */
+    kv_needs all = {0}, a = {.col_mass = 1, .window = 8, .queries = 30}, b = {.window = 16, .queries = 12, .wo = 1};
+    kv_needs_union(&all, &a);
+    kv_needs_union(&all, &b);
+    CHECK(all.col_mass == 1 && all.window == 16 && all.queries == 30 && all.wo == 1, "kv_needs_union: %d %d %d %d",
+          all.col_mass, all.window, all.queries, all.wo);
     t = minimal, t.commands = (const kv_command[]){{"door-cmd", "help", NULL}, {NULL, NULL, NULL}};
     refused(&t, "door-test: command 'door-cmd': needs a name of a-z 0-9 _ . - and a function");
     t = minimal, t.commands = (const kv_command[]){{"Bad Cmd", "help", x_cmd}, {NULL, NULL, NULL}};
