@@ -14,6 +14,7 @@
  * goes, stage-1 rows last). */
 #include "expected_attention.h"
 #include "scorer.h"
+#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -65,22 +66,28 @@ static void ck_needs(const kv_setup *s, kv_needs *out) {
     out->wo = 1;
 }
 
-/* w[t] = mean over the group's query heads h of sum_e |sum_i Wo[e][h d + i] v_t[i]|, in double. */
-static void wov_norm(const kv_cacheset *c, const kv_prefill *p, int j, double *w) {
+/* w[t] = mean over the group's query heads h of sum_e |sum_i Wo[e][h d + i] v_t[i]|: Wo_h v_t by
+ * SGEMM in float32 (as kvpress's matmul), 256 rows at a time, the L1 sums in double. y holds
+ * 256 x embd floats. */
+#define CK_ROWS 256
+static void wov_norm(const kv_cacheset *c, const kv_prefill *p, int j, double *w, float *y) {
     int n = p->n, d = c->d, G = c->H / c->Hkv, E = p->embd;
     size_t hd = (size_t)c->H * d;
     const float *V = p->V + (size_t)j * p->kv_stride;
-    for (int t = 0; t < n; t++) {
-        double sum = 0;
-        for (int h = j * G; h < (j + 1) * G; h++)
-            for (int e = 0; e < E; e++) {
-                const float *row = p->Wo + (size_t)e * hd + (size_t)h * d;
-                double y = 0;
-                for (int i = 0; i < d; i++) y += (double)row[i] * V[(size_t)t * d + i];
-                sum += fabs(y);
+    for (int t = 0; t < n; t++) w[t] = 0;
+    for (int t0 = 0; t0 < n; t0 += CK_ROWS) {
+        int m = n - t0 < CK_ROWS ? n - t0 : CK_ROWS;
+        for (int h = j * G; h < (j + 1) * G; h++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, E, d, 1.0f, V + (size_t)t0 * d, d,
+                        p->Wo + (size_t)h * d, (int)hd, 0.0f, y, E);
+            for (int t = 0; t < m; t++) {
+                double sum = 0;
+                for (int e = 0; e < E; e++) sum += fabsf(y[(size_t)t * E + e]);
+                w[t0 + t] += sum;
             }
-        w[t] = sum / G;
+        }
     }
+    for (int t = 0; t < n; t++) w[t] /= G;
 }
 
 static int ck_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen) {
@@ -93,7 +100,8 @@ static int ck_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen
     float *score = calloc((size_t)c->Hkv * n, sizeof *score);
     double *w = malloc((size_t)n * sizeof *w);
     int32_t *top = malloc((size_t)n * sizeof *top);
-    if (!score || !w || !top) rc = -1, snprintf(err, errlen, "criticalkv: out of memory");
+    float *y = n > B ? malloc((size_t)CK_ROWS * (p->embd > 0 ? p->embd : 1) * sizeof *y) : NULL;
+    if (!score || !w || !top || (n > B && !y)) rc = -1, snprintf(err, errlen, "criticalkv: out of memory");
     if (!rc && n > B) rc = ea_layer_scores(&st->o, p, c->H, c->Hkv, c->d, score, "criticalkv", err, errlen);
     int S = (int)floor(B * st->first_stage_ratio);
     if (st->first_stage_ratio > 0 && S < 1) S = 1;
@@ -104,14 +112,14 @@ static int ck_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen
             rc = -1, snprintf(err, errlen, "criticalkv: out of memory");
             break;
         }
-        wov_norm(c, p, j, w);
+        wov_norm(c, p, j, w, y);
         for (int t = 0; t < n; t++) sc[t] = (float)(((double)sc[t] + st->epsilon) * w[t]);
         for (int i = 0; i < ns; i++) sc[top[i]] = FLT_MAX;   /* kvpress: finfo(float32).max */
     }
     for (int j = 0; j < c->Hkv && !rc; j++)
         if (scorer_load(c, p, j, score + (size_t)j * n, 0, 0, n <= B ? n : B))
             rc = -1, snprintf(err, errlen, "criticalkv: out of memory loading layer %d", p->layer);
-    free(score), free(w), free(top);
+    free(score), free(w), free(top), free(y);
     return rc;
 }
 
