@@ -51,11 +51,29 @@ typedef struct {
     int decode_rule;       /* kv_decode_rule (0 = append) */
 } kv_setup;
 
-/* Statistics a method asks the prefill for. */
+/* Statistics a method asks the prefill for. A driver zeroes the whole struct before
+ * needs() and reads only what it knows, so a table of an older version (whose needs()
+ * writes fewer members) asks for nothing new. */
 typedef struct {
     int col_mass;          /* cumulative attention column sums over all prompt queries (H2O) */
     int window;            /* > 0: probability rows of the last `window` prompt queries (SnapKV) */
+    /* Version 4 (the door's model members: kv_prefill.Q, rope, Wo). */
+    int queries;           /* > 0: the pre-RoPE queries of the last `queries` prompt tokens, and the
+                              model's RoPE (ExpectedAttention's statistics, ThinK's window) */
+    int wo;                /* 1: the layer's output projection Wo (CriticalKV's ||Wo v|| term) */
 } kv_needs;
+
+/* Version 4: the RoPE the model applies, for a method that rotates pre-RoPE queries itself.
+ * Pair i (i < n_rot/2) of a head's channels, (a, b) = (i, i + n_rot/2) when neox else
+ * (2i, 2i+1), turns by pos * inv_freq[i] with cos and sin scaled by mscale:
+ *   x'_a = mscale (cos x_a - sin x_b),  x'_b = mscale (sin x_a + cos x_b);
+ * channels from n_rot to head_dim pass through. */
+typedef struct {
+    int n_rot;
+    int neox;                   /* 1: halves (Qwen2, Hugging Face's rotate_half); 0: adjacent pairs */
+    const double *inv_freq;     /* [n_rot/2] */
+    double mscale;              /* 1 unless the scaling has an attention factor (YaRN) */
+} kv_rope;
 
 /* One layer's prefill, as handed to ingest(). */
 typedef struct {
@@ -69,6 +87,16 @@ typedef struct {
                                    prefill streams (known after its last layer: a method
                                    that reads it sets kv_method.needs_surprisal) */
     const uint8_t *sent_end;    /* [n], 1 where the token's text ends a sentence (.!? or blank line) */
+    /* Version 4: what kv_needs.queries and kv_needs.wo ask for; NULL/0 when not asked, or when
+     * the driver cannot supply them (a method then fails its ingest with a line, no crash). */
+    const float *Q;             /* pre-RoPE queries (biases applied) of tokens n-q_rows .. n-1:
+                                   query head h, row i (token n-q_rows+i) at Q + h*q_stride + i*d */
+    size_t q_stride;            /* >= q_rows * d */
+    int q_rows;                 /* rows provided: min(asked, n) */
+    const kv_rope *rope;        /* with Q */
+    const float *Wo;            /* [embd][H*d]: the layer's output projection (out = Wo . attn),
+                                   row-major as Hugging Face's o_proj.weight */
+    int embd;                   /* Wo's rows (the model's hidden size) */
 } kv_prefill;
 
 /* A decoded token joining the cache. */
@@ -171,7 +199,9 @@ typedef struct {
  * it lacks (kv_method_resolve). Members are only ever appended, and KV_METHOD_ABI grows
  * by one with each batch. Every table starts with KV_METHOD_HEAD. Version 1: the members
  * up to trained_params; version 2 adds commands, trained_file and paper; version 3 adds
- * head_budgets; version 4 adds helpers. */
+ * head_budgets; version 4 adds helpers, and the model members of kv_needs (queries, wo) and
+ * kv_prefill (Q, q_rows, rope, Wo, embd): a driver zeroes kv_needs before needs(), so a
+ * version-3 table asks for none of them. */
 #define KV_METHOD_ABI 4
 
 /* The helper structs' version, apart from the door's. A method built on the helpers

@@ -86,6 +86,10 @@ typedef struct {
     float *cm, *wp;        /* [L][H][n], [L][H][win][n] */
     float *surp;           /* [n + T] */
     uint8_t *sent;         /* [n + T] */
+    float *Qp;             /* [L][H][n][d] the prompt's queries (kv_prefill.Q: taken as pre-RoPE) */
+    float *Wo;             /* [L][H*d][H*d] an output projection (kv_prefill.Wo, embd = H*d) */
+    double inv_freq[64];   /* the rope (kv_prefill.rope): base 10000 over all d channels */
+    kv_rope rope;
 } scen;
 
 static float *krow(const scen *s, int l, int j, int t) { return s->K + (((size_t)l * s->Hkv + j) * (s->n + s->T) + t) * s->d; }
@@ -124,12 +128,14 @@ static void make_scen(scen *s, int gqa) {
         s->surp[t] = t ? (float)(fabs(test_normal()) * 2 + (test_unif() < 0.05 ? 6 : 0)) : 0;
         s->sent[t] = test_unif() < 0.08;
     }
-    /* prompt statistics from causal softmax attention of random queries, in double */
-    float *q = malloc((size_t)s->d * sizeof *q);
+    /* prompt statistics from causal softmax attention of random queries, in double; the
+     * queries are kept (kv_prefill.Q) */
+    s->Qp = malloc((size_t)s->L * s->H * s->n * s->d * sizeof(float));
     double *p = malloc((size_t)s->n * sizeof *p);
     for (int l = 0; l < s->L; l++)
         for (int h = 0; h < s->H; h++)
             for (int i = 0; i < s->n; i++) {
+                float *q = s->Qp + (((size_t)l * s->H + h) * s->n + i) * s->d;
                 test_fill(q, (size_t)s->d, 1.0f);
                 double mx = -INFINITY, sum = 0;
                 for (int t = 0; t <= i; t++) {
@@ -147,11 +153,18 @@ static void make_scen(scen *s, int gqa) {
                     if (w >= 0) s->wp[(((size_t)l * s->H + h) * s->win + w) * s->n + t] = (float)p[t];
                 }
             }
-    free(q), free(p);
+    free(p);
+    /* drawn last, so every other draw of the scenario is what it was before door version 4 */
+    size_t E = (size_t)s->H * s->d;
+    s->Wo = malloc((size_t)s->L * E * E * sizeof(float));
+    test_fill(s->Wo, (size_t)s->L * E * E, 1.0f);
+    for (int i = 0; i < s->d / 2; i++) s->inv_freq[i] = pow(10000.0, -2.0 * i / s->d);
+    s->rope = (kv_rope){.n_rot = s->d, .neox = s->L % 2, .inv_freq = s->inv_freq, .mscale = 1};
 }
 
 static void free_scen(scen *s) {
     free(s->K), free(s->V), free(s->Qd), free(s->cm), free(s->wp), free(s->surp), free(s->sent);
+    free(s->Qp), free(s->Wo);
 }
 
 /* What one run produced, for the determinism check. */
@@ -240,7 +253,7 @@ static void run(const kv_method *m, const char *params, const scen *s, int rule,
               tag, err);
         return;
     }
-    kv_needs nd = {0, 0};
+    kv_needs nd = {0};
     m->needs(&su, &nd);
     CHECK(nd.window <= s->win, "%s: asks for %d window rows (test has %d)", tag, nd.window, s->win);
     for (int l = 0; l < L; l++) {
@@ -249,6 +262,13 @@ static void run(const kv_method *m, const char *params, const scen *s, int rule,
                         .col_mass = nd.col_mass ? s->cm + (size_t)l * H * s->n : NULL,
                         .win_probs = nd.window > 0 ? s->wp + (size_t)l * H * s->win * s->n : NULL,
                         .win = nd.window > 0 ? s->win : 0, .surprisal = s->surp, .sent_end = s->sent};
+        if (nd.queries > 0) {   /* door version 4: the last min(queries, n) prompt queries */
+            p.q_rows = nd.queries < s->n ? nd.queries : s->n;
+            p.Q = s->Qp + (size_t)l * H * s->n * d + (size_t)(s->n - p.q_rows) * d;
+            p.q_stride = (size_t)s->n * d;
+            p.rope = &s->rope;
+        }
+        if (nd.wo) p.Wo = s->Wo + (size_t)l * H * d * H * d, p.embd = H * d;
         if (m->ingest(st, &p, err, sizeof err)) {
             CHECK(strstr(err, "infeasible") != NULL, "%s: ingest layer %d: %s", tag, l, err);
             m->free(st);

@@ -43,6 +43,9 @@ const kv_command *kv_command_find(const char *name);
 /* 1 if init's reason err is about the configuration, not the case: anything but
  * "infeasible..." or running out of memory for this case. */
 int kv_init_refused(const char *err);
+/* all |= one: the statistics both ask for (flags or'ed, row counts the larger). Drivers union
+ * their pairs' needs with it, so a new kv_needs member is unioned in one place. */
+void kv_needs_union(kv_needs *all, const kv_needs *one);
 /* Budget in tokens per layer per kv head: max(1, floor(frac*n)) or the absolute count. */
 int kv_budget(const kv_setup *s);
 /* 0 when s->kv_type is a known element type, else -1 with "NAME: ..." in err. */

@@ -151,3 +151,10 @@ int kv_param_double(const kv_method *m, const char *params, const char *key, dou
 int kv_init_refused(const char *err) {
     return strncmp(err, "infeasible", 10) && !strstr(err, "out of memory");
 }
+
+void kv_needs_union(kv_needs *all, const kv_needs *one) {
+    all->col_mass |= one->col_mass;
+    if (one->window > all->window) all->window = one->window;
+    if (one->queries > all->queries) all->queries = one->queries;
+    all->wo |= one->wo;
+}

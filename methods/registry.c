@@ -11,11 +11,13 @@
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
     kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress,
     kv_tova, kv_keydiff, kv_lagkv, kv_randompress, kv_adakv_snapkv;
+extern const kv_method kv_expected_attention, kv_criticalkv;   /* kvpress presses on door version 4 */
 
 static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
     &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_randompress,
     &kv_adakv_snapkv,
+    &kv_expected_attention, &kv_criticalkv,
 };
 #define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])
 #define MAX_METHODS 256
@@ -28,8 +30,7 @@ static int n_table = -1;
 
 static void no_needs(const kv_setup *s, kv_needs *out) {
     (void)s;
-    out->col_mass = 0;
-    out->window = 0;
+    memset(out, 0, sizeof *out);
 }
 static void no_head_stats(const kv_state *st, int layer, int head, kv_headstat *out) {
     (void)st, (void)layer, (void)head;
@@ -194,7 +195,9 @@ const char *kv_method_origin(const kv_method *m) {
  * h2o is kvpress's ObservedAttentionPress's paper (kvpress's press is prefill-only). */
 static const char *const kvpress_names[] = {
     "streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv", "knormpress", "tova", "keydiff", "lagkv",
-    "randompress", "adakv-snapkv", NULL,
+    "randompress", "adakv-snapkv",
+    "expected-attention", "criticalkv",
+    NULL,
 };
 
 static int in_paper(const kv_method *m) {

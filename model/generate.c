@@ -64,7 +64,7 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
     kv_gen_stats st0;
     if (!stats) stats = &st0;
     memset(stats, 0, sizeof *stats);
-    kv_needs none = {0, 0};
+    kv_needs none = {0};
     kv_prefill_out pf;
     memset(&pf, 0, sizeof pf);
     if (n < 1 || n > c->n_ctx_train) return model_prefill(m, prompt, n, &none, &pf, err, errlen) ? -1 : -1;
@@ -154,7 +154,7 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
         snprintf(err, errlen, "%s: %s", meth->name, merr);
         return -1;
     }
-    kv_needs needs = {0, 0};
+    kv_needs needs = {0};
     if (meth->needs) meth->needs(&s, &needs);   /* meth may be a bare table (not registered) */
     kv_prefill_out pf;
     float *logits = malloc((size_t)c->n_vocab * sizeof(float));

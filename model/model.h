@@ -98,6 +98,13 @@ typedef struct {
     float *col_mass;           /* [L][H][n] if asked, else NULL */
     float *win_probs;          /* [L][H][win][n] if asked, else NULL */
     int win;
+    float *Q;                  /* [L][H][q_rows][d]: pre-RoPE queries of the last q_rows tokens if
+                                  asked (kv_needs.queries), else NULL */
+    int q_rows;
+    float *Wo;                 /* [L][n_embd][n_head*d]: the output projections, dequantized, if
+                                  asked (kv_needs.wo), else NULL */
+    kv_rope rope;              /* the model's RoPE, for kv_prefill.rope */
+    int wo_rows;             /* Wo's rows (n_embd) */
     float *surprisal;          /* [n], surprisal[0] = 0 */
     uint8_t *sent_end;         /* [n] */
     float *last_logits;        /* [n_vocab]: logits after the last prompt token */

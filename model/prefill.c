@@ -84,6 +84,11 @@ static void qkv_row(void *v, int i) {
     add_bias(q, c->w->bq, qd);
     add_bias(k, c->w->bk, kvd);
     add_bias(vv, c->w->bv, kvd);
+    int qr = c->out->q_rows, first = c->n - qr;
+    if (c->out->Q && t >= first)   /* kv_needs.queries: the pre-RoPE query rows */
+        for (int h = 0; h < cf->n_head; h++)
+            memcpy(c->out->Q + (((size_t)c->slot * cf->n_head + h) * qr + (t - first)) * d, q + (size_t)h * d,
+                   d * sizeof(float));
     const float *cs = c->rope + (size_t)t * c->m->n_rot;
     rope_rotate(c->m, q, cf->n_head, cs);
     rope_rotate(c->m, k, cf->n_head_kv, cs);
@@ -145,6 +150,8 @@ void prefill_out_free(kv_prefill_out *p) {
     free(p->V);
     free(p->col_mass);
     free(p->win_probs);
+    free(p->Q);
+    free(p->Wo);
     free(p->surprisal);
     free(p->sent_end);
     free(p->last_logits);
@@ -161,6 +168,12 @@ kv_prefill prefill_layer(const kv_prefill_out *p, int layer) {
         .col_mass = p->col_mass ? p->col_mass + (size_t)layer * p->n_head * n : NULL,
         .win_probs = p->win_probs ? p->win_probs + (size_t)layer * p->n_head * p->win * n : NULL,
         .win = p->win,
+        .Q = p->Q ? p->Q + (size_t)layer * p->n_head * p->q_rows * d : NULL,
+        .q_stride = (size_t)p->q_rows * d,
+        .q_rows = p->Q ? p->q_rows : 0,
+        .rope = p->Q ? &p->rope : NULL,
+        .Wo = p->Wo ? p->Wo + (size_t)layer * p->wo_rows * p->n_head * d : NULL,
+        .embd = p->Wo ? p->wo_rows : 0,
         .surprisal = p->surprisal,
         .sent_end = p->sent_end,
     };
@@ -176,8 +189,8 @@ static void stream_held(kv_prefill_out *out, kv_layer_fn on_layer, void *ctx) {
         p.surprisal = NULL;
         on_layer(ctx, &p);
     }
-    free(out->K), free(out->V), free(out->col_mass), free(out->win_probs);
-    out->K = out->V = out->col_mass = out->win_probs = NULL;
+    free(out->K), free(out->V), free(out->col_mass), free(out->win_probs), free(out->Q), free(out->Wo);
+    out->K = out->V = out->col_mass = out->win_probs = out->Q = out->Wo = NULL;
 }
 #endif
 
@@ -238,13 +251,22 @@ int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs 
     out->last_logits = malloc((size_t)nv * sizeof(float));
     if (needs && needs->col_mass) out->col_mass = calloc((size_t)held * H * n, sizeof(float));
     if (win) out->win_probs = calloc((size_t)held * H * win * n, sizeof(float));
+    out->rope = (kv_rope){.n_rot = m->n_rot, .neox = m->rope_neox, .inv_freq = m->rope_inv_freq,
+                          .mscale = m->rope_mscale};
+    out->wo_rows = E;
+    if (needs && needs->queries > 0) {
+        out->q_rows = needs->queries < n ? needs->queries : n;
+        out->Q = malloc((size_t)held * H * out->q_rows * d * sizeof(float));
+    }
+    if (needs && needs->wo) out->Wo = malloc((size_t)held * E * qd * sizeof(float));
     int gw = cf->n_ff > qd ? cf->n_ff : qd;   /* G also holds the attention output */
     size_t layers_fl = (size_t)n * E + (size_t)C * (E + qd + 2 * kvd + gw + cf->n_ff);
     size_t logits_fl = (size_t)n * E + (size_t)CL * (E + nv);
     float *buf = malloc((layers_fl > logits_fl ? layers_fl : logits_fl) * sizeof(float));
     float *rope = malloc((size_t)n * m->n_rot * sizeof(float));
     if (!out->K || !out->V || !out->surprisal || !out->sent_end || !out->last_logits || !buf || !rope ||
-        (needs && needs->col_mass && !out->col_mass) || (win && !out->win_probs)) {
+        (needs && needs->col_mass && !out->col_mass) || (win && !out->win_probs) ||
+        (out->q_rows && !out->Q) || (needs && needs->wo && !out->Wo)) {
         free(buf);
         free(rope);
         prefill_out_free(out);
@@ -273,6 +295,12 @@ int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs 
             if (out->col_mass) memset(out->col_mass, 0, (size_t)H * n * sizeof(float));
             if (win) memset(out->win_probs, 0, (size_t)H * win * n * sizeof(float));
         }
+        if (out->Wo) {   /* kv_needs.wo: the layer's output projection as f32 */
+            const weight *wo = &c.w->wo;
+            for (int r = 0; r < wo->rows; r++)
+                dequant_row(wo->t->type, (const uint8_t *)wo->t->data + (size_t)r * wo->row_bytes,
+                            out->Wo + ((size_t)c.slot * E + r) * qd, qd);
+        }
         for (c.c0 = 0; c.c0 < n; c.c0 += C) layer_chunk(&c, n - c.c0 < C ? n - c.c0 : C, win);
         if (on_layer) {   /* the layer to its consumers; its buffers are the next layer's */
             kv_prefill p = prefill_layer(out, 0);
@@ -282,8 +310,8 @@ int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs 
         }
     }
     if (on_layer) {
-        free(out->K), free(out->V), free(out->col_mass), free(out->win_probs);
-        out->K = out->V = out->col_mass = out->win_probs = NULL;
+        free(out->K), free(out->V), free(out->col_mass), free(out->win_probs), free(out->Q), free(out->Wo);
+        out->K = out->V = out->col_mass = out->win_probs = out->Q = out->Wo = NULL;
     }
     /* every position's logits, CL rows at a time, into surprisal of the next token */
     c.logits = c.H + (size_t)CL * E;

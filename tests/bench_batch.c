@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
     kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv, .head_dim = c->head_dim,
                   .n_prompt = ctx, .max_decode = steps + 1, .budget_frac = budget,
                   .model_hash = kv_model_hash(model_gguf(m)->base, model_gguf(m)->size)};
-    kv_needs needs = {0, 0};
+    kv_needs needs = {0};
     meth->needs(&s, &needs);
     kv_prefill_out pf;
     if (model_prefill(m, ids, ctx, &needs, &pf, err, sizeof err)) {

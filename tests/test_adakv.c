@@ -68,7 +68,7 @@ int main(void) {
                  pool, agg, alpha);
         kv_setup s = {.n_layers = 1, .n_heads = H, .n_kv_heads = Hkv, .head_dim = d, .n_prompt = n, .max_decode = 1,
                       .budget_tokens = B, .params = params};
-        kv_needs nd = {0, 0};
+        kv_needs nd = {0};
         m->needs(&s, &nd);
         int w = window < B ? window : B;
         CHECK(nd.window == w, "needs window %d, want %d", nd.window, w);

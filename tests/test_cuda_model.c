@@ -228,7 +228,7 @@ static void run_engine(kv_model *m, const int32_t *ids, const char *what, eng_ou
     o->dec = xmalloc((size_t)STEPS * c->n_vocab * sizeof(float));
     test_poison(o->dec, (size_t)STEPS * c->n_vocab);
     char err[512] = "";
-    kv_needs needs = {1, WIN};
+    kv_needs needs = {.col_mass = 1, .window = WIN};
     int rc = model_prefill(m, ids, N, &needs, &o->pf, err, sizeof err);
     CHECK(rc == 0, "%s: prefill: %s", what, err);
     if (rc) return;
@@ -476,7 +476,7 @@ static void device_checks(kv_model *m, const int32_t *ids, const ref_out *r, con
                "device vs cpu engine", e, se, ek, em, ed);
         /* a second device prefill: the same bits; the model's device memory is as before */
         kv_prefill_out again;
-        kv_needs needs = {1, WIN};
+        kv_needs needs = {.col_mass = 1, .window = WIN};
         size_t before = 0, after = 0;
         kb_cuda_mem_stats(&before, NULL, NULL, NULL);
         int rc = model_prefill(m, ids, N, &needs, &again, err, sizeof err);

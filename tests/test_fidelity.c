@@ -85,7 +85,7 @@ int main(void) {
     double want = 0;
     for (int i = 0; i < ref.n_ans; i++) {
         kv_prefill_out pf;
-        kv_needs none = {0, 0};
+        kv_needs none = {0};
         ids[n + i] = 0;
         if (i) ids[n + i - 1] = ref.ans[i - 1];
         if (model_prefill(m, ids, n + i, &none, &pf, err, sizeof err)) {

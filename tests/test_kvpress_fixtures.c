@@ -2,9 +2,12 @@
  * the files in tests/fixtures/kvpress hold random keys, values and attention rows and the rows
  * kvpress 0.5.5 keeps per kv head (written by tools/kvpress_fixtures.py, `make
  * kvpress-fixtures`); each is replayed through the kvbench method with the same parameters
- * and budget, and the kept set of every kv head must match: Jaccard 1.0. Run from the
+ * and budget, and the kept set of every kv head must match: Jaccard 1.0. The presses that read
+ * the model (ExpectedAttention, CriticalKV: door version 4) also get the file's pre-RoPE
+ * queries, its RoPE and its Wo, handed over as a driver would (kv_needs.queries, wo). Run from the
  * repository root (tests/run.sh does). Fixed files: the same work for every seed. */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +44,26 @@ static void one(const char *path) {
     int ok = read_floats(f, "K", K, N) == 0 && read_floats(f, "V", V, N) == 0 &&
              read_floats(f, "P", P, (size_t)H * win * n) == 0;
     CHECK(ok, "%s: short or bad K/V/P", path);
+    /* the optional model sections, up to the first kept line (its word consumed here) */
+    float *Q = NULL, *Wo = NULL;
+    double theta = 0, inv_freq[512];
+    int E = 0;
+    char w[16] = "";
+    while (ok && fscanf(f, "%15s", w) == 1 && strcmp(w, "kept")) {
+        if (!strcmp(w, "Q") && !Q) {
+            Q = malloc((size_t)H * n * d * sizeof *Q);
+            for (size_t i = 0; i < (size_t)H * n * d && ok; i++) ok = fscanf(f, "%f", &Q[i]) == 1;
+        } else if (!strcmp(w, "rope")) {
+            ok = fscanf(f, "%lf", &theta) == 1 && theta > 1 && d / 2 <= 512;
+        } else if (!strcmp(w, "Wo") && !Wo) {
+            ok = fscanf(f, "%d", &E) == 1 && E > 0 && E < 100000;
+            Wo = ok ? malloc((size_t)E * H * d * sizeof *Wo) : NULL;
+            for (size_t i = 0; ok && i < (size_t)E * H * d; i++) ok = fscanf(f, "%f", &Wo[i]) == 1;
+        } else ok = 0;
+    }
+    CHECK(ok && !strcmp(w, "kept"), "%s: bad model section '%s'", path, w);
+    for (int i = 0; i < d / 2 && theta > 1; i++) inv_freq[i] = pow(theta, -2.0 * i / d);
+    kv_rope rope = {.n_rot = d, .neox = 1, .inv_freq = inv_freq, .mscale = 1};
     const kv_method *m = kv_method_find(name);
     CHECK(m, "%s: method '%s' is not registered", path, name);
     kv_setup s = {.n_layers = 1, .n_heads = H, .n_kv_heads = Hkv, .head_dim = d, .n_prompt = n, .max_decode = 1,
@@ -49,15 +72,23 @@ static void one(const char *path) {
     kv_state *st = ok && m ? m->init(&s, err, sizeof err) : NULL;
     CHECK(!m || !ok || st, "%s: init: %s", path, err);
     if (st) {
-        kv_needs nd = {0, 0};
+        kv_needs nd = {0};
         m->needs(&s, &nd);
         CHECK(nd.window <= win && !nd.col_mass, "%s: the method needs %d window rows (fixture %d) or column mass", path,
               nd.window, win);
+        CHECK((!nd.queries || (Q && theta > 1)) && (!nd.wo || Wo), "%s: the method needs the model's queries or Wo, "
+              "which the fixture lacks", path);
         kv_prefill p = {.layer = 0, .n = n, .K = K, .V = V, .kv_stride = (size_t)n * d, .win_probs = P, .win = win};
+        if (nd.queries > 0 && Q) {   /* the last min(queries, n) rows, as a driver hands them */
+            p.q_rows = nd.queries < n ? nd.queries : n;
+            p.Q = Q + (size_t)(n - p.q_rows) * d, p.q_stride = (size_t)n * d, p.rope = &rope;
+        }
+        if (nd.wo && Wo) p.Wo = Wo, p.embd = E;
         CHECK(m->ingest(st, &p, err, sizeof err) == 0, "%s: ingest: %s", path, err);
         for (int j = 0; j < Hkv; j++) {
             int jj, cnt;
-            if (fscanf(f, " kept %d %d", &jj, &cnt) != 2 || jj != j || cnt < 0 || cnt > n) {
+            if ((j ? fscanf(f, " kept %d %d", &jj, &cnt) : fscanf(f, "%d %d", &jj, &cnt)) != 2 || jj != j || cnt < 0 ||
+                cnt > n) {
                 CHECK(0, "%s: bad kept line for kv head %d", path, j);
                 break;
             }
@@ -74,7 +105,7 @@ static void one(const char *path) {
         m->free(st);
     }
     fclose(f);
-    free(K), free(V), free(P), free(want), free(got);
+    free(K), free(V), free(P), free(want), free(got), free(Q), free(Wo);
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -88,7 +119,7 @@ int main(void) {
         if (strstr(e->d_name, ".txt")) names[nf++] = strdup(e->d_name);
     if (dir) closedir(dir);
     qsort(names, (size_t)nf, sizeof *names, by_name);
-    CHECK(nf >= 14, "%d fixtures in %s", nf, DIR_);
+    CHECK(nf >= 18, "%d fixtures in %s", nf, DIR_);
     for (int i = 0; i < nf; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", DIR_, names[i]);

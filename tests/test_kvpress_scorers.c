@@ -154,7 +154,7 @@ static void one_trial(int which, int trial) {
     else snprintf(params, sizeof params, "sinks=%d", sinks);
     kv_setup s = {.n_layers = L, .n_heads = H, .n_kv_heads = Hkv, .head_dim = d, .n_prompt = n, .max_decode = 1,
                   .budget_tokens = B, .params = params};
-    kv_needs nd = {0, 0};
+    kv_needs nd = {0};
     m->needs(&s, &nd);
     CHECK(nd.window == (which == TOVA) && !nd.col_mass, "%s: needs window %d col_mass %d", names[which], nd.window,
           nd.col_mass);

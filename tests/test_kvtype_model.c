@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_kvtype_model: niah case: %s\n", err);
         return 1;
     }
-    kv_needs needs = {0, 0};   /* the union of every method's statistics */
+    kv_needs needs = {0};   /* the union of every method's statistics */
     for (int i = 0; i < kv_method_count(); i++) {
         const kv_method *m = kv_method_at(i);
         kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
         char e[256];
         kv_state *st = m->init(&s, e, sizeof e);
         if (!st) continue;
-        kv_needs nd = {0, 0};
+        kv_needs nd = {0};
         m->needs(&s, &nd);
         needs.col_mass |= nd.col_mass;
         needs.window = nd.window > needs.window ? nd.window : needs.window;

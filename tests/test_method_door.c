@@ -71,9 +71,10 @@ int main(void) {
 
     CHECK(kv_method_resolve(&minimal, &out, err, sizeof err) == 0, "minimal table refused: %s", err);
     kv_setup s = {.n_layers = 2, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8, .n_prompt = 10, .budget_frac = 0.5};
-    kv_needs nd = {7, 7};
+    kv_needs nd = {7, 7, 7, 7};
     out.needs(&s, &nd);
-    CHECK(nd.col_mass == 0 && nd.window == 0, "default needs asked for %d/%d", nd.col_mass, nd.window);
+    CHECK(nd.col_mass == 0 && nd.window == 0 && nd.queries == 0 && nd.wo == 0, "default needs asked for %d/%d/%d/%d",
+          nd.col_mass, nd.window, nd.queries, nd.wo);
     kv_headstat hs = {7, 7};
     out.head_stats(NULL, 0, 0, &hs);
     CHECK(hs.kept == 0 && hs.events == 0, "default head_stats %g %g", hs.kept, hs.events);
@@ -124,6 +125,12 @@ int main(void) {
     t = minimal, t.helpers = 0;
     refused(&t, "built against the helper structs of version 0");
     CHECK(minimal.helpers == KV_HELPERS_VERSION, "KV_METHOD_HEAD set helpers %d", minimal.helpers);
+    /* the drivers' union of needs: flags or'ed, row counts the larger (version 4's members too) */
+    kv_needs all = {0}, a = {.col_mass = 1, .window = 8, .queries = 30}, b = {.window = 16, .queries = 12, .wo = 1};
+    kv_needs_union(&all, &a);
+    kv_needs_union(&all, &b);
+    CHECK(all.col_mass == 1 && all.window == 16 && all.queries == 30 && all.wo == 1, "kv_needs_union: %d %d %d %d",
+          all.col_mass, all.window, all.queries, all.wo);
     t = minimal, t.commands = (const kv_command[]){{"door-cmd", "help", NULL}, {NULL, NULL, NULL}};
     refused(&t, "door-test: command 'door-cmd': needs a name of a-z 0-9 _ . - and a function");
     t = minimal, t.commands = (const kv_command[]){{"Bad Cmd", "help", x_cmd}, {NULL, NULL, NULL}};

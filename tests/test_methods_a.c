@@ -361,7 +361,7 @@ static void run_trial(const scen *sc, const trial *t) {
     /* prompt-compressing policies evict while decoding only under hold */
     int evicts = t->pol == P_STREAM || t->pol == P_H2O || g_rule == KV_DECODE_HOLD;
 
-    kv_needs nd = {-1, -1};
+    kv_needs nd = {-1, -1, -1, -1};
     kv_method_find(m->name)->needs(&su, &nd);   /* resolved: a bare table may leave needs out */
     CHECK(nd.col_mass == (t->pol == P_H2O || t->pol == P_H2O_ONESHOT), "%s: needs col_mass %d", tag, nd.col_mass);
     CHECK(t->pol == P_SNAP ? nd.window == (t->w < B ? t->w : B) : nd.window == 0, "%s: needs window %d", tag, nd.window);
@@ -496,7 +496,7 @@ static void run_trial(const scen *sc, const trial *t) {
 
 static void test_window_scores(const scen *sc) {
     int H = sc->H, Hkv = sc->Hkv, n = sc->n;
-    kv_needs nd = {0, sc->win};
+    kv_needs nd = {.window = sc->win};
     kv_prefill p = layer_prefill(sc, sc->L - 1, &nd);
     const int ws[] = {5, 32}, ks[] = {1, 3, 7};
     double *ref = malloc((size_t)n * sizeof *ref);

@@ -81,7 +81,7 @@ static void test_prefill_matches_decode(kv_model *m) {
     int32_t ids[28];
     random_ids(m, ids, n);
     char err[256];
-    kv_needs none = {0, 0};
+    kv_needs none = {0};
     kv_prefill_out full, one;
     CHECK(model_prefill(m, ids, n, &none, &full, err, sizeof err) == 0, "%s", err);
     CHECK(model_prefill(m, ids, 1, &none, &one, err, sizeof err) == 0, "%s", err);
@@ -137,7 +137,7 @@ static void test_chunked_prefill(kv_model *m) {
     int n = test_int(30, 50), win = 8, L = c->n_layer, H = c->n_head;
     int32_t ids[50];
     random_ids(m, ids, n);
-    kv_needs needs = {1, win};
+    kv_needs needs = {.col_mass = 1, .window = win};
     kv_prefill_out a, b;
     char err[256];
     CHECK(model_prefill(m, ids, n, &needs, &a, err, sizeof err) == 0, "%s", err);

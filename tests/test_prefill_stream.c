@@ -41,7 +41,7 @@ static void test_model(const char *spec, int n, int chunk, int col_mass, int win
     const kv_model_config *c = model_config(m);
     int32_t *ids = malloc(sizeof *ids * n);
     for (int t = 0; t < n; t++) ids[t] = (int32_t)(test_next() % (uint64_t)c->n_vocab);
-    kv_needs needs = {col_mass, win};
+    kv_needs needs = {.col_mass = col_mass, .window = win};
     kv_prefill_out whole, streamed;
     CHECK(model_prefill(m, ids, n, &needs, &whole, err, sizeof err) == 0, "%s: prefill: %s", spec, err);
     stream_check sc = {&whole, 0, 0, win, ""};

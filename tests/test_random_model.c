@@ -158,7 +158,7 @@ static void test_smollm2(void) {
     int T = 64, steps = 4, V = c->n_vocab, L = c->n_layer, H = c->n_head, Hkv = c->n_head_kv, d = c->head_dim;
     int32_t prompt[65];
     for (int t = 0; t < T + 1; t++) prompt[t] = (int32_t)(test_next() % (uint64_t)V);
-    kv_needs needs = {1, 8};
+    kv_needs needs = {.col_mass = 1, .window = 8};
     kv_prefill_out pf, pf65;
     CHECK(model_prefill(m, prompt, T, &needs, &pf, err, sizeof err) == 0, "prefill: %s", err);
     size_t kvn = (size_t)L * Hkv * T * d;

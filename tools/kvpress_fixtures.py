@@ -11,19 +11,43 @@ File format (whitespace separated; floats as float32 printed exactly):
   K  HKV*N*D floats ([kv head][token][channel])
   V  HKV*N*D floats
   P  H*W*N floats (the last W rows of the attention matrix, [head][row][key])
+  then, for the presses that read the model (door version 4: kv_needs.queries / wo):
+  Q  H*N*D floats       (pre-RoPE queries, [head][token][channel]: the stand-in's q_proj of
+                         random hidden states, as kvpress's get_prerope_query_states makes them)
+  rope THETA            (rotate_half RoPE over all D channels, inv_freq = THETA^(-2i/D))
+  Wo E E*H*D floats     (o_proj.weight, [E][H*D])
   kept J COUNT idx...   (one line per kv head, ascending)
 """
 import sys, os, types
 import torch
-from kvpress import (SnapKVPress, TOVAPress, KeyDiffPress, LagKVPress, KnormPress, StreamingLLMPress, AdaKVPress)
+from kvpress import (SnapKVPress, TOVAPress, KeyDiffPress, LagKVPress, KnormPress, StreamingLLMPress, AdaKVPress,
+                     ExpectedAttentionPress, CriticalKVPress)
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/kvpress"
 
 
-def module(H, Hkv, d):
-    cfg = types.SimpleNamespace(num_attention_heads=H, num_key_value_heads=Hkv, head_dim=d,
+E, THETA = 24, 10000.0   # the stand-in's hidden size and RoPE base
+
+
+def module(H, Hkv, d, gen=None):
+    cfg = types.SimpleNamespace(num_attention_heads=H, num_key_value_heads=Hkv, head_dim=d, hidden_size=E,
                                 _attn_implementation="sdpa")
-    return types.SimpleNamespace(config=cfg, head_dim=d, num_key_value_groups=H // Hkv, layer_idx=0)
+    mod = types.SimpleNamespace(config=cfg, head_dim=d, num_key_value_groups=H // Hkv, layer_idx=0)
+    if gen is not None:   # the model parts ExpectedAttention and CriticalKV read
+        mod.q_proj = torch.nn.Linear(E, H * d, bias=False)
+        mod.o_proj = torch.nn.Linear(H * d, E, bias=False)
+        with torch.no_grad():
+            mod.q_proj.weight.copy_(torch.randn(H * d, E, generator=gen) * (1.5 / E ** 0.5)
+                                    + torch.randn(H * d, 1, generator=gen) * 0.3)
+            mod.o_proj.weight.copy_(torch.randn(E, H * d, generator=gen) / (H * d) ** 0.5)
+
+        def rotary_emb(x, position_ids):   # transformers' rotate_half RoPE, cos/sin in float32
+            inv = THETA ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+            f = position_ids[0].double()[:, None] * inv[None]
+            emb = torch.cat((f, f), dim=-1)
+            return emb.cos().float()[None], emb.sin().float()[None]
+        mod.rotary_emb = rotary_emb
+    return mod
 
 
 def inputs(gen, H, Hkv, n, d):
@@ -37,9 +61,8 @@ def inputs(gen, H, Hkv, n, d):
     return K, V, A
 
 
-def kept_rows(press, mod, K, V, A, n):
+def kept_rows(press, mod, K, V, A, n, hs):
     """Kept positions per kv head: ScorerPress's top n_kept, or AdaKV's complement of its mask."""
-    hs = torch.zeros(1, n, 1)
     if isinstance(press, AdaKVPress):
         press.compress(mod, hs, K, V, A, {})
         _, heads, seq = mod.masked_key_indices
@@ -68,7 +91,12 @@ CASES = [
     ("lagkv", "lagkv", "n_sink=4,lag_size=8,cross_scoring=0", lambda cr: LagKVPress(cr, n_sink=4, lag_size=8), 28, 0),
     ("adakv-snapkv", "adakv-snapkv", "window=16,kernel=5,pool=1,agg=0,alpha_safeguard=0.2",
      lambda cr: AdaKVPress(SnapKVPress(cr, window_size=16, kernel_size=5), alpha_safeguard=0.2), 32, 16),
+    # door version 4: the prefill's queries (and Wo for CriticalKV); kvpress's defaults
+    ("expected-attention", "expected-attention", "", lambda cr: ExpectedAttentionPress(cr), 24, 0),
+    ("criticalkv", "criticalkv", "",
+     lambda cr: CriticalKVPress(ExpectedAttentionPress(cr, use_vnorm=False)), 32, 0),
 ]
+MODEL_CASES = ("expected-attention", "criticalkv")
 
 os.makedirs(OUT, exist_ok=True)
 for seed, (case, name, params, make, B, win) in enumerate(CASES):
@@ -76,11 +104,18 @@ for seed, (case, name, params, make, B, win) in enumerate(CASES):
         gen = torch.Generator().manual_seed(1000 + 10 * seed + shape)
         K, V, A = inputs(gen, H, Hkv, n, d)
         press = make(1 - B / n)
-        kept = kept_rows(press, module(H, Hkv, d), K, V, A, n)
+        model = case in MODEL_CASES
+        mod = module(H, Hkv, d, gen if model else None)   # drawn after the inputs: older cases unchanged
+        hs = torch.randn(1, n, E, generator=gen) if model else torch.zeros(1, n, 1)
+        kept = kept_rows(press, mod, K, V, A, n, hs)
         w = max(win, 1)
         with open(os.path.join(OUT, "%s-%d.txt" % (case, shape)), "w") as f:
             f.write("method %s params %s n %d H %d Hkv %d d %d B %d win %d\n" % (name, params or "-", n, H, Hkv, d, B, w))
             f.write("K %s\nV %s\nP %s\n" % (fmt(K[0]), fmt(V[0]), fmt(A[0, :, n - w:, :])))
+            if model:
+                with torch.no_grad():
+                    Q = mod.q_proj(hs).view(1, n, H, d).transpose(1, 2)
+                    f.write("Q %s\nrope %.9g\nWo %d %s\n" % (fmt(Q[0]), THETA, E, fmt(mod.o_proj.weight)))
             for j, rows in enumerate(kept):
                 f.write("kept %d %d %s\n" % (j, len(rows), " ".join(map(str, rows))))
         print(case, shape, [len(r) for r in kept])

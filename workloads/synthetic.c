@@ -41,7 +41,7 @@ static uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-enum { P_STRUCT = 1, P_DIR, P_KV, P_Q, P_HEAD };
+enum { P_STRUCT = 1, P_DIR, P_KV, P_Q, P_HEAD, P_WO };
 
 /* One independent splitmix64 stream per (seed, purpose, a, b). */
 static void rng_init(rng *r, uint64_t seed, uint64_t purpose, uint64_t a, uint64_t b) {
@@ -626,4 +626,13 @@ double syn_layer_errors(const syn_workload *w, const float *out, const float *re
         mean += e;
     }
     return mean / w->cfg.n_layers;
+}
+
+/* An output projection for the methods that ask for one (kv_needs.wo): entries
+ * N(0, 1/cols), its own stream per layer, so nothing else the workload draws changes. */
+void syn_wo(const syn_workload *w, int layer, float *Wo, int rows, int cols) {
+    rng r;
+    rng_init(&r, w->cfg.seed, P_WO, (uint64_t)layer, 0);
+    double sd = 1.0 / sqrt((double)cols);
+    for (size_t i = 0; i < (size_t)rows * cols; i++) Wo[i] = (float)(rng_normal(&r) * sd);
 }

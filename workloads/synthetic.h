@@ -102,6 +102,10 @@ void syn_free(syn_workload *w);
  *   (kv_stride >= n_total * d). Deterministic in (seed, layer). */
 void syn_layer(const syn_workload *w, int layer, float *Q, float *K, float *V, size_t kv_stride);
 
+/* Wo [rows][cols] of a layer, for methods that ask for the output projection
+ * (kv_needs.wo): N(0, 1/cols) entries, deterministic in (seed, layer). */
+void syn_wo(const syn_workload *w, int layer, float *Wo, int rows, int cols);
+
 /* The needle asked at decode step s (0-based), or -1 if step s is not scored. */
 int syn_scored_needle(const syn_workload *w, int step);
 

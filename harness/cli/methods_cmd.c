@@ -74,6 +74,15 @@ static void print_method(const kv_method *m) {
                                   ? "needs the prompt's surprisal, known after the last layer: the model's "
                                     "K/V of every layer is kept for it until the forward pass ends"
                                   : "ingests each layer as the forward pass computes it (layer-streaming)");
+    /* door version 4's model members, as a 1024-token prompt of 8 heads of 64 would ask */
+    kv_setup s = {.n_layers = 1, .n_heads = 8, .n_kv_heads = 2, .head_dim = 64, .n_prompt = 1024, .budget_frac = 0.1};
+    kv_needs nd = {0};
+    m->needs(&s, &nd);
+    if (nd.queries > 0 || nd.wo)
+        printf("  reads from the model:%s%s (CPU prefill and synthetic cases; not the CUDA prefill yet)\n",
+               nd.queries > 0 ? " the prompt's pre-RoPE queries and RoPE" : "",
+               nd.wo ? (nd.queries > 0 ? " and the layer's output projection Wo" : " the layer's output projection Wo")
+                     : "");
     int any = 0;
     for (const kv_param *p = m->params; p && p->name; p++) {
         if (!any) printf("  parameters:\n");

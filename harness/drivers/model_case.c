@@ -30,17 +30,16 @@ kv_setup mc_setup(const mc_case *c, const kv_method *m, double budget) {
 }
 
 kv_needs mc_union_needs(const mc_case *c, const kv_method *const *methods, const double *budgets, int n_pairs) {
-    kv_needs all = {0, 0};
+    kv_needs all = {0};
     for (int i = 0; i < n_pairs; i++) {
         kv_setup s = mc_setup(c, methods[i], budgets[i]);
         char err[256];
         kv_state *st = methods[i]->init(&s, err, sizeof err);
         if (!st) continue;
         methods[i]->free(st);   /* only feasible pairs count */
-        kv_needs nd = {0, 0};
+        kv_needs nd = {0};
         methods[i]->needs(&s, &nd);
-        all.col_mass |= nd.col_mass;
-        if (nd.window > all.window) all.window = nd.window;
+        kv_needs_union(&all, &nd);
     }
     return all;
 }

@@ -299,6 +299,9 @@ typedef struct {
     float *col_mass;           /* [L][H][ctx] or NULL */
     float *win_probs;          /* [L][H][win][ctx] or NULL */
     int win;
+    float *Qp;                 /* [L][H][q_rows][d]: the prompt's last queries, if asked (kv_needs.queries) */
+    int q_rows;
+    float *Wo;                 /* [L][H*d][H*d], if asked (kv_needs.wo): syn_wo */
     float *ref;                /* [L][T][H][d] */
     double prefill_s;
 } case_data;
@@ -311,6 +314,8 @@ static void case_free(case_data *c) {
     free(c->Qdec);
     free(c->col_mass);
     free(c->win_probs);
+    free(c->Qp);
+    free(c->Wo);
     free(c->ref);
     syn_free(c->w);
     memset(c, 0, sizeof *c);
@@ -333,6 +338,9 @@ static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *nee
     c->ref = cl_xcalloc((size_t)c->L * c->T * hd, sizeof(float));
     if (needs->col_mass) c->col_mass = cl_xcalloc((size_t)c->L * c->H * c->ctx, sizeof(float));
     if (c->win > 0) c->win_probs = cl_xcalloc((size_t)c->L * c->H * c->win * c->ctx, sizeof(float));
+    c->q_rows = needs->queries < c->ctx ? needs->queries : c->ctx;
+    if (c->q_rows > 0) c->Qp = cl_xcalloc((size_t)c->L * hd * c->q_rows, sizeof(float));
+    if (needs->wo) c->Wo = cl_xcalloc((size_t)c->L * hd * hd, sizeof(float));
     float *Q = cl_xcalloc((size_t)c->n * hd, sizeof(float));
     float *out = cl_xcalloc((size_t)PREFILL_CHUNK * hd, sizeof(float));
     const kb_backend *be = kb_get();
@@ -341,6 +349,11 @@ static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *nee
         c->V[l] = c->K[l] + (size_t)c->Hkv * c->kv_stride;
         syn_layer(c->w, l, Q, c->K[l], c->V[l], c->kv_stride);
         memcpy(c->Qdec + (size_t)l * c->T * hd, Q + (size_t)c->ctx * hd, (size_t)c->T * hd * sizeof(float));
+        for (int h = 0; c->Qp && h < c->H; h++)   /* [token][head] -> [head][token] */
+            for (int i = 0; i < c->q_rows; i++)
+                memcpy(c->Qp + (((size_t)l * c->H + h) * c->q_rows + i) * c->d,
+                       Q + (size_t)(c->ctx - c->q_rows + i) * hd + (size_t)h * c->d, (size_t)c->d * sizeof(float));
+        if (c->Wo) syn_wo(c->w, l, c->Wo + (size_t)l * hd * hd, (int)hd, (int)hd);
         double t0 = kb_now_s();
         for (int t0q = 0; t0q < c->ctx; t0q += PREFILL_CHUNK) {
             kb_prefill_args a = {
@@ -371,6 +384,8 @@ static int case_prepare(case_data *c, const syn_config *cfg, const kv_needs *nee
             }
     return 0;
 }
+
+static const kv_rope no_rope = {0, 0, NULL, 1};
 
 /* One (method, budget) on a prepared case, filling r (the strings point into buffers). */
 typedef struct {
@@ -411,6 +426,10 @@ static void run_method(const run_opts *o, case_data *c, const kv_method *m, doub
             .col_mass = c->col_mass ? c->col_mass + (size_t)l * H * c->ctx : NULL,
             .win_probs = c->win_probs ? c->win_probs + (size_t)l * H * c->win * c->ctx : NULL,
             .win = c->win_probs ? c->win : 0, .surprisal = w->surprisal, .sent_end = w->sent_end,
+            /* door version 4; the synthetic queries and keys carry no RoPE: a rope of 0 channels */
+            .Q = c->Qp ? c->Qp + (size_t)l * H * c->q_rows * d : NULL, .q_stride = (size_t)c->q_rows * d,
+            .q_rows = c->Qp ? c->q_rows : 0, .rope = &no_rope,
+            .Wo = c->Wo ? c->Wo + (size_t)l * hd * hd : NULL, .embd = c->Wo ? (int)hd : 0,
         };
         if (m->ingest(st, &p, err, sizeof err)) {
             /* as the model driver: a method that finds at ingest that the budget cannot hold
@@ -551,7 +570,7 @@ static void case_key_of(syn_kind kind, int ctx, double depth, char *buf, size_t 
 
 /* The statistics every (method, budget) asks for at this context length. */
 static kv_needs union_needs(const run_opts *o, int ctx) {
-    kv_needs all = {0, 0};
+    kv_needs all = {0};
     for (int i = 0; i < o->n_methods; i++)
         for (int b = 0; b < o->n_budgets; b++) {
             kv_setup s = setup_of(o, o->methods[i], ctx, o->budgets[b]);
@@ -559,10 +578,9 @@ static kv_needs union_needs(const run_opts *o, int ctx) {
             kv_state *st = o->methods[i]->init(&s, err, sizeof err);
             if (!st) continue;   /* recorded as infeasible when its turn comes */
             o->methods[i]->free(st);   /* only feasible pairs count */
-            kv_needs nd = {0, 0};
+            kv_needs nd = {0};
             o->methods[i]->needs(&s, &nd);
-            all.col_mass |= nd.col_mass;
-            if (nd.window > all.window) all.window = nd.window;
+            kv_needs_union(&all, &nd);
         }
     return all;
 }
@@ -577,7 +595,7 @@ static int check_memory(const run_opts *o) {
         for (int i = 0; i < o->n_methods; i++)
             for (int b = 0; b < o->n_budgets; b++) {
                 kv_setup s = setup_of(o, o->methods[i], o->ctxs[c], o->budgets[b]);
-                kv_needs nd = {0, 0};
+                kv_needs nd = {0};
                 o->methods[i]->needs(&s, &nd);
                 if (nd.window > win) win = nd.window;
             }

@@ -239,7 +239,7 @@ static double mem_available(void) {
 
 /* The statistics every (method, budget) asks for at this context. */
 static kv_needs union_needs(const sim_opts *o, const sim_shape *sh, int ctx) {
-    kv_needs all = {0, 0};
+    kv_needs all = {0};
     for (int i = 0; i < o->n_methods; i++)
         for (int b = 0; b < o->n_budgets; b++) {
             const kv_model_config *c = &sh->cfg;
@@ -252,11 +252,10 @@ static kv_needs union_needs(const sim_opts *o, const sim_shape *sh, int ctx) {
             char err[256];
             kv_state *st = o->methods[i]->init(&s, err, sizeof err);
             if (!st) continue;
-            kv_needs nd = {0, 0};
+            kv_needs nd = {0};
             o->methods[i]->needs(&s, &nd);
             o->methods[i]->free(st);
-            all.col_mass |= nd.col_mass;
-            if (nd.window > all.window) all.window = nd.window;
+            kv_needs_union(&all, &nd);
         }
     return all;
 }
@@ -433,7 +432,7 @@ int cmd_sim(int argc, char **argv) {
                     break;
                 }
                 sim_other ot;
-                kv_needs mine = {0, 0};
+                kv_needs mine = {0};
                 {   /* the statistics it asks for, when feasible */
                     kv_setup s = {.n_layers = c->n_layer, .n_heads = c->n_head, .n_kv_heads = c->n_head_kv,
                                   .head_dim = c->head_dim, .n_prompt = ctx, .max_decode = o.decode + 1,

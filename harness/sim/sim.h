@@ -57,6 +57,9 @@ typedef struct {
     float *K, *V;              /* [Hkv][n][d] */
     float *col_mass;           /* [H][n] or NULL */
     float *win_probs;          /* [H][win][n] or NULL */
+    float *Q;                  /* [H][q_rows][d] Gaussian queries, if asked (kv_needs.queries), or NULL */
+    int q_rows;
+    float *Wo;                 /* [H*d][H*d] N(0, 1/(H d)), if asked (kv_needs.wo), or NULL */
 } sim_layer;
 
 /* Fills the stream of n tokens: blocks of the measured surprisal stream at seeded offsets

@@ -25,7 +25,7 @@ static int config_model(const char *json, char *out, size_t n) {
 }
 
 static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c, int n) {
-    kv_needs all = {0, 0};
+    kv_needs all = {0};
     sqlite3_stmt *st = kvq_case_results(s, case_id);
     if (!st) return all;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -40,11 +40,10 @@ static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c
         char err[256];
         kv_state *k = m->init(&su, err, sizeof err);
         if (!k) continue;
-        kv_needs nd = {0, 0};
+        kv_needs nd = {0};
         m->needs(&su, &nd);
         m->free(k);
-        all.col_mass |= nd.col_mass;
-        if (nd.window > all.window) all.window = nd.window;
+        kv_needs_union(&all, &nd);
     }
     sqlite3_finalize(st);
     return all;

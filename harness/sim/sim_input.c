@@ -85,6 +85,8 @@ double sim_layer_bytes(int n, int H, int Hkv, int d, const kv_needs *needs) {
     double b = 2.0 * n * Hkv * d * sizeof(float);
     if (needs && needs->col_mass) b += (double)H * n * sizeof(float);
     if (needs && needs->window > 0) b += (double)H * (needs->window < n ? needs->window : n) * n * sizeof(float);
+    if (needs && needs->queries > 0) b += (double)H * (needs->queries < n ? needs->queries : n) * d * sizeof(float);
+    if (needs && needs->wo) b += (double)H * d * H * d * sizeof(float);
     return b;
 }
 
@@ -125,6 +127,19 @@ int sim_layer_make(sim_layer *ly, const sim_stats *st, int n, int H, int Hkv, in
                 for (int t = q + 1; t < n; t++) p[t] = 0;
             }
     }
+    /* door version 4's model members, from their own streams (the draws above unchanged) */
+    if (needs && needs->queries > 0) {
+        rng rq = rng_of(seed, 2000003 + layer, 0);
+        ly->q_rows = needs->queries < n ? needs->queries : n;
+        if (!(ly->Q = malloc((size_t)H * ly->q_rows * d * sizeof(float)))) goto oom;
+        for (size_t i = 0; i < (size_t)H * ly->q_rows * d; i++) ly->Q[i] = (float)gauss(&rq);
+    }
+    if (needs && needs->wo) {
+        rng rw = rng_of(seed, 3000017 + layer, 0);
+        size_t hd = (size_t)H * d;
+        if (!(ly->Wo = malloc(hd * hd * sizeof(float)))) goto oom;
+        for (size_t i = 0; i < hd * hd; i++) ly->Wo[i] = (float)(gauss(&rw) / sqrt((double)hd));
+    }
     return 0;
 oom:
     sim_layer_free(ly);
@@ -132,7 +147,7 @@ oom:
 }
 
 void sim_layer_free(sim_layer *ly) {
-    free(ly->K), free(ly->V), free(ly->col_mass), free(ly->win_probs);
+    free(ly->K), free(ly->V), free(ly->col_mass), free(ly->win_probs), free(ly->Q), free(ly->Wo);
     memset(ly, 0, sizeof *ly);
 }
 

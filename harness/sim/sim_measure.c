@@ -93,7 +93,7 @@ int sim_measure_inputs(const char *model_path, const char *corpus, int chunks, i
         int n = tok_encode(model_tokenizer(m), text, len, 0, ids, tokens);
         free(text);
         if (n < tokens) continue;
-        kv_needs needs = {0, 0};
+        kv_needs needs = {0};
         kv_prefill_out pf;
         if (model_prefill(m, ids, tokens, &needs, &pf, err, errlen)) goto done;
         memcpy(surp + (size_t)c * tokens, pf.surprisal, (size_t)tokens * sizeof *surp);

@@ -46,6 +46,8 @@ typedef struct {
     double slow_read;
 } batch_out;
 
+static const kv_rope sim_no_rope = {0, 0, NULL, 1};
+
 /* Layers [l0, l1) through a fresh state. 0; 1 infeasible/error at ingest (r->why); -1
  * configuration refused (r->why). */
 static int run_batch(const sim_case *c, const kv_method *m, const kv_setup *s, int l0, int l1, batch_out *b,
@@ -65,7 +67,10 @@ static int run_batch(const sim_case *c, const kv_method *m, const kv_setup *s, i
         const sim_layer *ly = &c->layers[l - l0];
         kv_prefill p = {.layer = l, .n = c->ctx, .K = ly->K, .V = ly->V, .kv_stride = (size_t)c->ctx * cf->head_dim,
                         .col_mass = ly->col_mass, .win_probs = ly->win_probs, .win = ly->win,
-                        .surprisal = c->surprisal, .sent_end = c->sent_end};
+                        .surprisal = c->surprisal, .sent_end = c->sent_end,
+                        /* door version 4: random queries without RoPE (a rope of 0 channels), a random Wo */
+                        .Q = ly->Q, .q_stride = (size_t)ly->q_rows * cf->head_dim, .q_rows = ly->q_rows,
+                        .rope = ly->Q ? &sim_no_rope : NULL, .Wo = ly->Wo, .embd = ly->Wo ? (int)(cf->n_head * cf->head_dim) : 0};
         if (m->ingest(st, &p, err, sizeof err)) {
             snprintf(r->why, sizeof r->why, "ingest layer %d: %s", l, err);
             r->status = strncmp(err, "infeasible", 10) ? "error" : "infeasible";

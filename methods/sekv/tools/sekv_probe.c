@@ -352,7 +352,7 @@ int sekv_probe_main(int argc, char **argv) {
                 break;
             }
             kv_prefill_out pf;
-            kv_needs needs = {0, 0};
+            kv_needs needs = {0};
             int n_pf = qa ? n_context : n;
             if (model_prefill(m, ids, n_pf, &needs, &pf, err, sizeof err)) {
                 fprintf(stderr, "kvbench sekv-probe: %s\n", err);
