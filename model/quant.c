@@ -669,36 +669,42 @@ static inline void unpack_q8(const uint8_t *r, blk32 *u) {
 }
 
 /* Q4_0, Q4_1, Q5_0, Q5_1 (kind 4 / 5) and Q8_0 (kind 8) rows: block i feeds accumulator
- * i & 1, as in avx2_q4 / avx2_q5 / avx2_q8_0 (pairs of blocks, an odd last block to acc0). */
-static void avx2_b32_multi(const uint8_t *r, int kind, int has_min, int bytes, const float *const *x, int nx, int64_t nb,
-                           float *out, size_t ostride) {
-    __m256 acc[MULTI_GROUP][2];
-    for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+ * i & 1, as in avx2_q4 / avx2_q5 / avx2_q8_0 (pairs of blocks, an odd last block to acc0).
+ * nr (1 or 2) weight rows, row_bytes apart, at once: each activation block is loaded once
+ * for both (and its sum, which is the same expression in both rows' arithmetic). */
+static inline __attribute__((always_inline)) void avx2_b32_multi(const uint8_t *r, size_t row_bytes, int nr, int kind,
+                                                                 int has_min, int bytes, const float *const *x, int nx,
+                                                                 int64_t nb, float *out, size_t ostride) {
+    __m256 acc[2][MULTI_GROUP][2];
+    for (int k = 0; k < nr; k++)
+        for (int j = 0; j < nx; j++) acc[k][j][0] = acc[k][j][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++, r += bytes) {
-        blk32 u;
-        if (kind == 4) unpack_q4(r, has_min, &u);
-        else if (kind == 5) unpack_q5(r, has_min, &u);
-        else unpack_q8(r, &u);
-        __m256 vd = _mm256_set1_ps(u.d), vm = _mm256_set1_ps(u.m);
+        blk32 u[2];
+        __m256 vd[2], vm[2];
+        for (int k = 0; k < nr; k++) {
+            if (kind == 4) unpack_q4(r + k * row_bytes, has_min, &u[k]);
+            else if (kind == 5) unpack_q5(r + k * row_bytes, has_min, &u[k]);
+            else unpack_q8(r + k * row_bytes, &u[k]);
+            vd[k] = _mm256_set1_ps(u[k].d), vm[k] = _mm256_set1_ps(u[k].m);
+        }
         int a = (int)(b & 1);
         for (int j = 0; j < nx; j++) {
             const float *xj = x[j] + 32 * b;
             __m256 x0 = _mm256_loadu_ps(xj), x1 = _mm256_loadu_ps(xj + 8), x2 = _mm256_loadu_ps(xj + 16),
                    x3 = _mm256_loadu_ps(xj + 24);
-            __m256 s = _mm256_mul_ps(u.c[0], x0);
-            s = _mm256_fmadd_ps(u.c[1], x1, s);
-            s = _mm256_fmadd_ps(u.c[2], x2, s);
-            s = _mm256_fmadd_ps(u.c[3], x3, s);
-            __m256 blk;
-            if (kind == 8) blk = _mm256_mul_ps(vd, s);
-            else {
-                __m256 sx = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
-                blk = _mm256_fmadd_ps(vd, s, _mm256_mul_ps(vm, sx));
+            __m256 sx = kind == 8 ? x0 : _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+            for (int k = 0; k < nr; k++) {
+                __m256 s = _mm256_mul_ps(u[k].c[0], x0);
+                s = _mm256_fmadd_ps(u[k].c[1], x1, s);
+                s = _mm256_fmadd_ps(u[k].c[2], x2, s);
+                s = _mm256_fmadd_ps(u[k].c[3], x3, s);
+                __m256 blk = kind == 8 ? _mm256_mul_ps(vd[k], s) : _mm256_fmadd_ps(vd[k], s, _mm256_mul_ps(vm[k], sx));
+                acc[k][j][a] = _mm256_add_ps(acc[k][j][a], blk);
             }
-            acc[j][a] = _mm256_add_ps(acc[j][a], blk);
         }
     }
-    for (int j = 0; j < nx; j++) out[j * ostride] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+    for (int k = 0; k < nr; k++)
+        for (int j = 0; j < nx; j++) out[j * ostride + k] = hsum8(_mm256_add_ps(acc[k][j][0], acc[k][j][1]));
 }
 
 /* Q4_K as avx2_q4_k: per chunk c of 64, the low and high nibbles' f32 codes unpacked once. */
@@ -832,20 +838,26 @@ static void avx2_q6_k_multi(const uint8_t *r, const float *const *x, int nx, int
     for (int j = 0; j < nx; j++) out[j * ostride] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 
-/* One weight row against nx <= MULTI_GROUP activation rows; 0 when the type has no
+/* Weight rows from r (nr of them when the type's kernel takes two at once, else one)
+ * against nx <= MULTI_GROUP activation rows; returns the rows done, 0 when the type has no
  * multi-row kernel. */
-static int avx2_row_multi(int type, const uint8_t *r, const float *const *x, int nx, int64_t n, float *out, size_t ostride) {
+static int avx2_row_multi(int type, const uint8_t *r, size_t row_bytes, int nr, const float *const *x, int nx, int64_t n,
+                          float *out, size_t ostride) {
+#define B32(kind, has_min, bytes)                                                                              \
+    (nr == 2 ? (avx2_b32_multi(r, row_bytes, 2, kind, has_min, bytes, x, nx, n / 32, out, ostride), 2)         \
+             : (avx2_b32_multi(r, row_bytes, 1, kind, has_min, bytes, x, nx, n / 32, out, ostride), 1))
     switch (type) {
-    case GGML_Q4_0: avx2_b32_multi(r, 4, 0, 18, x, nx, n / 32, out, ostride); return 1;
-    case GGML_Q4_1: avx2_b32_multi(r, 4, 1, 20, x, nx, n / 32, out, ostride); return 1;
-    case GGML_Q5_0: avx2_b32_multi(r, 5, 0, 22, x, nx, n / 32, out, ostride); return 1;
-    case GGML_Q5_1: avx2_b32_multi(r, 5, 1, 24, x, nx, n / 32, out, ostride); return 1;
-    case GGML_Q8_0: avx2_b32_multi(r, 8, 0, 34, x, nx, n / 32, out, ostride); return 1;
+    case GGML_Q4_0: return B32(4, 0, 18);
+    case GGML_Q4_1: return B32(4, 1, 20);
+    case GGML_Q5_0: return B32(5, 0, 22);
+    case GGML_Q5_1: return B32(5, 1, 24);
+    case GGML_Q8_0: return B32(8, 0, 34);
     case GGML_Q4_K: avx2_q4_k_multi(r, x, nx, n / 256, out, ostride); return 1;
     case GGML_Q5_K: avx2_q5_k_multi(r, x, nx, n / 256, out, ostride); return 1;
     case GGML_Q6_K: avx2_q6_k_multi(r, x, nx, n / 256, out, ostride); return 1;
     default: return 0;
     }
+#undef B32
 }
 #endif
 
@@ -862,13 +874,18 @@ void quant_dot_multi(int type, const void *w, size_t row_bytes, int n_rows, cons
     int g = multi_group(n);
     for (int j0 = 0; j0 < nx; j0 += g) {
         int gn = nx - j0 < g ? nx - j0 : g;
-        for (int i = 0; i < n_rows; i++) {
+        for (int i = 0; i < n_rows;) {
             const uint8_t *r = rows + (size_t)i * row_bytes;
             float *out = y + (size_t)j0 * ystride + i;
 #ifdef QUANT_AVX2
-            if (avx2_row_multi(type, r, x + j0, gn, n, out, ystride)) continue;
+            int done = avx2_row_multi(type, r, row_bytes, n_rows - i >= 2 ? 2 : 1, x + j0, gn, n, out, ystride);
+            if (done) {
+                i += done;
+                continue;
+            }
 #endif
             for (int j = 0; j < gn; j++) out[(size_t)j * ystride] = quant_dot(type, r, x[j0 + j], n);
+            i++;
         }
     }
 }

@@ -536,40 +536,49 @@ void quant_matvec_q8(int type, const void *w, size_t row_bytes, int n_rows, cons
 #define Q8_MULTI_GROUP 16
 #ifdef Q8_AVX2
 /* Q4_0/Q4_1 (kind 4), Q5_0/Q5_1 (kind 5), Q8_0 (kind 8) as avx2_q4_row / avx2_q5_row /
- * avx2_q8_0_row: block i feeds accumulator (and offset sum) i & 1. */
-static void avx2_b32_multi(const uint8_t *r, int kind, int has_min, int bytes, const q8_block *const *x, int nx,
-                           int64_t nb, float *out, size_t ostride) {
-    __m256 acc[Q8_MULTI_GROUP][2];
-    float sm[Q8_MULTI_GROUP][2];
-    for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps(), sm[j][0] = sm[j][1] = 0;
+ * avx2_q8_0_row: block i feeds accumulator (and offset sum) i & 1. nr (1 or 2) weight
+ * rows, row_bytes apart, at once: each activation block is loaded once for both. */
+static inline __attribute__((always_inline)) void avx2_b32_multi(const uint8_t *r, size_t row_bytes, int nr, int kind,
+                                                                 int has_min, int bytes, const q8_block *const *x,
+                                                                 int nx, int64_t nb, float *out, size_t ostride) {
+    __m256 acc[2][Q8_MULTI_GROUP][2];
+    float sm[2][Q8_MULTI_GROUP][2];
+    for (int k = 0; k < nr; k++)
+        for (int j = 0; j < nx; j++) acc[k][j][0] = acc[k][j][1] = _mm256_setzero_ps(), sm[k][j][0] = sm[k][j][1] = 0;
     for (int64_t b = 0; b < nb; b++, r += bytes) {
-        float dw = f16_fast(r), m = 0;
-        __m256i w;
-        if (kind == 8) w = _mm256_loadu_si256((const __m256i *)(r + 2));
-        else if (kind == 4) {
-            m = has_min ? f16_fast(r + 2) : -8.0f * dw;
-            w = nibbles32(r + (has_min ? 4 : 2));
-        } else {
-            m = has_min ? f16_fast(r + 2) : -16.0f * dw;
-            uint32_t qh;
-            memcpy(&qh, r + (has_min ? 4 : 2), 4);
-            w = _mm256_or_si256(nibbles32(r + (has_min ? 8 : 6)), bits_x16(qh));
+        float dw[2], m[2] = {0, 0};
+        __m256i w[2], wabs[2];
+        for (int k = 0; k < nr; k++) {
+            const uint8_t *rk = r + k * row_bytes;
+            dw[k] = f16_fast(rk);
+            if (kind == 8) w[k] = _mm256_loadu_si256((const __m256i *)(rk + 2));
+            else if (kind == 4) {
+                m[k] = has_min ? f16_fast(rk + 2) : -8.0f * dw[k];
+                w[k] = nibbles32(rk + (has_min ? 4 : 2));
+            } else {
+                m[k] = has_min ? f16_fast(rk + 2) : -16.0f * dw[k];
+                uint32_t qh;
+                memcpy(&qh, rk + (has_min ? 4 : 2), 4);
+                w[k] = _mm256_or_si256(nibbles32(rk + (has_min ? 8 : 6)), bits_x16(qh));
+            }
+            wabs[k] = kind == 8 ? _mm256_sign_epi8(w[k], w[k]) : w[k];
         }
-        __m256i wabs = kind == 8 ? _mm256_sign_epi8(w, w) : w;
         int a = (int)(b & 1);
         for (int j = 0; j < nx; j++) {
             const q8_block *xb = x[j] + b;
             __m256i xq = _mm256_loadu_si256((const __m256i *)xb->q);
-            if (kind == 8) xq = _mm256_sign_epi8(xq, w);
-            else sm[j][a] += m * xb->s;
-            __m256i p = dot_u8s8(wabs, xq);
-            acc[j][a] = _mm256_add_ps(acc[j][a], _mm256_mul_ps(_mm256_set1_ps(dw * xb->d), _mm256_cvtepi32_ps(p)));
+            for (int k = 0; k < nr; k++) {
+                if (kind != 8) sm[k][j][a] += m[k] * xb->s;
+                __m256i p = dot_u8s8(wabs[k], kind == 8 ? _mm256_sign_epi8(xq, w[k]) : xq);
+                acc[k][j][a] = _mm256_add_ps(acc[k][j][a], _mm256_mul_ps(_mm256_set1_ps(dw[k] * xb->d), _mm256_cvtepi32_ps(p)));
+            }
         }
     }
-    for (int j = 0; j < nx; j++) {
-        float v = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
-        out[j * ostride] = kind == 8 ? v : v + (sm[j][0] + sm[j][1]);
-    }
+    for (int k = 0; k < nr; k++)
+        for (int j = 0; j < nx; j++) {
+            float v = hsum8(_mm256_add_ps(acc[k][j][0], acc[k][j][1]));
+            out[j * ostride + k] = kind == 8 ? v : v + (sm[k][j][0] + sm[k][j][1]);
+        }
 }
 
 /* Q4_K / Q5_K as avx2_q45k_row. */
@@ -654,24 +663,30 @@ static void avx2_q6k_multi(const uint8_t *r, const q8k_block *const *x, int nx, 
     for (int j = 0; j < nx; j++) out[j * ostride] = hsum8(acc[j]) - offs[j];
 }
 
-/* One weight row against nx <= Q8_MULTI_GROUP activation rows; 0 when the type has no
- * multi-row kernel in this build (the AVX-512 rows of Q4_0, Q4_1, Q8_0 go one by one). */
-static int avx2_row_multi(int type, const uint8_t *r, const void *const *xv, int nx, int64_t n, float *out, size_t ostride) {
+/* Weight rows from r (nr of them when the type's kernel takes two at once, else one)
+ * against nx <= Q8_MULTI_GROUP activation rows; returns the rows done, 0 when the type has
+ * no multi-row kernel in this build (the AVX-512 rows of Q4_0, Q4_1, Q8_0 go one by one). */
+static int avx2_row_multi(int type, const uint8_t *r, size_t row_bytes, int nr, const void *const *xv, int nx, int64_t n,
+                          float *out, size_t ostride) {
     const q8_block *const *x = (const q8_block *const *)xv;
     const q8k_block *const *xk = (const q8k_block *const *)xv;
+#define B32(kind, has_min, bytes)                                                                              \
+    (nr == 2 ? (avx2_b32_multi(r, row_bytes, 2, kind, has_min, bytes, x, nx, n / 32, out, ostride), 2)         \
+             : (avx2_b32_multi(r, row_bytes, 1, kind, has_min, bytes, x, nx, n / 32, out, ostride), 1))
     switch (type) {
 #ifndef Q8_AVX512
-    case GGML_Q4_0: avx2_b32_multi(r, 4, 0, 18, x, nx, n / 32, out, ostride); return 1;
-    case GGML_Q4_1: avx2_b32_multi(r, 4, 1, 20, x, nx, n / 32, out, ostride); return 1;
-    case GGML_Q8_0: avx2_b32_multi(r, 8, 0, 34, x, nx, n / 32, out, ostride); return 1;
+    case GGML_Q4_0: return B32(4, 0, 18);
+    case GGML_Q4_1: return B32(4, 1, 20);
+    case GGML_Q8_0: return B32(8, 0, 34);
 #endif
-    case GGML_Q5_0: avx2_b32_multi(r, 5, 0, 22, x, nx, n / 32, out, ostride); return 1;
-    case GGML_Q5_1: avx2_b32_multi(r, 5, 1, 24, x, nx, n / 32, out, ostride); return 1;
+    case GGML_Q5_0: return B32(5, 0, 22);
+    case GGML_Q5_1: return B32(5, 1, 24);
     case GGML_Q4_K: avx2_q45k_multi(r, xk, nx, n / 256, 0, out, ostride); return 1;
     case GGML_Q5_K: avx2_q45k_multi(r, xk, nx, n / 256, 1, out, ostride); return 1;
     case GGML_Q6_K: avx2_q6k_multi(r, xk, nx, n / 256, out, ostride); return 1;
     default: return 0;
     }
+#undef B32
 }
 #endif
 
@@ -687,13 +702,18 @@ void quant_matvec_q8_multi(int type, const void *w, size_t row_bytes, int n_rows
     int g = q8_multi_group(n);
     for (int j0 = 0; j0 < nx; j0 += g) {
         int gn = nx - j0 < g ? nx - j0 : g;
-        for (int i = 0; i < n_rows; i++) {
+        for (int i = 0; i < n_rows;) {
             const uint8_t *r = rows + (size_t)i * row_bytes;
             float *out = y + (size_t)j0 * ystride + i;
 #ifdef Q8_AVX2
-            if (avx2_row_multi(type, r, x + j0, gn, n, out, ystride)) continue;
+            int done = avx2_row_multi(type, r, row_bytes, n_rows - i >= 2 ? 2 : 1, x + j0, gn, n, out, ystride);
+            if (done) {
+                i += done;
+                continue;
+            }
 #endif
             for (int j = 0; j < gn; j++) quant_matvec_q8(type, r, row_bytes, 1, x[j0 + j], n, out + (size_t)j * ystride);
+            i++;
         }
     }
 }
