@@ -110,11 +110,42 @@ void matvec_glu(const matvec_job gate_up[2]) {
 /* ---- several rows of activations at once (batched decode) ----
  * jobs[b * n_jobs + j]: batch row b's job j; every b has the same weights. The tasks split
  * the output rows exactly as matvec_many does for one row (the split depends on the
- * weights only), and within a task the weight rows go 64 at a time (the chunks
- * matvec_rows takes from the task's first row): each chunk is read from memory once and
- * used by every batch row while it is in cache. Each batch row's values come from the
- * same matvec_rows calls on the same rows as in matvec_many, so they are bit-identical
- * to a single-row call, whatever the batch. */
+ * weights only), and within a task the weight rows go 64 at a time. Each chunk of 64
+ * rows goes through a multi-row kernel (quant_dot_multi, quant_matvec_q8_multi) that
+ * unpacks each weight block once and multiplies it with every batch row's activations;
+ * those kernels give each row the single-row kernel's value bit for bit, and the bias and
+ * the residual add are matvec_rows's, so every batch row's result is bit-identical to a
+ * single-row call, whatever the batch. */
+#define BATCH_SLICE 32   /* batch rows per multi-row call (their outputs on the stack) */
+
+/* Rows [r, e) (at most 64) of the jobs jobs[b * stride], b < nb. */
+static void rows_multi(const matvec_job *jobs, int stride, int nb, long r, long e) {
+    const weight *w = jobs[0].w;
+    int type = w->t->type, n = (int)(e - r), q8 = jobs[0].xq && quant_q8_supported(type);
+    for (int b = 1; b < nb; b++)
+        if ((jobs[(size_t)b * stride].xq != NULL) != (jobs[0].xq != NULL)) {   /* mixed modes: one at a time */
+            for (int k = 0; k < nb; k++) matvec_rows(&jobs[(size_t)k * stride], r, e);
+            return;
+        }
+    const uint8_t *row = (const uint8_t *)w->t->data + (size_t)r * w->row_bytes;
+    float buf[BATCH_SLICE * 64];
+    const float *xf[BATCH_SLICE];
+    const void *xq[BATCH_SLICE];
+    for (int b0 = 0; b0 < nb; b0 += BATCH_SLICE) {
+        int bn = nb - b0 < BATCH_SLICE ? nb - b0 : BATCH_SLICE;
+        for (int k = 0; k < bn; k++) xf[k] = jobs[(size_t)(b0 + k) * stride].x, xq[k] = jobs[(size_t)(b0 + k) * stride].xq;
+        if (q8) quant_matvec_q8_multi(type, row, w->row_bytes, n, xq, bn, w->cols, buf, 64);
+        else quant_dot_multi(type, row, w->row_bytes, n, xf, bn, w->cols, buf, 64);
+        for (int k = 0; k < bn; k++) {
+            const matvec_job *jb = &jobs[(size_t)(b0 + k) * stride];
+            for (int i = 0; i < n; i++) {
+                float v = buf[k * 64 + i] + (jb->bias ? jb->bias[r + i] : 0.0f);
+                jb->y[r + i] = jb->add ? jb->y[r + i] + v : v;
+            }
+        }
+    }
+}
+
 typedef struct {
     const matvec_job *jobs;
     int n_jobs, n_tasks, nb;
@@ -124,7 +155,7 @@ typedef struct {
 static void rows_chunked(const matvec_job *jobs, int stride, int nb, long r0, long r1) {
     for (long r = r0; r < r1; r += 64) {
         long e = r1 - r < 64 ? r1 : r + 64;
-        for (int b = 0; b < nb; b++) matvec_rows(&jobs[(size_t)b * stride], r, e);
+        rows_multi(jobs, stride, nb, r, e);
     }
 }
 
@@ -155,12 +186,9 @@ static void glu_batch_task(void *vctx, int task) {
     long lo = c->total * task / c->n_tasks, hi = c->total * (task + 1) / c->n_tasks;
     for (long r = lo; r < hi; r += 64) {
         long e = hi - r < 64 ? hi : r + 64;
-        for (int b = 0; b < c->nb; b++) {
-            const matvec_job *gu = c->jobs + (size_t)b * 2;
-            matvec_rows(&gu[0], r, e);
-            matvec_rows(&gu[1], r, e);
-            silu_mul(gu[0].y + r, gu[1].y + r, (int)(e - r));
-        }
+        rows_multi(c->jobs, 2, c->nb, r, e);       /* gate */
+        rows_multi(c->jobs + 1, 2, c->nb, r, e);   /* up */
+        for (int b = 0; b < c->nb; b++) silu_mul(c->jobs[(size_t)b * 2].y + r, c->jobs[(size_t)b * 2 + 1].y + r, (int)(e - r));
     }
 }
 

@@ -617,3 +617,275 @@ float quant_dot(int type, const void *row, const float *x, int64_t n) {
 #endif
     return quant_dot_generic(type, row, x, n);
 }
+
+/* ---- several activation rows at once (batched decode) ----
+ * quant_dot_multi: each weight block is unpacked once (its codes to f32 lanes, its
+ * scales to broadcasts) and then multiplied with every activation row of a group, each
+ * row with its own accumulators. Per row the arithmetic is the single-row kernel's above,
+ * op for op and in the same order (the same per-block chains, the same two accumulators
+ * fed by the same blocks, the same final sums), so every value is bit-identical to
+ * quant_dot on that row. */
+#define MULTI_GROUP 16   /* activation rows per pass over a weight row (accumulators on the stack) */
+#ifdef QUANT_AVX2
+/* One block of 32 as four f32 code vectors in element order, and its d and m (Q8_0: m unused). */
+typedef struct { __m256 c[4]; float d, m; } blk32;
+
+static inline void unpack_q4(const uint8_t *r, int has_min, blk32 *u) {
+    const __m256i low4 = _mm256_set1_epi32(15);
+    u->d = _cvtsh_ss(rd16(r));
+    u->m = has_min ? _cvtsh_ss(rd16(r + 2)) : -8.0f * u->d;
+    const uint8_t *qs = r + (has_min ? 4 : 2);
+    __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+    __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8)));
+    u->c[0] = _mm256_cvtepi32_ps(_mm256_and_si256(a, low4));
+    u->c[1] = _mm256_cvtepi32_ps(_mm256_and_si256(b, low4));
+    u->c[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4));
+    u->c[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+}
+
+static inline void unpack_q5(const uint8_t *r, int has_min, blk32 *u) {
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    u->d = _cvtsh_ss(rd16(r));
+    u->m = has_min ? _cvtsh_ss(rd16(r + 2)) : -16.0f * u->d;
+    uint32_t h;
+    memcpy(&h, r + (has_min ? 4 : 2), 4);
+    __m128i raw = _mm_loadu_si128((const __m128i *)(r + (has_min ? 8 : 6)));
+    __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(15));
+    __m256i hv = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                                                                  0x0101010101010101LL, 0));
+    __m256i codes = _mm256_or_si256(nib, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
+                                                          _mm256_set1_epi8(16)));
+    __m128i c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
+    u->c[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c0));
+    u->c[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c0, 8)));
+    u->c[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c1));
+    u->c[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c1, 8)));
+}
+
+static inline void unpack_q8(const uint8_t *r, blk32 *u) {
+    u->d = _cvtsh_ss(rd16(r));
+    u->m = 0;
+    for (int k = 0; k < 4; k++) u->c[k] = i8x8_ps(_mm_loadl_epi64((const __m128i *)(r + 2 + 8 * k)));
+}
+
+/* Q4_0, Q4_1, Q5_0, Q5_1 (kind 4 / 5) and Q8_0 (kind 8) rows: block i feeds accumulator
+ * i & 1, as in avx2_q4 / avx2_q5 / avx2_q8_0 (pairs of blocks, an odd last block to acc0).
+ * nr (1 or 2) weight rows, row_bytes apart, at once: each activation block is loaded once
+ * for both (and its sum, which is the same expression in both rows' arithmetic). */
+static inline __attribute__((always_inline)) void avx2_b32_multi(const uint8_t *r, size_t row_bytes, int nr, int kind,
+                                                                 int has_min, int bytes, const float *const *x, int nx,
+                                                                 int64_t nb, float *out, size_t ostride) {
+    __m256 acc[2][MULTI_GROUP][2];
+    for (int k = 0; k < nr; k++)
+        for (int j = 0; j < nx; j++) acc[k][j][0] = acc[k][j][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, r += bytes) {
+        blk32 u[2];
+        __m256 vd[2], vm[2];
+        for (int k = 0; k < nr; k++) {
+            if (kind == 4) unpack_q4(r + k * row_bytes, has_min, &u[k]);
+            else if (kind == 5) unpack_q5(r + k * row_bytes, has_min, &u[k]);
+            else unpack_q8(r + k * row_bytes, &u[k]);
+            vd[k] = _mm256_set1_ps(u[k].d), vm[k] = _mm256_set1_ps(u[k].m);
+        }
+        int a = (int)(b & 1);
+        for (int j = 0; j < nx; j++) {
+            const float *xj = x[j] + 32 * b;
+            __m256 x0 = _mm256_loadu_ps(xj), x1 = _mm256_loadu_ps(xj + 8), x2 = _mm256_loadu_ps(xj + 16),
+                   x3 = _mm256_loadu_ps(xj + 24);
+            __m256 sx = kind == 8 ? x0 : _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+            for (int k = 0; k < nr; k++) {
+                __m256 s = _mm256_mul_ps(u[k].c[0], x0);
+                s = _mm256_fmadd_ps(u[k].c[1], x1, s);
+                s = _mm256_fmadd_ps(u[k].c[2], x2, s);
+                s = _mm256_fmadd_ps(u[k].c[3], x3, s);
+                __m256 blk = kind == 8 ? _mm256_mul_ps(vd[k], s) : _mm256_fmadd_ps(vd[k], s, _mm256_mul_ps(vm[k], sx));
+                acc[k][j][a] = _mm256_add_ps(acc[k][j][a], blk);
+            }
+        }
+    }
+    for (int k = 0; k < nr; k++)
+        for (int j = 0; j < nx; j++) out[j * ostride + k] = hsum8(_mm256_add_ps(acc[k][j][0], acc[k][j][1]));
+}
+
+/* Q4_K as avx2_q4_k: per chunk c of 64, the low and high nibbles' f32 codes unpacked once. */
+static void avx2_q4_k_multi(const uint8_t *r, const float *const *x, int nx, int64_t nb, float *out, size_t ostride) {
+    const __m256i low4 = _mm256_set1_epi32(15);
+    __m256 acc[MULTI_GROUP][2];
+    for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, r += 144) {
+        float d = _cvtsh_ss(rd16(r)), dmin = _cvtsh_ss(rd16(r + 2));
+        const uint8_t *qs = r + 16;
+        for (int c = 0; c < 4; c++) {
+            int sc0, mn0, sc1, mn1;
+            kscale(r + 4, 2 * c, &sc0, &mn0);
+            kscale(r + 4, 2 * c + 1, &sc1, &mn1);
+            __m256 lo[4], hi[4];
+            for (int g = 0; g < 4; g++) {
+                __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 32 * c + 8 * g)));
+                lo[g] = _mm256_cvtepi32_ps(_mm256_and_si256(q, low4));
+                hi[g] = _mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4));
+            }
+            __m256 a0 = _mm256_set1_ps(d * (float)sc0), a1 = _mm256_set1_ps(d * (float)sc1);
+            __m256 m0 = _mm256_set1_ps(dmin * (float)mn0), m1 = _mm256_set1_ps(dmin * (float)mn1);
+            for (int j = 0; j < nx; j++) {
+                const float *x0 = x[j] + 256 * b + 64 * c, *x1 = x0 + 32;
+                __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();
+                for (int g = 0; g < 4; g++) {
+                    __m256 xa = _mm256_loadu_ps(x0 + 8 * g), xb = _mm256_loadu_ps(x1 + 8 * g);
+                    s0 = _mm256_fmadd_ps(lo[g], xa, s0);
+                    s1 = _mm256_fmadd_ps(hi[g], xb, s1);
+                    t0 = _mm256_add_ps(t0, xa);
+                    t1 = _mm256_add_ps(t1, xb);
+                }
+                acc[j][0] = _mm256_fmadd_ps(a0, s0, acc[j][0]);
+                acc[j][1] = _mm256_fmadd_ps(a1, s1, acc[j][1]);
+                acc[j][0] = _mm256_fnmadd_ps(m0, t0, acc[j][0]);
+                acc[j][1] = _mm256_fnmadd_ps(m1, t1, acc[j][1]);
+            }
+        }
+    }
+    for (int j = 0; j < nx; j++) out[j * ostride] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+}
+
+/* Q5_K as avx2_q5_k: per chunk c, the 64 codes built as bytes and widened once. */
+static void avx2_q5_k_multi(const uint8_t *r, const float *const *x, int nx, int64_t nb, float *out, size_t ostride) {
+    const __m256i low4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(16);
+    __m256 acc[MULTI_GROUP][2];
+    for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, r += 176) {
+        float d = _cvtsh_ss(rd16(r)), dmin = _cvtsh_ss(rd16(r + 2));
+        const uint8_t *qs = r + 48;
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(r + 16));
+        for (int c = 0; c < 4; c++) {
+            int sc0, mn0, sc1, mn1;
+            kscale(r + 4, 2 * c, &sc0, &mn0);
+            kscale(r + 4, 2 * c + 1, &sc1, &mn1);
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), bit4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
+            qh = _mm256_srli_epi16(qh, 2);
+            __m256 cl[4], ch[4];
+            __m128i l0 = _mm256_castsi256_si128(lo), l1 = _mm256_extracti128_si256(lo, 1);
+            __m128i h0 = _mm256_castsi256_si128(hi), h1 = _mm256_extracti128_si256(hi, 1);
+            cl[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(l0));
+            cl[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(l0, 8)));
+            cl[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(l1));
+            cl[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(l1, 8)));
+            ch[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h0));
+            ch[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(h0, 8)));
+            ch[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h1));
+            ch[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(h1, 8)));
+            __m256 a0 = _mm256_set1_ps(d * (float)sc0), a1 = _mm256_set1_ps(d * (float)sc1);
+            __m256 m0 = _mm256_set1_ps(dmin * (float)mn0), m1 = _mm256_set1_ps(dmin * (float)mn1);
+            for (int j = 0; j < nx; j++) {
+                const float *xa = x[j] + 256 * b + 64 * c, *xb = xa + 32;
+                __m256 p0 = _mm256_loadu_ps(xa), p1 = _mm256_loadu_ps(xa + 8), p2 = _mm256_loadu_ps(xa + 16), p3 = _mm256_loadu_ps(xa + 24);
+                __m256 s0 = _mm256_mul_ps(cl[0], p0);
+                s0 = _mm256_fmadd_ps(cl[1], p1, s0);
+                s0 = _mm256_fmadd_ps(cl[2], p2, s0);
+                s0 = _mm256_fmadd_ps(cl[3], p3, s0);
+                __m256 t0 = _mm256_add_ps(_mm256_add_ps(p0, p1), _mm256_add_ps(p2, p3));
+                __m256 q0 = _mm256_loadu_ps(xb), q1 = _mm256_loadu_ps(xb + 8), q2 = _mm256_loadu_ps(xb + 16), q3 = _mm256_loadu_ps(xb + 24);
+                __m256 s1 = _mm256_mul_ps(ch[0], q0);
+                s1 = _mm256_fmadd_ps(ch[1], q1, s1);
+                s1 = _mm256_fmadd_ps(ch[2], q2, s1);
+                s1 = _mm256_fmadd_ps(ch[3], q3, s1);
+                __m256 t1 = _mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3));
+                acc[j][0] = _mm256_fmadd_ps(a0, s0, acc[j][0]);
+                acc[j][1] = _mm256_fmadd_ps(a1, s1, acc[j][1]);
+                acc[j][0] = _mm256_fnmadd_ps(m0, t0, acc[j][0]);
+                acc[j][1] = _mm256_fnmadd_ps(m1, t1, acc[j][1]);
+            }
+        }
+    }
+    for (int j = 0; j < nx; j++) out[j * ostride] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+}
+
+/* Q6_K as avx2_q6_k: per (h, k), the 32 codes (minus 32) as four f32 vectors. */
+static void avx2_q6_k_multi(const uint8_t *r, const float *const *x, int nx, int64_t nb, float *out, size_t ostride) {
+    const __m256i low4 = _mm256_set1_epi32(15), three = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
+    __m256 acc[MULTI_GROUP][2];
+    for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, r += 210) {
+        float d = _cvtsh_ss(rd16(r + 208));
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = r + 64 * h, *qh = r + 128 + 32 * h;
+            const int8_t *sc = (const int8_t *)(r + 192 + 8 * h);
+            for (int k = 0; k < 4; k++) {
+                const uint8_t *L = ql + 32 * (k & 1);
+                __m256 cv[4];   /* [2g + e]: elements 16g + 8e .. +7 */
+                for (int l = 0; l < 32; l += 8) {
+                    __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(L + l)));
+                    q = k < 2 ? _mm256_and_si256(q, low4) : _mm256_srli_epi32(q, 4);
+                    __m256i hb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                    hb = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 2 * k), three), 4);
+                    cv[l / 8] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(q, hb), off));
+                }
+                __m256 c0 = _mm256_set1_ps(d * (float)sc[2 * k]), c1 = _mm256_set1_ps(d * (float)sc[1 + 2 * k]);
+                for (int j = 0; j < nx; j++) {
+                    const float *xk = x[j] + 256 * b + 128 * h + 32 * k;
+                    __m256 s = _mm256_fmadd_ps(cv[0], _mm256_loadu_ps(xk), _mm256_setzero_ps());
+                    s = _mm256_fmadd_ps(cv[1], _mm256_loadu_ps(xk + 8), s);
+                    acc[j][0] = _mm256_fmadd_ps(c0, s, acc[j][0]);
+                    __m256 t = _mm256_fmadd_ps(cv[2], _mm256_loadu_ps(xk + 16), _mm256_setzero_ps());
+                    t = _mm256_fmadd_ps(cv[3], _mm256_loadu_ps(xk + 24), t);
+                    acc[j][1] = _mm256_fmadd_ps(c1, t, acc[j][1]);
+                }
+            }
+        }
+    }
+    for (int j = 0; j < nx; j++) out[j * ostride] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+}
+
+/* Weight rows from r (nr of them when the type's kernel takes two at once, else one)
+ * against nx <= MULTI_GROUP activation rows; returns the rows done, 0 when the type has no
+ * multi-row kernel. */
+static int avx2_row_multi(int type, const uint8_t *r, size_t row_bytes, int nr, const float *const *x, int nx, int64_t n,
+                          float *out, size_t ostride) {
+#define B32(kind, has_min, bytes)                                                                              \
+    (nr == 2 ? (avx2_b32_multi(r, row_bytes, 2, kind, has_min, bytes, x, nx, n / 32, out, ostride), 2)         \
+             : (avx2_b32_multi(r, row_bytes, 1, kind, has_min, bytes, x, nx, n / 32, out, ostride), 1))
+    switch (type) {
+    case GGML_Q4_0: return B32(4, 0, 18);
+    case GGML_Q4_1: return B32(4, 1, 20);
+    case GGML_Q5_0: return B32(5, 0, 22);
+    case GGML_Q5_1: return B32(5, 1, 24);
+    case GGML_Q8_0: return B32(8, 0, 34);
+    case GGML_Q4_K: avx2_q4_k_multi(r, x, nx, n / 256, out, ostride); return 1;
+    case GGML_Q5_K: avx2_q5_k_multi(r, x, nx, n / 256, out, ostride); return 1;
+    case GGML_Q6_K: avx2_q6_k_multi(r, x, nx, n / 256, out, ostride); return 1;
+    default: return 0;
+    }
+#undef B32
+}
+#endif
+
+/* Activation rows per group: as many as keep the group's rows (n floats each) within
+ * about 64 KB, so they stay in cache while a weight row meets each of them. */
+static int multi_group(int64_t n) {
+    int64_t g = 65536 / (n * (int64_t)sizeof(float) + 1);
+    return g < 4 ? 4 : g > MULTI_GROUP ? MULTI_GROUP : (int)g;
+}
+
+void quant_dot_multi(int type, const void *w, size_t row_bytes, int n_rows, const float *const *x, int nx, int64_t n,
+                     float *y, size_t ystride) {
+    const uint8_t *rows = w;
+    int g = multi_group(n);
+    for (int j0 = 0; j0 < nx; j0 += g) {
+        int gn = nx - j0 < g ? nx - j0 : g;
+        for (int i = 0; i < n_rows;) {
+            const uint8_t *r = rows + (size_t)i * row_bytes;
+            float *out = y + (size_t)j0 * ystride + i;
+#ifdef QUANT_AVX2
+            int done = avx2_row_multi(type, r, row_bytes, n_rows - i >= 2 ? 2 : 1, x + j0, gn, n, out, ystride);
+            if (done) {
+                i += done;
+                continue;
+            }
+#endif
+            for (int j = 0; j < gn; j++) out[(size_t)j * ystride] = quant_dot(type, r, x[j0 + j], n);
+            i++;
+        }
+    }
+}

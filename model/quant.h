@@ -23,5 +23,11 @@ void dequant_row(int type, const void *src, float *dst, int64_t n);
 float quant_dot(int type, const void *row, const float *x, int64_t n);
 /* The portable (no intrinsics) path of quant_dot, always built; tests compare both. */
 float quant_dot_generic(int type, const void *row, const float *x, int64_t n);
+/* Several activation rows against the same weight rows: y[j * ystride + i] =
+ * quant_dot(type, row i, x[j], n) for i < n_rows, j < nx, bit for bit (each row's
+ * arithmetic is quant_dot's, in the same order), rows row_bytes apart from w. Each weight
+ * block is unpacked once for a group of x rows (batched decode). */
+void quant_dot_multi(int type, const void *w, size_t row_bytes, int n_rows, const float *const *x, int nx, int64_t n,
+                     float *y, size_t ystride);
 
 #endif

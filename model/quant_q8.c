@@ -525,3 +525,195 @@ void quant_matvec_q8(int type, const void *w, size_t row_bytes, int n_rows, cons
 #endif
     quant_matvec_q8_generic(type, w, row_bytes, n_rows, xv, n, y);
 }
+
+/* ---- several activation rows at once (batched decode) ----
+ * quant_matvec_q8_multi: each weight block's codes are unpacked once into byte vectors
+ * (and the K-quants' scales into multiplier vectors), then multiplied with the 8-bit
+ * blocks of every activation row of a group. The integer block sums are exact, so each
+ * lane holds the same integer as in the single-row kernel; every float operation after
+ * them (scales, accumulators, offsets, final sums) is the single-row kernel's, in the same
+ * order, so each value is bit-identical to quant_matvec_q8 on that row. */
+#define Q8_MULTI_GROUP 16
+#ifdef Q8_AVX2
+/* Q4_0/Q4_1 (kind 4), Q5_0/Q5_1 (kind 5), Q8_0 (kind 8) as avx2_q4_row / avx2_q5_row /
+ * avx2_q8_0_row: block i feeds accumulator (and offset sum) i & 1. nr (1 or 2) weight
+ * rows, row_bytes apart, at once: each activation block is loaded once for both. */
+static inline __attribute__((always_inline)) void avx2_b32_multi(const uint8_t *r, size_t row_bytes, int nr, int kind,
+                                                                 int has_min, int bytes, const q8_block *const *x,
+                                                                 int nx, int64_t nb, float *out, size_t ostride) {
+    __m256 acc[2][Q8_MULTI_GROUP][2];
+    float sm[2][Q8_MULTI_GROUP][2];
+    for (int k = 0; k < nr; k++)
+        for (int j = 0; j < nx; j++) acc[k][j][0] = acc[k][j][1] = _mm256_setzero_ps(), sm[k][j][0] = sm[k][j][1] = 0;
+    for (int64_t b = 0; b < nb; b++, r += bytes) {
+        float dw[2], m[2] = {0, 0};
+        __m256i w[2], wabs[2];
+        for (int k = 0; k < nr; k++) {
+            const uint8_t *rk = r + k * row_bytes;
+            dw[k] = f16_fast(rk);
+            if (kind == 8) w[k] = _mm256_loadu_si256((const __m256i *)(rk + 2));
+            else if (kind == 4) {
+                m[k] = has_min ? f16_fast(rk + 2) : -8.0f * dw[k];
+                w[k] = nibbles32(rk + (has_min ? 4 : 2));
+            } else {
+                m[k] = has_min ? f16_fast(rk + 2) : -16.0f * dw[k];
+                uint32_t qh;
+                memcpy(&qh, rk + (has_min ? 4 : 2), 4);
+                w[k] = _mm256_or_si256(nibbles32(rk + (has_min ? 8 : 6)), bits_x16(qh));
+            }
+            wabs[k] = kind == 8 ? _mm256_sign_epi8(w[k], w[k]) : w[k];
+        }
+        int a = (int)(b & 1);
+        for (int j = 0; j < nx; j++) {
+            const q8_block *xb = x[j] + b;
+            __m256i xq = _mm256_loadu_si256((const __m256i *)xb->q);
+            for (int k = 0; k < nr; k++) {
+                if (kind != 8) sm[k][j][a] += m[k] * xb->s;
+                __m256i p = dot_u8s8(wabs[k], kind == 8 ? _mm256_sign_epi8(xq, w[k]) : xq);
+                acc[k][j][a] = _mm256_add_ps(acc[k][j][a], _mm256_mul_ps(_mm256_set1_ps(dw[k] * xb->d), _mm256_cvtepi32_ps(p)));
+            }
+        }
+    }
+    for (int k = 0; k < nr; k++)
+        for (int j = 0; j < nx; j++) {
+            float v = hsum8(_mm256_add_ps(acc[k][j][0], acc[k][j][1]));
+            out[j * ostride + k] = kind == 8 ? v : v + (sm[k][j][0] + sm[k][j][1]);
+        }
+}
+
+/* Q4_K / Q5_K as avx2_q45k_row. */
+static void avx2_q45k_multi(const uint8_t *r, const q8k_block *const *x, int nx, int64_t nb, int five, float *out,
+                            size_t ostride) {
+    const __m256i low4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(16);
+    __m256 acc[Q8_MULTI_GROUP];
+    float summs[Q8_MULTI_GROUP];
+    for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps(), summs[j] = 0;
+    for (int64_t b = 0; b < nb; b++, r += five ? 176 : 144) {
+        const uint8_t *qs = r + (five ? 48 : 16);
+        int sc[8], mn[8];
+        k_scales(r + 4, sc, mn);
+        __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(r + 16)) : _mm256_setzero_si256();
+        __m256i codes[8], scv[8];   /* [2c]: low nibbles of chunk c, [2c + 1]: high */
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+            if (five) {
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), bit4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
+            codes[2 * c] = lo, codes[2 * c + 1] = hi;
+        }
+        for (int s = 0; s < 8; s++) scv[s] = _mm256_set1_epi16((short)sc[s]);
+        float dw = f16_fast(r), dmin = f16_fast(r + 2);
+        for (int j = 0; j < nx; j++) {
+            const q8k_block *xb = x[j] + b;
+            int msum = 0;
+            for (int s = 0; s < 8; s++) msum += mn[s] * (xb->bsums[2 * s] + xb->bsums[2 * s + 1]);
+            summs[j] += dmin * xb->d * (float)msum;
+            __m256i isum = _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++) {
+                __m256i p = _mm256_maddubs_epi16(codes[s], _mm256_loadu_si256((const __m256i *)(xb->q + 32 * s)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv[s]));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d), _mm256_cvtepi32_ps(isum), acc[j]);
+        }
+    }
+    for (int j = 0; j < nx; j++) out[j * ostride] = hsum8(acc[j]) - summs[j];
+}
+
+/* Q6_K as avx2_q6k_row. */
+static void avx2_q6k_multi(const uint8_t *r, const q8k_block *const *x, int nx, int64_t nb, float *out, size_t ostride) {
+    const __m256i low4 = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30);
+    __m256 acc[Q8_MULTI_GROUP];
+    float offs[Q8_MULTI_GROUP];
+    for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps(), offs[j] = 0;
+    for (int64_t b = 0; b < nb; b++, r += 210) {
+        const int8_t *sc = (const int8_t *)(r + 192);
+        __m256i codes[8], scv[8];   /* [4h + k]: elements 128h + 32k .. +31 */
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(r + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(r + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(r + 128 + 32 * h));
+            codes[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2));
+            codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2));
+            codes[4 * h + 2] =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(qh, top2));
+            codes[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2));
+            for (int k = 0; k < 4; k++)
+                scv[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16((short)sc[8 * h + 2 * k + 1]),
+                                                  _mm_set1_epi16((short)sc[8 * h + 2 * k]));
+        }
+        float dw = f16_fast(r + 208);
+        for (int j = 0; j < nx; j++) {
+            const q8k_block *xb = x[j] + b;
+            int off = 0;
+            for (int s = 0; s < 16; s++) off += sc[s] * xb->bsums[s];
+            float d = dw * xb->d;
+            offs[j] += d * (float)(32 * off);
+            __m256i isum = _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++) {
+                __m256i p = _mm256_maddubs_epi16(codes[s], _mm256_loadu_si256((const __m256i *)(xb->q + 32 * s)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv[s]));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc[j]);
+        }
+    }
+    for (int j = 0; j < nx; j++) out[j * ostride] = hsum8(acc[j]) - offs[j];
+}
+
+/* Weight rows from r (nr of them when the type's kernel takes two at once, else one)
+ * against nx <= Q8_MULTI_GROUP activation rows; returns the rows done, 0 when the type has
+ * no multi-row kernel in this build (the AVX-512 rows of Q4_0, Q4_1, Q8_0 go one by one). */
+static int avx2_row_multi(int type, const uint8_t *r, size_t row_bytes, int nr, const void *const *xv, int nx, int64_t n,
+                          float *out, size_t ostride) {
+    const q8_block *const *x = (const q8_block *const *)xv;
+    const q8k_block *const *xk = (const q8k_block *const *)xv;
+#define B32(kind, has_min, bytes)                                                                              \
+    (nr == 2 ? (avx2_b32_multi(r, row_bytes, 2, kind, has_min, bytes, x, nx, n / 32, out, ostride), 2)         \
+             : (avx2_b32_multi(r, row_bytes, 1, kind, has_min, bytes, x, nx, n / 32, out, ostride), 1))
+    switch (type) {
+#ifndef Q8_AVX512
+    case GGML_Q4_0: return B32(4, 0, 18);
+    case GGML_Q4_1: return B32(4, 1, 20);
+    case GGML_Q8_0: return B32(8, 0, 34);
+#endif
+    case GGML_Q5_0: return B32(5, 0, 22);
+    case GGML_Q5_1: return B32(5, 1, 24);
+    case GGML_Q4_K: avx2_q45k_multi(r, xk, nx, n / 256, 0, out, ostride); return 1;
+    case GGML_Q5_K: avx2_q45k_multi(r, xk, nx, n / 256, 1, out, ostride); return 1;
+    case GGML_Q6_K: avx2_q6k_multi(r, xk, nx, n / 256, out, ostride); return 1;
+    default: return 0;
+    }
+#undef B32
+}
+#endif
+
+/* Activation rows per group: their 8-bit blocks within about 64 KB. */
+static int q8_multi_group(int64_t n) {
+    int64_t g = 65536 / (n + 1);
+    return g < 4 ? 4 : g > Q8_MULTI_GROUP ? Q8_MULTI_GROUP : (int)g;
+}
+
+void quant_matvec_q8_multi(int type, const void *w, size_t row_bytes, int n_rows, const void *const *x, int nx,
+                           int64_t n, float *y, size_t ystride) {
+    const uint8_t *rows = w;
+    int g = q8_multi_group(n);
+    for (int j0 = 0; j0 < nx; j0 += g) {
+        int gn = nx - j0 < g ? nx - j0 : g;
+        for (int i = 0; i < n_rows;) {
+            const uint8_t *r = rows + (size_t)i * row_bytes;
+            float *out = y + (size_t)j0 * ystride + i;
+#ifdef Q8_AVX2
+            int done = avx2_row_multi(type, r, row_bytes, n_rows - i >= 2 ? 2 : 1, x + j0, gn, n, out, ystride);
+            if (done) {
+                i += done;
+                continue;
+            }
+#endif
+            for (int j = 0; j < gn; j++) quant_matvec_q8(type, r, row_bytes, 1, x[j0 + j], n, out + (size_t)j * ystride);
+            i++;
+        }
+    }
+}

@@ -48,6 +48,11 @@ void quant_q8k_row(const float *x, q8k_block *y, int64_t n);
  * elements; x from quant_q8_act(type, ...): q8_blocks, or q8k_blocks for the K-quants.
  * SIMD where built (AVX2, AVX-VNNI), else portable. */
 void quant_matvec_q8(int type, const void *w, size_t row_bytes, int n_rows, const void *x, int64_t n, float *y);
+/* Several activation rows against the same weight rows: y[j * ystride + i] =
+ * quant_matvec_q8 of row i with x[j], for i < n_rows, j < nx, bit for bit. Each weight
+ * block is unpacked once for a group of x rows (batched decode). */
+void quant_matvec_q8_multi(int type, const void *w, size_t row_bytes, int n_rows, const void *const *x, int nx,
+                           int64_t n, float *y, size_t ystride);
 /* The portable (no intrinsics) path, always built; tests compare both. */
 void quant_matvec_q8_generic(int type, const void *w, size_t row_bytes, int n_rows, const void *x, int64_t n,
                              float *y);

@@ -1,6 +1,6 @@
 /* Batched decode (model/decode_batch.c): engine_forward_batch's logits for n sequences
  * must be bitwise equal (memcmp) to n engine_forward_token calls with the same token,
- * position and attention, for n in {1, 2, 3, 7}, with f32 and q8 activations, on random
+ * position and attention, for n in {1, 2, 3, 7, 17, 33}, with f32 and q8 activations, on random
  * models of several shapes and weight types (F32, Q8_0, Q4_0, Q4_K; a chunked vocabulary on
  * the SmolLM2 shape). Also: the random Q4_K model's rows are its f32 weights within a step. The attention callback is a stateless mix of q, k and v that also
  * checks it is called with its own sequence's context, layer after layer. A sequence
@@ -45,8 +45,8 @@ static void one_model(const char *name, int wtype) {
     CHECK(m != NULL, "%s: %s", name, err);
     if (!m) return;
     const kv_model_config *c = model_config(m);
-    const int V = c->n_vocab, sizes[] = {1, 2, 3, 7};
-    enum { NMAX = 8 };
+    const int V = c->n_vocab, sizes[] = {1, 2, 3, 7, 17, 33};   /* 17, 33: past the multi-row kernels' groups of 16 */
+    enum { NMAX = 33 };
     float *single = malloc(sizeof(float) * V * NMAX), *batch = malloc(sizeof(float) * V * NMAX);
     for (int act = 0; act < 2; act++) {
         model_set_f32_activations(m, act == 0);
