@@ -163,7 +163,7 @@ static void set_holds(verdict *v, int n, int yes, int ran) {
 }
 
 /* The best compressed baseline of the cells of c against method's, over the cells every
- * present baseline and the method ran. Returns the method's mean minus the best
+ * present baseline and the method ran (on equal means, the first in the paper's list). Returns the method's mean minus the best
  * baseline's mean with its interval; *who the best baseline (NULL: none), *se_mean the
  * method's own mean. */
 static est best_margin(const cases *c, double *se, double budget, const char **who, est *own) {
@@ -183,7 +183,10 @@ static est best_margin(const cases *c, double *se, double budget, const char **w
         if (!b[k]) continue;
         common(c, b[k], &se, 1);
         est m = paired(c, b[k], NULL);
-        if (!isnan(m.mean) && (isnan(best) || m.mean > best)) best = m.mean, bi = k;
+        /* Means that differ only by rounding (the same sum added in another order) are a
+         * tie, and a tie goes to the first baseline of the paper's list: the pairing, and
+         * so the interval and p, must not hinge on the last bit of a sum. */
+        if (!isnan(m.mean) && (isnan(best) || m.mean > best + 1e-12 * fmax(1, fabs(best)))) best = m.mean, bi = k;
     }
     *own = paired(c, se, NULL);
     est e = {NAN, NAN, NAN, NAN, 0};
