@@ -19,7 +19,8 @@ int run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * defaults before run_parse. */
 typedef struct {
     const char *workload, *methods, *budgets, *ctxs, *depths, *params, *db_path, *backend;
-    uint64_t seed;              /* --seed */
+    uint64_t seed;              /* --seed (seed_given: the source's default otherwise) */
+    int seed_given;
     wl_split split;             /* --split */
     int split_given;
     int kv_type;                /* --kv-type (-1: not given, by the backend: run_kv_type_backend) */
