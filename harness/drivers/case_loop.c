@@ -33,6 +33,13 @@ void cl_fmt_dur(char *buf, size_t n, double s) {
     else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
+void cl_fmt_bytes(char *buf, size_t len, double b) {
+    if (b >= 1 << 30) snprintf(buf, len, "%.2f GiB", b / (1 << 30));
+    else if (b >= 1 << 20) snprintf(buf, len, "%.1f MiB", b / (1 << 20));
+    else if (b >= 1 << 10) snprintf(buf, len, "%.1f KiB", b / (1 << 10));
+    else snprintf(buf, len, "%.0f B", b);
+}
+
 /* ---------------------------------------------------------------- the plan */
 
 /* Which cases this process runs: take[c] = 1 for the shard's cases (every case when not

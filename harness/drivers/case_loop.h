@@ -84,6 +84,8 @@ int case_loop_run(const cl_source *src, const cl_grid *g, kv_db *db, const prove
 /* calloc of at least one element, or "kvbench run: out of memory" and exit 1 */
 void *cl_xcalloc(size_t n, size_t size);
 
+/* A byte count for progress lines and summaries: "512 B", "3.5 KiB", "1.2 MiB", "2.50 GiB". */
+void cl_fmt_bytes(char *buf, size_t len, double b);
 /* A duration for progress lines: "42s", "3m05s", "2h10m", "?" when unknown. */
 void cl_fmt_dur(char *buf, size_t n, double s);
 

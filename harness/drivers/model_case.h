@@ -1,7 +1,7 @@
 /* One text case through the model for every (method, budget): the prompt is prefilled
  * once with the statistics all methods asked for, then each method ingests the shared
  * prefill (compression), optionally takes the question tokens through decode steps
- * (--question-after), and generates greedily until a stop token. Used by run_model.c. */
+ * (--question-after), and generates greedily until a stop token. Used by model_source.c. */
 #ifndef KV_MODEL_CASE_H
 #define KV_MODEL_CASE_H
 #include <stddef.h>

@@ -301,13 +301,6 @@ static int parse_opts(const run_common *c, const run_given *own, int n_own, rm_o
 
 /* ---------------------------------------------------------------- small helpers */
 
-static void fmt_bytes(char *buf, size_t len, double b) {
-    if (b >= 1 << 30) snprintf(buf, len, "%.2f GiB", b / (1 << 30));
-    else if (b >= 1 << 20) snprintf(buf, len, "%.1f MiB", b / (1 << 20));
-    else if (b >= 1 << 10) snprintf(buf, len, "%.1f KiB", b / (1 << 10));
-    else snprintf(buf, len, "%.0f B", b);
-}
-
 /* A JSON string literal (control characters escaped). */
 static size_t json_str(char *buf, size_t cap, size_t n, const char *s) {
 #define PUTC(c) (n + 1 < cap ? (buf[n] = (c), buf[n + 1] = 0) : 0, n++)
@@ -587,11 +580,11 @@ static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
             printf("%-14s %-7s %7s %6.1f%% %7s %7s %12s\n", r->method, b, cases, 0.0, "-", "-", "infeasible/error");
             continue;
         }
-        fmt_bytes(peak, sizeof peak, r->peak);
+        cl_fmt_bytes(peak, sizeof peak, r->peak);
         if (isnan(r->steady)) snprintf(steady, sizeof steady, "-");
-        else fmt_bytes(steady, sizeof steady, r->steady);
+        else cl_fmt_bytes(steady, sizeof steady, r->steady);
         if (isnan(r->rss)) snprintf(rss, sizeof rss, "-");
-        else fmt_bytes(rss, sizeof rss, r->rss);
+        else cl_fmt_bytes(rss, sizeof rss, r->rss);
         snprintf(pf, sizeof pf, "%.2f s", r->pf);
         snprintf(comp, sizeof comp, "%.3f s", r->comp);
         if (isnan(r->ms)) snprintf(ms, sizeof ms, "-");
@@ -624,10 +617,10 @@ static void record_gpu(kv_db *db, int64_t case_id, const kv_model *model, size_t
         fprintf(stderr, "%skvbench run: device driver peak not recorded: %s\n", prefix, kvdb_errmsg(db));
     if (!quiet) {
         char pk[32], us[32];
-        fmt_bytes(pk, sizeof pk, (double)peak);
-        fmt_bytes(us, sizeof us, (double)used);
+        cl_fmt_bytes(pk, sizeof pk, (double)peak);
+        cl_fmt_bytes(us, sizeof us, (double)used);
         char dp[32];
-        fmt_bytes(dp, sizeof dp, (double)drv_peak);
+        cl_fmt_bytes(dp, sizeof dp, (double)drv_peak);
         fprintf(stderr, "%s[case] %s: device prefill %.1f ms (CUDA events), allocator peak %s, device in use %s, "
                 "driver peak %s (cudaMemGetInfo, sampled)\n", prefix, key, have ? info.prefill_ms : -1.0, pk, us, dp);
     }
@@ -641,6 +634,7 @@ typedef struct {
     case_set cs;
     cl_case *cases;
     char ident[1536];          /* the workload inputs' identity (mw_load) */
+    char mid[512];             /* the model's identity (model_ident), for the run's row */
     const char *backend;       /* the backend really used: cuda, or cpu (also when cuda was asked for) */
     int gpu, gpu_loaded;       /* the CUDA engine runs the model; its weights are on the device */
 } model_source;
@@ -674,9 +668,8 @@ static int model_run_row(void *self, int r, const provenance *prov, char *key, s
     if (run_key(o, ms->model, ms->ident, ms->backend, prov->code, key, key_len))
         return run_fail("the run key is too long (too many --params)");
     config_json(o, ms->model, &ms->cs, ms->ident, ms->backend, json, json_len);
-    static char mid[512];   /* the row's strings live until the run is begun */
-    model_ident(o->model_path, ms->model, mid, sizeof mid);
-    *row = (kvdb_run){.run_key = key, .config_json = json, .workload = o->wl.name, .model = mid,
+    model_ident(o->model_path, ms->model, ms->mid, sizeof ms->mid);
+    *row = (kvdb_run){.run_key = key, .config_json = json, .workload = o->wl.name, .model = ms->mid,
                       .git_commit = prov->git_commit, .build_flags = KB_BUILD_FLAGS, .host = prov->host,
                       .cpu = prov->cpu, .backend = ms->backend, .seed = o->wl.seed};
     return 0;

@@ -92,7 +92,7 @@ int run_parse(const run_flag_syntax *syn, int argc, char **argv, run_common *c, 
     return 0;
 }
 
-/* The wording of the options both drivers take. Method-dependent parts come from the
+/* The wording of the options of every run. Method-dependent parts come from the
  * registry (the reference, the methods that evict while decoding), never by name. */
 void run_common_usage(FILE *f) {
     const kv_method *ref = kv_method_reference();

@@ -139,12 +139,6 @@ static int syn_flag(void *ctx, const char *flag, const char *val) {
 
 /* ---------------------------------------------------------------- timing, strings */
 
-static void fmt_bytes(char *buf, size_t len, double b) {
-    if (b >= 1 << 20) snprintf(buf, len, "%.2f MiB", b / (1 << 20));
-    else if (b >= 1 << 10) snprintf(buf, len, "%.1f KiB", b / (1 << 10));
-    else snprintf(buf, len, "%.0f B", b);
-}
-
 static void fmt_budget(char *buf, size_t len, double b) { snprintf(buf, len, "%.10g", b); }
 
 static void syn_config_of(const run_opts *o, syn_kind kind, int ctx, double depth, syn_config *c) {
@@ -465,7 +459,7 @@ static void summary_print(const run_opts *o, const summary_row *rows, int n) {
             printf("%-22s %-14s %-8s %6s %9s %14s\n", workload_name(r->kind), r->method, b, "-", "-", why);
             continue;
         }
-        fmt_bytes(f, sizeof f, r->fast / r->n_ok);
+        cl_fmt_bytes(f, sizeof f, r->fast / r->n_ok);
         printf("%-22s %-14s %-8s %6.3f %9.4f %14s%s\n", workload_name(r->kind), r->method, b, r->score / r->n_ok,
                r->err / r->n_ok, f, r->n_other ? "  (some cases not ok)" : "");
     }
