@@ -90,7 +90,7 @@ config_error "$T/p.db" "$T/none.so: exports no kvbench_methods()" --plugin "$T/n
 config_error "$T/p.db" "$T/missing.so: cannot read the plugin" --plugin "$T/missing.so" methods
 KVBENCH_PLUGINS="$T/missing.so" config_error "$T/p.db" "$T/missing.so: cannot read the plugin" methods
 config_error "$T/p.db" "unknown method 'nope'" conformance --method nope
-config_error "$T/p.db" "unknown argument '--bogus'" conformance --bogus
+config_error "$T/p.db" "unknown option '--bogus'" conformance --bogus
 config_error "$T/p.db" "--trials '0': expected 1 to 1000" conformance --trials 0
 # keeps every prompt row whatever the budget: conformance must say so
 plugin "$T/greedy.so" greedy 1 "$export_it"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The two run drivers (synthetic: harness/drivers/run.c; through the model: run_model.c)
-# share one option parser (run_args.c): every option both take has the same help lines in
+# kvbench run parses its options once for both case sources (synthetic: syn_source.c;
+# through the model: model_source.c) with one parser (run_args.c): every option both take has the same help lines in
 # `kvbench run --help` and `kvbench run --workload niah --help`, and the same bad value
 # gives the same one-line error (the line below, or starting with it) and exit 2 in both,
 # before any work (no model is loaded,

@@ -5,6 +5,7 @@
 #include "../identity/plugin.h"
 #include "../drivers/method_params.h"
 #include "../../methods/conformance.h"
+#include "../../kernels/cli_opt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,16 +40,13 @@ int cmd_conformance(int argc, char **argv) {
     method_params mp = {0};
     int n = 0, trials = 5;
     unsigned long long seed = (unsigned long long)time(NULL) ^ ((unsigned long long)clock() << 20);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+    static const char *const bare[] = {"--help", "-h", NULL},
+                             *const valued[] = {"--method", "--seed", "--trials", "--params", NULL};
+    for (int i = 1; i < argc; i++) {   /* the one rule of every command's options (kernels/cli_opt.h) */
+        char a[64];
+        const char *v = NULL;
+        if (kb_opt_read("conformance", argc, argv, &i, bare, valued, 0, a, sizeof a, &v)) return 2;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
-        int known = !strcmp(a, "--method") || !strcmp(a, "--seed") || !strcmp(a, "--trials") || !strcmp(a, "--params");
-        if (!known || i + 1 >= argc) {
-            fprintf(stderr, "kvbench conformance: %s '%s' (see kvbench conformance --help)\n",
-                    known ? "missing value for" : "unknown argument", a);
-            return 2;
-        }
-        const char *v = argv[++i];
         char *end;
         if (!strcmp(a, "--method")) {
             const kv_method *m = kv_method_find(v);

@@ -10,6 +10,7 @@
 #include "../../results/db.h"
 #include "../../results/merge.h"
 #include "../../results/query.h"
+#include "../../kernels/cli_opt.h"
 #include "../../kernels/host.h"
 
 #include <sqlite3.h>
@@ -73,18 +74,25 @@ int cmd_merge(int argc, char **argv) {
     const char **in = calloc((size_t)argc + 1, sizeof *in);
     int n_in = 0, quiet = 0;
     if (!in) return fail(1, "out of memory");
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    static const char *const bare[] = {"--help", "-h", "--quiet", NULL};
+    for (int i = 1; i < argc; i++) {   /* the one rule of every command's options (kernels/cli_opt.h) */
+        char a[64];
+        const char *v = NULL;
+        int r = kb_opt_read("merge", argc, argv, &i, bare, NULL, 1, a, sizeof a, &v);
+        if (r < 0) {
+            free(in);
+            return 2;
+        }
+        if (r == 1) {   /* a file: the output, then the inputs */
+            if (!out_path) out_path = argv[i];
+            else in[n_in++] = argv[i];
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else {
             usage(stdout);
             free(in);
             return 0;
         }
-        if (!strcmp(argv[i], "--quiet")) quiet = 1;
-        else if (!strncmp(argv[i], "--", 2)) {
-            free(in);
-            return fail(2, "unknown option '%s' (see kvbench merge --help)", argv[i]);
-        } else if (!out_path) out_path = argv[i];
-        else in[n_in++] = argv[i];
     }
     if (!out_path || !n_in) {
         free(in);

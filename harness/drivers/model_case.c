@@ -9,7 +9,6 @@
 #include "model_case.h"
 #include "rss.h"
 #include "../identity/run_ident.h"
-#include "fidelity.h"
 #include "../../methods/budget_check.h"
 #include "../../kernels/host.h"
 
@@ -491,7 +490,6 @@ void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res
         }
         free(cs), free(ds);
     }
-    if (c->ref) fid_measure(c, m, budget, c->ref, res);
 }
 
 /* The pairs one after another (--batch 0, --repeat > 1): each its own decode steps. */
@@ -548,6 +546,5 @@ void mc_run_pairs(mc_case *c, const kv_method *const *methods, const double *bud
         results[i].batched = 1;
         if (results[i].r.status && !strcmp(results[i].r.status, "ok")) results[i].r.repeats = 1;
     }
-    if (c->ref) fid_measure_pairs(c, methods, budgets, c->ref, results, n);   /* the ok ones, together */
     free(p), free(seq), free(who), free(live);
 }

@@ -1,7 +1,7 @@
 /* One text case through the model for every (method, budget): the prompt is prefilled
  * once with the statistics all methods asked for, then each method ingests the shared
  * prefill (compression), optionally takes the question tokens through decode steps
- * (--question-after), and generates greedily until a stop token. Used by run_model.c. */
+ * (--question-after), and generates greedily until a stop token. Used by model_source.c. */
 #ifndef KV_MODEL_CASE_H
 #define KV_MODEL_CASE_H
 #include <stddef.h>
@@ -37,7 +37,6 @@ typedef struct {
     int repeat;                 /* timed sections run this many times (median kept); 0 = 1 */
     int one_at_a_time;          /* 1: mc_run_pairs decodes the pairs one after another (--batch 0:
                                    per-method latency); 0: together, one batch per step */
-    const struct fid_ref *ref;  /* FullKV's reference for the fidelity metrics, or NULL */
     kv_prefill_out pf;          /* every layer (mc_prefill), or, streamed, surprisal and logits only */
     int have_pf;
     mc_ingested *pre;           /* streamed: the caches built during the prefill */
@@ -93,7 +92,7 @@ int mc_argmax_no_stop(const kv_tokenizer *t, const float *logits, int n, int new
 
 /* Runs method m at budget: compression, generation, score; with c->repeat > 1 the
  * method runs that many times and compress_s / decode_s are the medians (the spread
- * max - min); with c->ref the fidelity metrics are measured too (fidelity.h). */
+ * max - min). The fidelity metrics are the caller's (fidelity.h: fid_measure). */
 void mc_run_method(mc_case *c, const kv_method *m, double budget, mc_result *res);
 /* Runs every (methods[i], budgets[i]) pair of the case, i < n, into results[i], with the
  * same results as mc_run_method on each in turn (timings aside). Unless c->one_at_a_time

@@ -56,7 +56,10 @@ static int common_flag(run_common *c, const char *flag, const char *val) {
     else if (!strcmp(flag, "--backend")) {
         if (strcmp(val, "cpu") && strcmp(val, "cuda")) return run_fail("--backend '%s': expected cpu or cuda", val);
         c->backend = val;
-    } else if (!strcmp(flag, "--seed")) return run_parse_seed(flag, val, &c->seed) ? -1 : 1;
+    } else if (!strcmp(flag, "--seed")) {
+        if (run_parse_seed(flag, val, &c->seed)) return -1;
+        c->seed_given = 1;
+    }
     else if (!strcmp(flag, "--split")) {
         if (run_parse_split(flag, val, &c->split)) return -1;
         c->split_given = 1;
@@ -89,7 +92,7 @@ int run_parse(const run_flag_syntax *syn, int argc, char **argv, run_common *c, 
     return 0;
 }
 
-/* The wording of the options both drivers take. Method-dependent parts come from the
+/* The wording of the options of every run. Method-dependent parts come from the
  * registry (the reference, the methods that evict while decoding), never by name. */
 void run_common_usage(FILE *f) {
     const kv_method *ref = kv_method_reference();

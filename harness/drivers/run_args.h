@@ -1,6 +1,6 @@
-/* The one option parser of the run drivers (run.c, run_model.c): the loop over argv, the
+/* The one option parser of kvbench run (run.c, for both case sources): the loop over argv, the
  * options both take (--methods, --budget, --seed, --split, --kv-type, --decode, --backend,
- * ...) with their help lines, and the pieces each driver's own options use (one-line
+ * ...) with their help lines, and the pieces each case source's own options use (one-line
  * errors prefixed "kvbench run: ", bounded integers, finite numbers, comma lists). */
 #ifndef KV_RUN_ARGS_H
 #define KV_RUN_ARGS_H
@@ -13,13 +13,14 @@
 /* Prints "kvbench run: <message>" on stderr; returns -1. */
 int run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The options both drivers take, parsed by run_parse and documented by run_common_usage,
- * the same words and the same errors whichever driver runs. Lists (methods, budgets,
- * ctx, depths) stay text here: what an item may be is the driver's. The driver sets the
+/* The options of every run, parsed by run_parse and documented by run_common_usage,
+ * the same words and the same errors whichever source runs. Lists (methods, budgets,
+ * ctx, depths) stay text here: what an item may be is the source's. run.c sets the
  * defaults before run_parse. */
 typedef struct {
     const char *workload, *methods, *budgets, *ctxs, *depths, *params, *db_path, *backend;
-    uint64_t seed;              /* --seed */
+    uint64_t seed;              /* --seed (seed_given: the source's default otherwise) */
+    int seed_given;
     wl_split split;             /* --split */
     int split_given;
     int kv_type;                /* --kv-type (-1: not given, by the backend: run_kv_type_backend) */
@@ -29,7 +30,7 @@ typedef struct {
     shard_spec shard;           /* --shard K/N */
 } run_common;
 
-/* A driver's own options: the ones that take no value (bare[0..n_bare), beside --quiet,
+/* The sources' own options: the ones that take no value (bare[0..n_bare), beside --quiet,
  * --help and -h), its help text (a flag it documents but got without a value "needs a
  * value"), its parser own(ctx, flag, value) (1: taken, 0: not its, -1: error printed) and
  * its message for a flag neither parser takes (-1). */
@@ -43,7 +44,7 @@ typedef struct {
 /* Parses argv[1..argc) ("--flag value" or "--flag=value"): the options above into *c, the
  * rest through syn->own. 0, 1 (--help: usage printed to stdout) or -1 (error printed). */
 int run_parse(const run_flag_syntax *syn, int argc, char **argv, run_common *c, void *ctx);
-/* The help lines of the options in run_common, the same for both drivers. */
+/* The help lines of the options in run_common, the same for every source. */
 void run_common_usage(FILE *f);
 /* "unknown option '--x' (see kvbench run --help)"; returns -1. */
 int run_unknown(const char *flag);

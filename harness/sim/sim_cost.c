@@ -27,7 +27,7 @@ void sim_other_bytes(const sim_shape *s, int ctx, double weight_bytes, int act_b
     if (needs && needs->window > 0) o->stats += 4 * H * (double)(needs->window < ctx ? needs->window : ctx) * ctx;
 }
 
-/* The engine as of model/prefill.c, model/ops.c and harness/drivers/run_model.c (issue 16's
+/* The engine as of model/prefill.c, model/ops.c and harness/drivers/model_source.c (issue 16's
  * streaming prefill): the GGUF file is mapped and every page read (a random model's
  * weights are held once, in their type); the prefill's GEMMs dequantize one tile of at
  * most 512 rows at a time (no f32 copy of the weights); its work buffer holds the residual

@@ -1,25 +1,18 @@
-/* kvbench run through the model: text workloads over methods and budgets.
+/* The text workloads through the model as a case source of `kvbench run` (case_loop.h):
+ * niah, ruler, longbench, infinitebench and gsm8k over methods and budgets.
  *
- * Per case: tokenize the prompt, prefill it once with the statistics every method asked
- * for (shared by all methods and budgets), then for every (method, budget) not yet in
- * the database: init, ingest every layer (compression), greedy decode through the
- * method until a stop token, score the text with the workload's official metric, and
- * commit the result at once. Rerunning the same command finds the same run and skips
- * what is committed; kill -9 loses only the result being computed.
- *
- * --jobs N starts N copies of this command (re-executed, so no thread pool crosses a
- * fork), each taking every N-th case, all writing to the same results file. */
-#include "run_args.h"
-#include "run_model.h"
-#include "../cli/commands.h"
+ * Per case: tokenize the prompt, prefill it once with the statistics every missing pair
+ * asked for (shared by all methods and budgets; streamed layer by layer into the methods
+ * when nothing ingests it again), then for every (method, budget) the case lacks: init,
+ * ingest every layer (compression), greedy decode through the method until a stop token
+ * (the pairs together, one batched forward pass a step, with --batch 1), score the text
+ * with the workload's official metric. One run; FullKV runs once per case, at budget 1. */
+#include "run_sources.h"
 #include "model_case.h"
 #include "fidelity.h"
 #include "model_workload.h"
-#include "../identity/plugin.h"
-#include "../identity/provenance.h"
 #include "rss.h"
 #include "../identity/run_ident.h"
-#include "shard.h"
 #include "../../kernels/core.h"
 #include "../../workloads/niah.h"
 #include "../../workloads/sha256.h"
@@ -34,20 +27,13 @@
 #include "../../model/cuda_model.h"
 #endif
 
-#include <errno.h>
 #include <libgen.h>
 #include <math.h>
-#include <spawn.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-extern char **environ;
 
 enum { MAX_LIST = 64, MAX_PAIRS = MAX_LIST * MAX_LIST, MAX_JOBS = 64 };
 
@@ -79,7 +65,7 @@ typedef struct {
     int n_pairs;
 } rm_opts;
 
-void run_model_options(FILE *f) {
+static void model_options(FILE *f) {
     /* the methods that keep every layer until the surprisal exists (kv_method.needs_surprisal) */
     char keep[512] = "";
     for (int i = 0; i < kv_method_count(); i++)
@@ -149,30 +135,6 @@ void run_model_options(FILE *f) {
             keep, *keep ? ".\n" : "");
 }
 
-static void run_model_usage(FILE *f) {
-    fprintf(f,
-            "usage: kvbench run --workload W --db FILE [--model F] [options]\n"
-            "\n"
-            "Runs a text workload through the model for every method and budget. Each case is\n"
-            "prefilled once (shared by all methods); each method then compresses the prefill,\n"
-            "generates greedily, and its answer is scored with the workload's official metric.\n"
-            "Every result is committed to FILE at once; rerunning the same command resumes.\n"
-            "\n");
-    run_model_options(f);
-    fprintf(f, "\n");
-    run_common_usage(f);
-    fprintf(f,
-            "\n"
-            "Generation is greedy and stops at the tokenizer's stop tokens (end of turn and end of\n"
-            "text), at a newline for tasks scored on one line (LongBench samsum), or at the limit.\n"
-            "The run is identified by the model file, workload inputs and split, generation settings,\n"
-            "K/V type, backend, the code (git commit, and a hash of uncommitted edits) and every method's\n"
-            "effective parameters (defaults with --params applied); methods, budgets, ctx, depths\n"
-            "and limits only select which results to add. A bad --params value or params file\n"
-            "stops the run before its first case (exit 2, nothing stored).\n"
-            "Latency is split into prefill (shared; with --question-after plus the question\n"
-            "tokens), compression (the method's ingest) and decode (tokens/s of the forward passes).\n");
-}
 
 /* 1: a case's pairs generate together (mc_run_pairs); not for --repeat > 1 (per-method
  * times) nor on the device (no batched decode there). */
@@ -223,17 +185,6 @@ static int add_depth(const char *flag, const char *s, void *ctx) {
     return 0;
 }
 
-/* A flag neither parser takes: the synthetic driver's shape options say where they
- * belong, the rest are unknown. */
-static int unknown_flag(const char *flag) {
-    static const char *const syn[] = {"--layers", "--heads", "--kv-heads", "--head-dim", "--steps", "--needles",
-                                      "--oracle-hints"};
-    for (size_t k = 0; k < sizeof syn / sizeof syn[0]; k++)
-        if (!strcmp(flag, syn[k]))
-            return run_fail("%s applies to the synthetic workloads (synthetic-niah, synthetic-multikey, "
-                            "synthetic-multivalue), not to a model run", flag);
-    return run_unknown(flag);
-}
 
 /* The model run's own options (run_parse takes the shared ones): 1, 0 or -1. niah_only
  * remembers the last niah-only option given, checked once the workload is known. */
@@ -275,26 +226,8 @@ static int model_flag(void *ctx, const char *flag, const char *val) {
     return 1;
 }
 
-/* --job-index is internal (the re-executed copies of --jobs) and --question-after takes
- * no value. */
-static const char *const bare_flags[] = {"--question-after"};
-static const run_flag_syntax model_syntax = {bare_flags, 1, run_model_usage, model_flag, unknown_flag};
-
-int run_model_wanted(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--model") || !strncmp(a, "--model=", 8)) return 1;
-        const char *v = NULL;
-        if (!strncmp(a, "--workload=", 11)) v = a + 11;
-        else if (!strncmp(a, "--workloads=", 12)) v = a + 12;
-        else if ((!strcmp(a, "--workload") || !strcmp(a, "--workloads")) && i + 1 < argc) v = argv[++i];
-        if (v && strncmp(v, "synthetic-", 10)) return 1;
-    }
-    return 0;
-}
-
-/* 0 ok, 1 help printed, -1 error printed. */
-static int parse_args(int argc, char **argv, rm_opts *o) {
+/* 0 ok, -1 error printed. */
+static int parse_opts(const run_common *c, const run_given *own, int n_own, rm_opts *o) {
     memset(o, 0, sizeof *o);
     o->model_path = model_default_path();
     o->jobs = 1;
@@ -303,28 +236,18 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
     o->fidelity = 16;
     o->repeat = 1;
     o->batch = 1;
-    run_common c = {.methods = "all", .budgets = "0.1", .backend = "cpu", .seed = 42, .kv_type = -1};
-    /* An unknown workload is the first thing to report, before options it lacks (a
-     * synthetic run's --layers is unknown here only because the workload is). */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *w = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) break;
-        if (!strncmp(a, "--workload=", 11) || !strncmp(a, "--workloads=", 12)) w = strchr(a, '=') + 1;
-        else if ((!strcmp(a, "--workload") || !strcmp(a, "--workloads")) && i + 1 < argc) w = argv[++i];
-        char err[512];
-        if (w && mw_parse(w, &o->wl, err, sizeof err)) return run_fail("%s", err);
-    }
-    model_ctx mc = {o, NULL};
-    int r = run_parse(&model_syntax, argc, argv, &c, &mc);
-    if (r) return r;
-    const char *methods = c.methods, *budgets = c.budgets, *ctxs = c.ctxs, *depths = c.depths, *params = c.params,
-               *niah_only = mc.niah_only;
-    int split_given = c.split_given;
-    o->workload = c.workload, o->db_path = c.db_path, o->backend = c.backend, o->quiet = c.quiet;
-    o->kv_type = c.kv_type, o->decode_rule = c.decode_rule, o->threads = c.threads, o->shard = c.shard;
-    o->wl.seed = c.seed, o->wl.split = c.split;
-    if (!o->workload) return run_fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
+    /* An unknown workload is the first thing to report, before options it lacks. */
     char err[1024];
+    if (c->workload && mw_parse(c->workload, &o->wl, err, sizeof err)) return run_fail("%s", err);
+    model_ctx mc = {o, NULL};
+    if (run_apply_own(own, n_own, model_flag, &mc)) return -1;
+    const char *methods = c->methods, *budgets = c->budgets, *ctxs = c->ctxs, *depths = c->depths, *params = c->params,
+               *niah_only = mc.niah_only;
+    int split_given = c->split_given;
+    o->workload = c->workload, o->db_path = c->db_path, o->backend = c->backend, o->quiet = c->quiet;
+    o->kv_type = c->kv_type, o->decode_rule = c->decode_rule, o->threads = c->threads, o->shard = c->shard;
+    o->wl.seed = c->seed_given ? c->seed : 42, o->wl.split = c->split;
+    if (!o->workload) return run_fail("--workload is required with --model (niah, ruler, longbench:DIR, ...)");
     if (mw_parse(o->workload, &o->wl, err, sizeof err)) return run_fail("%s", err);
     if ((!o->db_path || !*o->db_path) && !o->print_prompts) return run_fail("--db FILE is required (the results file to write)");
     if (!*o->model_path) return run_fail("--model: empty path");
@@ -378,20 +301,6 @@ static int parse_args(int argc, char **argv, rm_opts *o) {
 
 /* ---------------------------------------------------------------- small helpers */
 
-static void fmt_dur(char *buf, size_t n, double s) {
-    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
-    else if (s < 60) snprintf(buf, n, "%.0fs", s);
-    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
-}
-
-static void fmt_bytes(char *buf, size_t len, double b) {
-    if (b >= 1 << 30) snprintf(buf, len, "%.2f GiB", b / (1 << 30));
-    else if (b >= 1 << 20) snprintf(buf, len, "%.1f MiB", b / (1 << 20));
-    else if (b >= 1 << 10) snprintf(buf, len, "%.1f KiB", b / (1 << 10));
-    else snprintf(buf, len, "%.0f B", b);
-}
-
 /* A JSON string literal (control characters escaped). */
 static size_t json_str(char *buf, size_t cap, size_t n, const char *s) {
 #define PUTC(c) (n + 1 < cap ? (buf[n] = (c), buf[n + 1] = 0) : 0, n++)
@@ -423,7 +332,6 @@ typedef struct {
     char **key;                /* case_key: "task/id" */
     char (*sha)[65];           /* SHA-256 hex of each prompt's text */
     double *cost;              /* relative prefill cost, for the ETA and the shards */
-    int *slot;                 /* position among this shard's cases, -1: another shard's */
 } case_set;
 
 static void cases_free(case_set *cs) {
@@ -432,7 +340,6 @@ static void cases_free(case_set *cs) {
         if (cs->key) free(cs->key[i]);
     }
     free(cs->ids), free(cs->n_tok), free(cs->n_ctx_part), free(cs->max_new), free(cs->key), free(cs->cost), free(cs->sha);
-    free(cs->slot);
     tc_list_free(&cs->list);
     memset(cs, 0, sizeof *cs);
 }
@@ -474,15 +381,6 @@ static int cases_prepare(case_set *cs, const rm_opts *o, const kv_model *model) 
         double pf = o->wl.question_after ? cs->n_ctx_part[i] : nt;
         cs->cost[i] = pf * (1 + pf / 4096.0);   /* GEMMs linear, attention quadratic */
     }
-    /* --shard: this shard's cases, numbered in case order (--jobs splits them further) */
-    cs->slot = calloc((size_t)n + 1, sizeof *cs->slot);
-    int *owner = calloc((size_t)n + 1, sizeof *owner);
-    if (!cs->slot || !owner || (o->shard.n && shard_assign((const char *const *)cs->key, cs->cost, n, o->shard.n, owner))) {
-        free(owner);
-        return run_fail("out of memory for %d cases", n);
-    }
-    for (int i = 0, mine = 0; i < n; i++) cs->slot[i] = owner[i] == o->shard.k ? mine++ : -1;
-    free(owner);
     return 0;
 }
 
@@ -498,12 +396,6 @@ static void print_prompts(const case_set *cs, int n) {
         fwrite(p, 1, len, stdout);
         printf("\n=== end of prompt %d ===\n", i + 1);
     }
-}
-
-/* Whether this process runs case i: the shard's (every case without --shard), and of
- * those every jobs-th when it is job `job` of --jobs (job < 0: all of the shard's). */
-static int takes_case(const rm_opts *o, const case_set *cs, int i, int job) {
-    return cs->slot[i] >= 0 && (job < 0 || cs->slot[i] % o->jobs == job);
 }
 
 /* ---------------------------------------------------------------- run identity */
@@ -637,25 +529,8 @@ static void config_json(const rm_opts *o, const kv_model *model, const case_set 
 #undef STR
 }
 
-/* ---------------------------------------------------------------- database helpers */
+/* ---------------------------------------------------------------- the summary */
 
-/* Which pairs of case i are missing: missing[p] = 1. Returns the count, or -1. */
-static int missing_pairs(kv_db *db, int64_t run_id, const rm_opts *o, const char *key, uint8_t *missing,
-                         int64_t *case_id) {
-    *case_id = kvdb_case_find(db, run_id, key);
-    if (*case_id < 0) return run_fail("results db '%s': looking up case %s: %s", o->db_path, key,
-                                  sqlite3_errmsg(kvdb_sqlite(db)));
-    int n = 0;
-    for (int p = 0; p < o->n_pairs; p++) {
-        int e = *case_id ? kvdb_result_exists(db, *case_id, o->pair_m[p]->name, o->pair_b[p]) : 0;
-        if (e < 0) return run_fail("%s", kvdb_errmsg(db));
-        missing[p] = e == 0;
-        n += missing[p];
-    }
-    return n;
-}
-
-/* Mean score, memory and latency per (method, budget) of the run, from the database. */
 static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
     sqlite3_stmt *st = kvq_run_summary(kvdb_sqlite(db), run_id);
     if (!st) return;
@@ -705,11 +580,11 @@ static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
             printf("%-14s %-7s %7s %6.1f%% %7s %7s %12s\n", r->method, b, cases, 0.0, "-", "-", "infeasible/error");
             continue;
         }
-        fmt_bytes(peak, sizeof peak, r->peak);
+        cl_fmt_bytes(peak, sizeof peak, r->peak);
         if (isnan(r->steady)) snprintf(steady, sizeof steady, "-");
-        else fmt_bytes(steady, sizeof steady, r->steady);
+        else cl_fmt_bytes(steady, sizeof steady, r->steady);
         if (isnan(r->rss)) snprintf(rss, sizeof rss, "-");
-        else fmt_bytes(rss, sizeof rss, r->rss);
+        else cl_fmt_bytes(rss, sizeof rss, r->rss);
         snprintf(pf, sizeof pf, "%.2f s", r->pf);
         snprintf(comp, sizeof comp, "%.3f s", r->comp);
         if (isnan(r->ms)) snprintf(ms, sizeof ms, "-");
@@ -722,41 +597,7 @@ static void print_summary(kv_db *db, int64_t run_id, int decode_rule) {
     }
 }
 
-/* ---------------------------------------------------------------- progress */
-
-typedef struct {
-    double start, pf_s, pf_cost, res_s, res_cost;
-    double left_pf_cost, left_res_cost;
-    int done, total;
-    char prefix[32];
-} progress;
-
-static double eta(const progress *p) {
-    if (p->pf_cost <= 0 && p->res_cost <= 0) return -1;
-    double rate_pf = p->pf_cost > 0 ? p->pf_s / p->pf_cost : 0, rate_res = p->res_cost > 0 ? p->res_s / p->res_cost : 0;
-    if (p->left_pf_cost > 0 && rate_pf == 0) return -1;
-    if (p->left_res_cost > 0 && rate_res == 0) return -1;
-    return p->left_pf_cost * rate_pf + p->left_res_cost * rate_res;
-}
-
-/* Relative cost of one result: compression ~ prompt, decode ~ generated tokens x cache. */
 static double result_cost(int n_prompt, int max_new) { return 1.0 + n_prompt / 2048.0 + max_new / 32.0; }
-
-/* ---------------------------------------------------------------- one worker */
-
-/* Marks the missing (case, pair) results of the cases this job takes (every case when
- * job < 0) and fills their case ids (0: not recorded yet). Returns the count, or -1. */
-static int scan_missing(kv_db *db, int64_t run_id, const rm_opts *o, const case_set *cs, int job, uint8_t *missing,
-                        int64_t *case_ids) {
-    int total = 0;
-    for (int i = 0; i < cs->list.n; i++) {
-        if (!takes_case(o, cs, i, job)) continue;
-        int k = missing_pairs(db, run_id, o, cs->key[i], missing + (size_t)i * o->n_pairs, &case_ids[i]);
-        if (k < 0) return -1;
-        total += k;
-    }
-    return total;
-}
 
 #ifdef KB_CUDA
 /* The device measurements of a case's shared prefill (CUDA backend): the allocator's peak
@@ -776,462 +617,372 @@ static void record_gpu(kv_db *db, int64_t case_id, const kv_model *model, size_t
         fprintf(stderr, "%skvbench run: device driver peak not recorded: %s\n", prefix, kvdb_errmsg(db));
     if (!quiet) {
         char pk[32], us[32];
-        fmt_bytes(pk, sizeof pk, (double)peak);
-        fmt_bytes(us, sizeof us, (double)used);
+        cl_fmt_bytes(pk, sizeof pk, (double)peak);
+        cl_fmt_bytes(us, sizeof us, (double)used);
         char dp[32];
-        fmt_bytes(dp, sizeof dp, (double)drv_peak);
+        cl_fmt_bytes(dp, sizeof dp, (double)drv_peak);
         fprintf(stderr, "%s[case] %s: device prefill %.1f ms (CUDA events), allocator peak %s, device in use %s, "
                 "driver peak %s (cudaMemGetInfo, sampled)\n", prefix, key, have ? info.prefill_ms : -1.0, pk, us, dp);
     }
 }
 #endif
+/* ---------------------------------------------------------------- the case source */
 
-static int run_cases(const rm_opts *o, kv_model *model, case_set *cs, kv_db *db, int64_t run_id, int *n_new) {
-    const int N = cs->list.n;
+typedef struct {
+    rm_opts o;
+    kv_model *model;
+    case_set cs;
+    cl_case *cases;
+    char ident[1536];          /* the workload inputs' identity (mw_load) */
+    char mid[512];             /* the model's identity (model_ident), for the run's row */
+    const char *backend;       /* the backend really used: cuda, or cpu (also when cuda was asked for) */
+    int gpu, gpu_loaded;       /* the CUDA engine runs the model; its weights are on the device */
+} model_source;
+
+/* A prepared case: the shared prefill, FullKV's fidelity reference, the results of the
+ * last run_pairs call and what is recorded beside the case when it ends. */
+typedef struct {
+    mc_case mc;
+    fid_ref ref;
+    int have_ref;              /* ref was built: every result gets the fidelity metrics */
+    mc_result *res;            /* [n_res] */
+    int n_res;
+    char label[320];
+    const char *key;
+    double load0;              /* the 1-minute load average at the case's start */
+    int64_t case_rss;          /* the most of the prefill's and each result's peak RSS */
+    size_t gpu_peak, gpu_drv;  /* the prefill's device peaks (CUDA) */
+} model_case_run;
+
+static void clear_results(model_case_run *mr) {
+    for (int i = 0; i < mr->n_res; i++) mc_result_clear(&mr->res[i]);
+    free(mr->res);
+    mr->res = NULL, mr->n_res = 0;
+}
+
+static int model_run_row(void *self, int r, const provenance *prov, char *key, size_t key_len, char *json,
+                         size_t json_len, kvdb_run *row) {
+    (void)r;
+    model_source *ms = self;
+    const rm_opts *o = &ms->o;
+    if (run_key(o, ms->model, ms->ident, ms->backend, prov->code, key, key_len))
+        return run_fail("the run key is too long (too many --params)");
+    config_json(o, ms->model, &ms->cs, ms->ident, ms->backend, json, json_len);
+    model_ident(o->model_path, ms->model, ms->mid, sizeof ms->mid);
+    *row = (kvdb_run){.run_key = key, .config_json = json, .workload = o->wl.name, .model = ms->mid,
+                      .git_commit = prov->git_commit, .build_flags = KB_BUILD_FLAGS, .host = prov->host,
+                      .cpu = prov->cpu, .backend = ms->backend, .seed = o->wl.seed};
+    return 0;
+}
+
+static int model_prepare(void *self, int c, const char *label, const kv_method *const *methods, const double *budgets,
+                         int n, void **prepared, kvdb_case *row) {
+    model_source *ms = self;
+    const rm_opts *o = &ms->o;
+    case_set *cs = &ms->cs;
 #ifdef KB_CUDA
-    const int gpu = cuda_model_selected();
-    if (gpu) {   /* the weights go to the device once, before (and outside) any case's time */
+    if (ms->gpu && !ms->gpu_loaded) {   /* the weights go to the device once, before (and outside) any case's time */
         char lerr[512];
-        if (cuda_model_load(model, lerr, sizeof lerr)) return run_fail("--backend cuda: %s", lerr);
+        if (cuda_model_load(ms->model, lerr, sizeof lerr)) return run_fail("--backend cuda: %s", lerr);
         /* random weights are not read on the host again: free them (4.5 GB for
          * random:llama3-8b in Q4_0), room for the long prefills' K/V and the methods' stores */
-        long long freed = cuda_model_drop_host_weights(model);
+        long long freed = cuda_model_drop_host_weights(ms->model);
         if (freed < 0) return run_fail("--backend cuda: the weights did not reach the device");
         if (freed > 0 && !o->quiet)
-            fprintf(stderr, "kvbench run: %.1f GB of host weights freed after the upload (random model)\n",
-                    freed / 1e9);
+            fprintf(stderr, "kvbench run: %.1f GB of host weights freed after the upload (random model)\n", freed / 1e9);
+        ms->gpu_loaded = 1;
     }
 #endif
-    uint8_t *missing = calloc((size_t)N * o->n_pairs + 1, 1);
-    int64_t *case_ids = calloc((size_t)N + 1, sizeof *case_ids);
-    if (!missing || !case_ids) {
-        free(missing), free(case_ids);
-        return run_fail("out of memory");
+    model_case_run *mr = cl_xcalloc(1, sizeof *mr);
+    const tc_case *tc = &cs->list.v[c];
+    mr->key = cs->key[c];
+    mr->mc = (mc_case){.model = ms->model, .tc = tc, .ids = cs->ids[c], .n = cs->n_tok[c],
+                       .n_context = cs->n_ctx_part[c], .question_after = o->wl.question_after,
+                       .max_new = cs->max_new[c], .params = &o->params, .decode_rule = o->decode_rule,
+                       .kv_type = o->kv_type, .repeat = o->repeat, .one_at_a_time = !rm_batched(o, ms->backend)};
+    mc_case *mc = &mr->mc;
+    mc->n_pf = mc->question_after ? mc->n_context : mc->n;
+    double load0[1] = {NAN};
+    if (getloadavg(load0, 1) != 1) load0[0] = NAN;
+    mr->load0 = load0[0];
+    kv_needs needs = mc_union_needs(mc, methods, budgets, n);
+    if (label) {
+        snprintf(mr->label, sizeof mr->label, "%s", label);
+        fprintf(stderr, "%s: prefill %d tokens%s%s...\n", label, mc->n_pf, needs.col_mass ? ", column mass" : "",
+                needs.window ? ", window rows" : "");
+        mc->progress = mr->label;
     }
-    progress pg = {.start = kb_now_s()};
-    if (o->jobs > 1) snprintf(pg.prefix, sizeof pg.prefix, "[job %d/%d] ", o->job_index + 1, o->jobs);
-    else if (o->shard.n) snprintf(pg.prefix, sizeof pg.prefix, "[shard %d/%d] ", o->shard.k, o->shard.n);
-    int job = o->jobs > 1 ? o->job_index : -1, mine = 0;
-    int rc = scan_missing(db, run_id, o, cs, job, missing, case_ids) < 0 ? -1 : 0;
-    for (int i = 0; i < N && !rc; i++) {
-        if (!takes_case(o, cs, i, job)) continue;
-        mine++;
-        int k = 0;
-        for (int p = 0; p < o->n_pairs; p++) k += missing[(size_t)i * o->n_pairs + p];
-        if (k > 0) {
-            pg.total += k;
-            pg.left_pf_cost += cs->cost[i];
-            pg.left_res_cost += k * result_cost(cs->n_tok[i], cs->max_new[i]);
-        }
-    }
-    if (!rc && !o->quiet)
-        fprintf(stderr, "%s%d cases, %d results to compute (%d method/budget pairs per case)\n", pg.prefix, mine,
-                pg.total, o->n_pairs);
-    mc_result res;
-    memset(&res, 0, sizeof res);
-    int seen = 0;
-    for (int i = 0; i < N && !rc; i++) {
-        if (!takes_case(o, cs, i, job)) continue;
-        seen++;
-        uint8_t *miss = missing + (size_t)i * o->n_pairs;
-        int k = 0;
-        for (int p = 0; p < o->n_pairs; p++) k += miss[p];
-        if (!k) {
-            if (!o->quiet)
-                fprintf(stderr, "%s[case %d/%d] %s: all %d results present, skipped\n", pg.prefix, seen, mine,
-                        cs->key[i], o->n_pairs);
-            continue;
-        }
-        const tc_case *tc = &cs->list.v[i];
-        mc_case mc = {.model = model, .tc = tc, .ids = cs->ids[i], .n = cs->n_tok[i], .n_context = cs->n_ctx_part[i],
-                      .question_after = o->wl.question_after, .max_new = cs->max_new[i], .params = &o->params,
-                      .decode_rule = o->decode_rule, .kv_type = o->kv_type};
-        mc.n_pf = mc.question_after ? mc.n_context : mc.n;
-        mc.repeat = o->repeat;
+    char err[512];
 #ifdef KB_CUDA
-        mc.one_at_a_time = !rm_batched(o, gpu ? "cuda" : "cpu");
-#else
-        mc.one_at_a_time = !rm_batched(o, "cpu");
+    if (ms->gpu) kb_cuda_mem_reset_peak();
 #endif
-        double load0[1] = {NAN};
-        if (getloadavg(load0, 1) != 1) load0[0] = NAN;
-        const kv_method *um[MAX_PAIRS];
-        double ub[MAX_PAIRS];
-        int nu = 0;
-        for (int p = 0; p < o->n_pairs; p++)
-            if (miss[p]) um[nu] = o->pair_m[p], ub[nu++] = o->pair_b[p];
-        kv_needs needs = mc_union_needs(&mc, um, ub, nu);
-        if (!o->quiet)
-            fprintf(stderr, "%s[case %d/%d] %s: prefill %d tokens%s%s...\n", pg.prefix, seen, mine, cs->key[i], mc.n_pf,
-                    needs.col_mass ? ", column mass" : "", needs.window ? ", window rows" : "");
+    int rss_rc = rss_reset_peak();
+    if (rm_streams(o) ? mc_prefill_streamed(mc, &needs, methods, budgets, n, err, sizeof err)
+                      : mc_prefill(mc, &needs, err, sizeof err)) {
+        run_fail("case %s: prefill: %s", mr->key, err);
+        mc_free(mc);
+        free(mr);
+        return -1;
+    }
+    mr->case_rss = rss_peak_since(rss_rc);
+#ifdef KB_CUDA
+    /* the prefill's peaks, before the methods reset them */
+    if (ms->gpu) kb_cuda_mem_stats(NULL, &mr->gpu_peak, NULL, NULL);
+    if (ms->gpu && kb_cuda_mem_sample(&mr->gpu_drv)) mr->gpu_drv = 0;   /* no sample: stored NULL */
+#endif
+    *row = (kvdb_case){.case_key = mr->key, .workload = o->wl.name, .variant = tc->task, .seed = o->wl.seed,
+                       .ctx = tc->length > 0 ? tc->length : mc->n, .depth = tc->depth >= 0 ? tc->depth / 100.0 : NAN,
+                       .prefill_s = mc->pf.seconds, .prompt_sha256 = cs->sha[c], .prompt_tokens = cs->n_tok[c]};
+    *prepared = mr;
+    return 0;
+}
+
+/* Recorded with the case's row at once, not after the last method: a run cut during the
+ * methods keeps them. Then FullKV's reference for the fidelity metrics (without it the
+ * results just lack them). */
+static void model_recorded(void *self, void *prepared, kv_db *db, int64_t case_id) {
+    model_source *ms = self;
+    model_case_run *mr = prepared;
+#ifdef KB_CUDA
+    if (ms->gpu) {
+        record_gpu(db, case_id, ms->model, mr->gpu_peak, mr->gpu_drv, "", mr->key, ms->o.quiet);
+        if (!ms->o.quiet)
+            fprintf(stderr, "[device] ctx %d prefill: allocator peak %zu B, driver peak %zu B\n",
+                    mr->mc.tc->length > 0 ? mr->mc.tc->length : mr->mc.n, mr->gpu_peak, mr->gpu_drv);
+    }
+#endif
+    if (kvdb_case_rss(db, case_id, mr->case_rss))
+        fprintf(stderr, "kvbench run: peak RSS not recorded: %s\n", kvdb_errmsg(db));
+    if (ms->o.fidelity > 0) {
         char err[512];
+        if (fid_ref_build(&mr->mc, ms->o.fidelity, &mr->ref, err, sizeof err))
+            fprintf(stderr, "kvbench run: case %s: %s\n", mr->key, err);
+        else mr->have_ref = 1;
+    }
+}
+
+/* Batched (source.batched): every pair of the call generates together (mc_run_pairs); else
+ * the loop hands one pair a call, with its own device peak. */
+static void model_run_pairs(void *self, void *prepared, const kv_method *const *methods, const double *budgets, int n,
+                            const kvdb_result **results) {
+    model_source *ms = self;
+    model_case_run *mr = prepared;
+    clear_results(mr);
+    mr->res = cl_xcalloc((size_t)n, sizeof *mr->res);
+    mr->n_res = n;
+    if (!mr->mc.one_at_a_time) {
+        mc_run_pairs(&mr->mc, methods, budgets, n, mr->res);
+        /* the fidelity passes of pairs that generated together go together too (the ok ones) */
+        if (mr->have_ref && mr->res[0].batched) fid_measure_pairs(&mr->mc, methods, budgets, &mr->ref, mr->res, n);
+        else
+            for (int i = 0; mr->have_ref && i < n; i++) fid_measure(&mr->mc, methods[i], budgets[i], &mr->ref, &mr->res[i]);
+    } else
+        for (int i = 0; i < n; i++) {
 #ifdef KB_CUDA
-        if (gpu) kb_cuda_mem_reset_peak();
+            if (ms->gpu) kb_cuda_mem_reset_peak();   /* this method's peak: weights + its KV + decode */
 #endif
-        double t0 = kb_now_s();
-        int rss_rc = rss_reset_peak();
-        int stream = rm_streams(o);
-        char label[160];
-        snprintf(label, sizeof label, "%s[case %d/%d] %s", pg.prefix, seen, mine, cs->key[i]);
-        mc.progress = o->quiet ? NULL : label;
-        if (stream ? mc_prefill_streamed(&mc, &needs, um, ub, nu, err, sizeof err)
-                   : mc_prefill(&mc, &needs, err, sizeof err)) {
-            rc = run_fail("case %s: prefill: %s", cs->key[i], err);
-            break;
-        }
-        pg.pf_s += kb_now_s() - t0;
-        int64_t pf_rss = rss_peak_since(rss_rc);
-#ifdef KB_CUDA
-        size_t case_peak = 0, case_drv = 0;   /* the prefill's peaks, before the methods reset them */
-        if (gpu) kb_cuda_mem_stats(NULL, &case_peak, NULL, NULL);
-        if (gpu && kb_cuda_mem_sample(&case_drv)) case_drv = 0;   /* no sample: stored NULL */
-#endif
-        pg.pf_cost += cs->cost[i];
-        pg.left_pf_cost -= cs->cost[i];
-        kvdb_case kc = {.case_key = cs->key[i], .workload = o->wl.name, .variant = tc->task, .seed = o->wl.seed,
-                        .ctx = tc->length > 0 ? tc->length : mc.n,
-                        .depth = tc->depth >= 0 ? tc->depth / 100.0 : NAN, .prefill_s = mc.pf.seconds,
-                        .prompt_sha256 = cs->sha[i], .prompt_tokens = cs->n_tok[i]};
-        if (!case_ids[i]) case_ids[i] = kvdb_case_get(db, run_id, &kc);
-        if (case_ids[i] < 0) {
-            rc = run_fail("%s", kvdb_errmsg(db));
-            mc_free(&mc);
-            break;
-        }
-#ifdef KB_CUDA
-        /* recorded now, not after the last method: a run cut during the methods keeps them */
-        if (gpu) record_gpu(db, case_ids[i], model, case_peak, case_drv, pg.prefix, cs->key[i], o->quiet);
-        if (gpu && !o->quiet)
-            fprintf(stderr, "%s[device] ctx %d prefill: allocator peak %zu B, driver peak %zu B\n", pg.prefix,
-                    tc->length > 0 ? tc->length : mc.n, case_peak, case_drv);
-#endif
-        /* the case's peak: the most of the prefill's and each result's (each resets the peak) */
-        int64_t case_rss = pf_rss;
-        if (kvdb_case_rss(db, case_ids[i], case_rss))
-            fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
-        fid_ref ref;
-        memset(&ref, 0, sizeof ref);
-        if (o->fidelity > 0) {   /* FullKV's reference; without it the results just lack fidelity */
-            if (fid_ref_build(&mc, o->fidelity, &ref, err, sizeof err))
-                fprintf(stderr, "%skvbench run: case %s: %s\n", pg.prefix, cs->key[i], err);
-            else mc.ref = &ref;
-        }
-        /* batched: every missing pair's result at once, recorded below in order */
-        mc_result *all = mc.one_at_a_time ? NULL : calloc((size_t)nu, sizeof *all);
-        int next = 0;
-        double rt_all = kb_now_s();
-        if (all) mc_run_pairs(&mc, um, ub, nu, all);
-        rt_all = (kb_now_s() - rt_all) / (nu > 0 ? nu : 1);
-        for (int p = 0; p < o->n_pairs && !rc; p++) {
-            if (!miss[p]) continue;
-            const kv_method *m = o->pair_m[p];
-            double rt0 = kb_now_s() - (all ? rt_all : 0);   /* batched: an equal share of the batch's time */
-#ifdef KB_CUDA
-            if (gpu) kb_cuda_mem_reset_peak();   /* this method's peak: weights + its KV + decode */
-#endif
-            if (all) {   /* (res is cleared, unless a result already present left it: freed here) */
-                mc_result_clear(&res);
-                res = all[next], memset(&all[next++], 0, sizeof *all);
-            }
-            else mc_run_method(&mc, m, o->pair_b[p], &res);
-            if (!strcmp(res.r.status, MC_REFUSED)) {
-                rc = run_fail("case %s: %s refused its configuration (it passed before the first case): %s; "
-                              "nothing stored", cs->key[i], m->name, res.output ? res.output : "?");
-                mc_result_clear(&res);
-                break;
-            }
+            mc_run_method(&mr->mc, methods[i], budgets[i], &mr->res[i]);
+            if (mr->have_ref) fid_measure(&mr->mc, methods[i], budgets[i], &mr->ref, &mr->res[i]);
 #ifdef KB_CUDA
             size_t mpeak = 0, mdrv = 0;
-            if (gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res.r.gpu_peak_bytes = (int64_t)mpeak;
+            mc_result *res = &mr->res[i];
+            if (ms->gpu && kb_cuda_mem_stats(NULL, &mpeak, NULL, NULL) == 0) res->r.gpu_peak_bytes = (int64_t)mpeak;
             /* the driver's view apart from the allocator's, both stored (and logged:
              * tests/gpu/paper_table.py reads this line) */
-            int have_drv = gpu && kb_cuda_mem_sample(&mdrv) == 0;
-            if (have_drv) res.r.gpu_driver_peak_bytes = (int64_t)mdrv;
-            if (have_drv && !o->quiet)
-                fprintf(stderr, "%s[device] ctx %d %s @ %g: allocator peak %zu B, driver peak %zu B\n", pg.prefix,
-                        mc.tc->length > 0 ? mc.tc->length : mc.n, m->name, o->pair_b[p], mpeak, mdrv);
+            int have_drv = ms->gpu && kb_cuda_mem_sample(&mdrv) == 0;
+            if (have_drv) res->r.gpu_driver_peak_bytes = (int64_t)mdrv;
+            if (have_drv && !ms->o.quiet)
+                fprintf(stderr, "[device] ctx %d %s @ %g: allocator peak %zu B, driver peak %zu B\n",
+                        mr->mc.tc->length > 0 ? mr->mc.tc->length : mr->mc.n, methods[i]->name, budgets[i], mpeak,
+                        mdrv);
 #endif
-            if (res.r.rss_peak > case_rss) case_rss = res.r.rss_peak;
-            int put = kvdb_result_put(db, case_ids[i], &res.r);
-            if (put < 0) {
-                rc = run_fail("%s", kvdb_errmsg(db));
-                break;
-            }
-            if (put > 0) continue;      /* another run on this file recorded it first: already present */
-            /* Zoom events go in their own transaction after the result (a kill -9 in
-             * between keeps the result without its events). */
-            if (res.n_zoom && kvdb_zoom_put(db, case_ids[i], m->name, o->pair_b[p], res.zoom, res.n_zoom))
-                fprintf(stderr, "%skvbench run: zoom events not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
-            if (res.chosen[0] && kvdb_note_put(db, case_ids[i], m->name, o->pair_b[p], "params_used", res.chosen))
-                fprintf(stderr, "%skvbench run: params used not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
-            char as[32];   /* batched: the method's own share of the decode steps (a timing) */
-            snprintf(as, sizeof as, "%.6f", res.attend_s);
-            if (res.batched && !strcmp(res.r.status, "ok") && kvdb_note_put(db, case_ids[i], m->name, o->pair_b[p], "attend_s", as))
-                fprintf(stderr, "%skvbench run: attention time not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
-            (*n_new)++;
-            pg.done++;
-            double c = result_cost(mc.n, mc.max_new);
-            pg.res_s += kb_now_s() - rt0;
-            pg.res_cost += c;
-            pg.left_res_cost -= c;
-            if (!o->quiet) {
-                char el[32], et[32], sc[96], dec[64];
-                fmt_dur(el, sizeof el, kb_now_s() - pg.start);
-                fmt_dur(et, sizeof et, eta(&pg));
-                if (!strcmp(res.r.status, "ok")) {
-                    int k = snprintf(sc, sizeof sc, "score %.2f", res.r.score);
-                    if (res.r.ans_tokens > 0 && k < (int)sizeof sc)
-                        k += snprintf(sc + k, sizeof sc - k, ", nll %.2f", res.r.ans_nll);
-                    if (res.r.fid_steps > 0 && k < (int)sizeof sc)
-                        snprintf(sc + k, sizeof sc - k, ", kl %.3f, top1 %.2f", res.r.kl, res.r.top1);
-                    snprintf(dec, sizeof dec, "compress %.2fs, decode %d tok %.1f tok/s", res.r.compress_s,
-                             res.n_generated, res.r.tokens_per_s);
-                } else {
-                    snprintf(sc, sizeof sc, "%s", res.r.status);
-                    snprintf(dec, sizeof dec, "%.50s", res.output ? res.output : "");
-                }
-                fprintf(stderr, "%s[case %d/%d] %s %-12s @ %-5g %s | %s | %d/%d done, %s elapsed, ETA %s\n",
-                        pg.prefix, seen, mine, cs->key[i], m->name, o->pair_b[p], sc, dec, pg.done, pg.total, el, et);
-            }
-            mc_result_clear(&res);
         }
-        mc_result_clear(&res);
-        for (int k = 0; all && k < nu; k++) mc_result_clear(&all[k]);   /* left by a stop */
-        free(all);
-        fid_ref_free(&ref);
-        double load1[1] = {NAN};
-        if (getloadavg(load1, 1) != 1) load1[0] = NAN;
-        if (!rc && kvdb_case_rss(db, case_ids[i], case_rss))
-            fprintf(stderr, "%skvbench run: peak RSS not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
-        if (!rc && kvdb_case_load(db, case_ids[i], load0[0], load1[0]))
-            fprintf(stderr, "%skvbench run: load average not recorded: %s\n", pg.prefix, kvdb_errmsg(db));
-        mc_free(&mc);
+    (void)ms;
+    for (int i = 0; i < n; i++) {
+        if (mr->res[i].r.rss_peak > mr->case_rss) mr->case_rss = mr->res[i].r.rss_peak;
+        results[i] = &mr->res[i].r;
     }
-    free(missing);
-    free(case_ids);
+}
+
+/* What a result keeps beside its row: zoom events and notes, each in its own transaction
+ * after the result (a kill -9 in between keeps the result without them). */
+static void model_added(void *self, void *prepared, kv_db *db, int64_t case_id, int c, int i, const kvdb_result *r) {
+    (void)self, (void)c;
+    model_case_run *mr = prepared;
+    const mc_result *res = &mr->res[i];
+    if (res->n_zoom && kvdb_zoom_put(db, case_id, r->method, r->budget, res->zoom, res->n_zoom))
+        fprintf(stderr, "kvbench run: zoom events not recorded: %s\n", kvdb_errmsg(db));
+    if (res->chosen[0] && kvdb_note_put(db, case_id, r->method, r->budget, "params_used", res->chosen))
+        fprintf(stderr, "kvbench run: params used not recorded: %s\n", kvdb_errmsg(db));
+    char as[32];   /* batched: the method's own share of the decode steps (a timing) */
+    snprintf(as, sizeof as, "%.6f", res->attend_s);
+    if (res->batched && !strcmp(r->status, "ok") && kvdb_note_put(db, case_id, r->method, r->budget, "attend_s", as))
+        fprintf(stderr, "kvbench run: attention time not recorded: %s\n", kvdb_errmsg(db));
+}
+
+static void model_release(void *self, void *prepared, kv_db *db, int64_t case_id, int finished) {
+    (void)self;
+    model_case_run *mr = prepared;
+    clear_results(mr);
+    fid_ref_free(&mr->ref);
+    double load1[1] = {NAN};
+    if (getloadavg(load1, 1) != 1) load1[0] = NAN;
+    if (finished && case_id > 0 && kvdb_case_rss(db, case_id, mr->case_rss))
+        fprintf(stderr, "kvbench run: peak RSS not recorded: %s\n", kvdb_errmsg(db));
+    if (finished && case_id > 0 && kvdb_case_load(db, case_id, mr->load0, load1[0]))
+        fprintf(stderr, "kvbench run: load average not recorded: %s\n", kvdb_errmsg(db));
+    mc_free(&mr->mc);
+    free(mr);
+}
+
+static void model_unload(void *self) {
+    model_source *ms = self;
+#ifdef KB_CUDA
+    if (ms->model) cuda_model_release(ms->model);
+#endif
+    model_free(ms->model);
+    ms->model = NULL;
+}
+
+static void model_summary(void *self, kv_db *db, const int64_t *run_ids) {
+    const model_source *ms = self;
+    print_summary(db, run_ids[0], ms->o.decode_rule);
+}
+
+/* ---------------------------------------------------------------- built from the options */
+
+static int model_check_workload(const char *workload) {
+    mw_spec wl;
+    char err[1024];
+    memset(&wl, 0, sizeof wl);
+    if (workload && mw_parse(workload, &wl, err, sizeof err)) return run_fail("%s", err);
+    return 0;
+}
+
+/* Lengths the model cannot hold are refused before anything is built: 0 or -1. */
+static int fit_lengths(rm_opts *o, const kv_model_config *cf) {
+    int rc = 0;
+    if (mw_ctx_is_length(o->wl.kind)) {
+        if (!o->ctx_given) {
+            if (o->wl.kind == MW_NIAH) o->ctxs[0] = 1024, o->ctxs[1] = 2048, o->ctxs[2] = 4096, o->n_ctx = 3;
+            else o->ctxs[0] = 4096, o->n_ctx = 1;
+            for (int i = 0; i < o->n_ctx; i++)
+                if (o->ctxs[i] > cf->n_ctx_train) o->ctxs[i] = cf->n_ctx_train;
+        }
+        for (int i = 0; i < o->n_ctx && !rc; i++)
+            if (o->ctxs[i] > cf->n_ctx_train)
+                rc = run_fail("--ctx %d is beyond the context of the model %s (%d tokens)%s", o->ctxs[i], o->model_path,
+                              cf->n_ctx_train, model_ctx_note(cf));
+        o->wl.ctxs = o->ctxs;
+        o->wl.n_ctx = o->n_ctx;
+        o->wl.depths = o->depths;
+        o->wl.n_depths = o->n_depths;
+    } else {
+        int room = cf->n_ctx_train - mw_max_new(&o->wl) - 64;
+        o->wl.truncate = o->ctx_given ? o->ctxs[0] : room;
+        if (o->wl.truncate > room)
+            rc = run_fail("--ctx %d: prompts of up to %d tokens + %d new tokens are beyond the context of the model %s "
+                          "(%d tokens); use at most %d", o->wl.truncate, o->wl.truncate, mw_max_new(&o->wl),
+                          o->model_path, cf->n_ctx_train, room);
+        if (o->wl.truncate < 64) rc = run_fail("--ctx %d: too small a prompt budget", o->wl.truncate);
+    }
     return rc;
 }
 
-/* ---------------------------------------------------------------- jobs */
-
-/* Starts the N copies of this command with --job-index, waits for all. 0 if all succeeded. */
-static int run_jobs(const rm_opts *o, int argc, char **argv) {
-    int per = o->threads ? o->threads : (kb_threads() / o->jobs > 0 ? kb_threads() / o->jobs : 1);
-    char per_s[16];
-    snprintf(per_s, sizeof per_s, "%d", per);
-    /* main() took the --plugin options out of argv: each copy is given the plugins this
-     * process loaded, else their methods are unknown there */
-    int np = kv_plugin_count(), n = 0;
-    char **args = calloc((size_t)argc + 2 * (size_t)np + 8, sizeof *args);
-    if (!args) return run_fail("out of memory");
-    args[n++] = "kvbench";
-    for (int p = 0; p < np; p++) {
-        args[n++] = "--plugin";
-        args[n++] = (char *)kv_plugin_path(p);
-    }
-    for (int i = 0; i < argc; i++) args[n++] = argv[i];
-    char idx[MAX_JOBS][16];
-    pid_t pids[MAX_JOBS];
-    int started = 0, rc = 0;
-    for (int j = 0; j < o->jobs; j++) {
-        snprintf(idx[j], sizeof idx[j], "%d", j);
-        args[n] = "--threads";
-        args[n + 1] = per_s;
-        args[n + 2] = "--job-index";
-        args[n + 3] = idx[j];
-        args[n + 4] = NULL;
-        int e = posix_spawn(&pids[j], "/proc/self/exe", NULL, NULL, args, environ);
-        if (e) {
-            rc = run_fail("--jobs: cannot start job %d: %s", j + 1, strerror(e));
-            break;
-        }
-        started++;
-    }
-    for (int j = 0; j < started; j++) {
-        int status;
-        while (waitpid(pids[j], &status, 0) < 0)
-            if (errno != EINTR) {
-                status = -1;
-                break;
-            }
-        if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-            if (status != -1 && WIFSIGNALED(status)) run_fail("job %d killed by signal %d", j + 1, WTERMSIG(status));
-            else run_fail("job %d failed", j + 1);
-            rc = -1;
-        }
-    }
-    free(args);
-    return rc;
+static void model_close(cl_source *src) {
+    model_source *ms = src->self;
+    if (!ms) return;
+    model_unload(ms);
+    cases_free(&ms->cs);
+    free(ms->cases);
+    free(ms);
+    src->self = NULL;
 }
 
-/* ---------------------------------------------------------------- the command */
-
-int cmd_run_model(int argc, char **argv) {
-    rm_opts o;
-    int pr = parse_args(argc, argv, &o);
-    if (pr) return pr > 0 ? 0 : 2;
+static int model_open(const run_common *c, const run_given *own, int n_own, int argc, char **argv, cl_source *src,
+                      cl_grid *g) {
+    model_source *ms = cl_xcalloc(1, sizeof *ms);
+    *src = (cl_source){.name = "model", .self = ms};
+    rm_opts *o = &ms->o;
+    int exit_code = 2;   /* bad input until the inputs are loaded */
+    if (parse_opts(c, own, n_own, o)) goto fail;
     /* cuda without a usable device (or a CPU build): one line, then the CPU; the run is
      * recorded with the backend it really used */
-    if (run_kv_type_backend(&o.kv_type, o.backend)) return 2;
-    if (o.q8_act && !strcmp(o.backend, "cuda"))
-        return run_fail("--activations q8 needs --backend cpu: the CUDA engine's mat-vecs read f32 activations"), 2;
-    const char *backend = "cpu", *why = NULL;
-    if (!strcmp(o.backend, "cuda") && kb_select("cuda", &why) == 0) backend = "cuda";
-    else if (kb_select("cpu", NULL) == 0 && !strcmp(o.backend, "cuda") && o.job_index < 0)
+    if (run_kv_type_backend(&o->kv_type, o->backend)) goto fail;
+    if (o->q8_act && !strcmp(o->backend, "cuda")) {
+        run_fail("--activations q8 needs --backend cpu: the CUDA engine's mat-vecs read f32 activations");
+        goto fail;
+    }
+    const char *why = NULL;
+    ms->backend = "cpu";
+    if (!strcmp(o->backend, "cuda") && kb_select("cuda", &why) == 0) ms->backend = "cuda";
+    else if (kb_select("cpu", NULL) == 0 && !strcmp(o->backend, "cuda") && o->job_index < 0)
         fprintf(stderr, "kvbench run: --backend cuda: %s; running on the CPU\n", why ? why : "not available");
-    if (o.threads) kb_set_threads(o.threads);
-
+#ifdef KB_CUDA
+    ms->gpu = cuda_model_selected();
+#endif
+    if (o->threads) kb_set_threads(o->threads);
     char err[1024];
-    kv_model *model = model_load(o.model_path, err, sizeof err);
-    if (!model) return run_fail("--model: %s", err), 2;   /* a bad or unsupported file */
-    model_set_f32_activations(model, !o.q8_act);
-    const kv_model_config *cf = model_config(model);
+    ms->model = model_load(o->model_path, err, sizeof err);
+    if (!ms->model) {   /* a bad or unsupported file */
+        run_fail("--model: %s", err);
+        goto fail;
+    }
+    model_set_f32_activations(ms->model, !o->q8_act);
+    const kv_model_config *cf = model_config(ms->model);
     {   /* every method accepts its parameters on this model, or nothing runs (and nothing is stored) */
         int n_chk = cf->n_ctx_train < 1024 ? cf->n_ctx_train : 1024;
-        mc_case probe = {.model = model, .n = n_chk, .n_pf = n_chk, .max_new = 32, .params = &o.params,
-                         .kv_type = o.kv_type};
-        kv_setup shape = mc_setup(&probe, o.methods[0], 0.5);
-        if (run_check_methods(o.methods, o.n_methods, &o.params, &shape, err, sizeof err)) {
+        mc_case probe = {.model = ms->model, .n = n_chk, .n_pf = n_chk, .max_new = 32, .params = &o->params,
+                         .kv_type = o->kv_type};
+        kv_setup shape = mc_setup(&probe, o->methods[0], 0.5);
+        if (run_check_methods(o->methods, o->n_methods, &o->params, &shape, err, sizeof err)) {
             run_fail("%s", err);
-#ifdef KB_CUDA
-            cuda_model_release(model);
-#endif
-            model_free(model);
-            return 2;
+            goto fail;
         }
-        o.n_trained = run_ident_trained(&o.params, &shape, o.trained, 8);
+        o->n_trained = run_ident_trained(&o->params, &shape, o->trained, 8);
     }
-    int rc = 0;
-    case_set cs;
-    memset(&cs, 0, sizeof cs);
-    kv_db *db = NULL;
-
-    /* Lengths the model cannot hold are refused before anything is built. */
-    if (mw_ctx_is_length(o.wl.kind)) {
-        if (!o.ctx_given) {
-            if (o.wl.kind == MW_NIAH) o.ctxs[0] = 1024, o.ctxs[1] = 2048, o.ctxs[2] = 4096, o.n_ctx = 3;
-            else o.ctxs[0] = 4096, o.n_ctx = 1;
-            for (int i = 0; i < o.n_ctx; i++)
-                if (o.ctxs[i] > cf->n_ctx_train) o.ctxs[i] = cf->n_ctx_train;
-        }
-        for (int i = 0; i < o.n_ctx && !rc; i++)
-            if (o.ctxs[i] > cf->n_ctx_train)
-                rc = run_fail("--ctx %d is beyond the context of the model %s (%d tokens)%s", o.ctxs[i], o.model_path,
-                          cf->n_ctx_train, model_ctx_note(cf));
-        o.wl.ctxs = o.ctxs;
-        o.wl.n_ctx = o.n_ctx;
-        o.wl.depths = o.depths;
-        o.wl.n_depths = o.n_depths;
-    } else {
-        int room = cf->n_ctx_train - mw_max_new(&o.wl) - 64;
-        o.wl.truncate = o.ctx_given ? o.ctxs[0] : room;
-        if (o.wl.truncate > room)
-            rc = run_fail("--ctx %d: prompts of up to %d tokens + %d new tokens are beyond the context of the model %s "
-                      "(%d tokens); use at most %d", o.wl.truncate, o.wl.truncate, mw_max_new(&o.wl), o.model_path,
-                      cf->n_ctx_train, room);
-        if (o.wl.truncate < 64) rc = run_fail("--ctx %d: too small a prompt budget", o.wl.truncate);
+    if (fit_lengths(o, cf)) goto fail;   /* a length the model cannot hold: bad input, nothing was built */
+    exit_code = 1;
+    if (mw_load(&o->wl, model_tokenizer(ms->model), &ms->cs.list, ms->ident, sizeof ms->ident, err, sizeof err)) {
+        run_fail("%s", err);
+        goto fail;
     }
-    if (rc) {   /* a length the model cannot hold: bad input, nothing was built */
-#ifdef KB_CUDA
-        cuda_model_release(model);
-#endif
-        model_free(model);
-        return 2;
+    if (cases_prepare(&ms->cs, o, ms->model)) goto fail;
+    if (o->print_prompts) {   /* show, then stop: nothing is run or written */
+        print_prompts(&ms->cs, o->print_prompts);
+        exit_code = 0;
+        goto fail;
     }
-    char ident[1536] = "";
-    if (!rc && mw_load(&o.wl, model_tokenizer(model), &cs.list, ident, sizeof ident, err, sizeof err))
-        rc = run_fail("%s", err);
-    if (!rc) rc = cases_prepare(&cs, &o, model);
-    if (!rc && o.print_prompts) {             /* show, then stop: nothing is run or written */
-        print_prompts(&cs, o.print_prompts);
-        cases_free(&cs);
-        model_free(model);
-        return 0;
-    }
-
-    provenance prov;
-    provenance_get(&prov);
-    char key[8192], *json = NULL;
-    int64_t run_id = -1;
-    int n_new = 0;
-    double start = kb_now_s();
-    int present = 0;
-    if (!rc && run_key(&o, model, ident, backend, prov.code, key, sizeof key))
-        rc = run_fail("the run key is too long (too many --params)");
-    if (!rc) {
-        size_t jcap = 65536;
-        json = malloc(jcap);
-        if (!json) rc = run_fail("out of memory");
-        else config_json(&o, model, &cs, ident, backend, json, jcap);
-    }
-    if (!rc) {
-        db = kvdb_open(o.db_path, err, sizeof err);
-        if (!db) rc = run_fail("%s", err);
-    }
-    if (!rc) {
-        char mid[512];
-        model_ident(o.model_path, model, mid, sizeof mid);
-        kvdb_run run = {.run_key = key, .config_json = json, .workload = o.wl.name, .model = mid,
-                        .git_commit = prov.git_commit, .build_flags = KB_BUILD_FLAGS, .host = prov.host,
-                        .cpu = prov.cpu, .backend = backend, .seed = o.wl.seed};
-        int resumed = 0;
-        run_id = kvdb_run_begin(db, &run, &resumed);
-        if (run_id < 0) rc = run_fail("%s", kvdb_errmsg(db));
-        else if (resumed && !o.quiet && o.job_index < 0)
-            fprintf(stderr, "kvbench run: resuming run %lld (%s)\n", (long long)run_id, o.wl.name);
-        if (!rc && o.job_index < 0) {   /* the whole plan, every shard's cases, for kvbench merge */
-            const char *pm[MAX_PAIRS];
-            for (int p = 0; p < o.n_pairs; p++) pm[p] = o.pair_m[p]->name;
-            if (kvdb_plan_put(db, run_id, (const char *const *)cs.key, cs.list.n, pm, o.pair_b, o.n_pairs))
-                rc = run_fail("%s", kvdb_errmsg(db));
-            if (!rc && o.shard.n && !o.quiet) {
-                int mine = 0;
-                for (int i = 0; i < cs.list.n; i++) mine += cs.slot[i] >= 0;
-                fprintf(stderr, "kvbench run: shard %d/%d: %d of the %d cases\n", o.shard.k, o.shard.n, mine,
-                        cs.list.n);
-            }
-        }
-        if (!rc) {   /* the requested results already recorded */
-            uint8_t *miss = calloc((size_t)cs.list.n * o.n_pairs + 1, 1);
-            int64_t *ids = calloc((size_t)cs.list.n + 1, sizeof *ids);
-            int k = miss && ids ? scan_missing(db, run_id, &o, &cs, -1, miss, ids) : run_fail("out of memory");
-            int mine = 0;
-            for (int i = 0; i < cs.list.n; i++) mine += cs.slot[i] >= 0;
-            if (k < 0) rc = -1;
-            else present = mine * o.n_pairs - k;
-            free(miss), free(ids);
-        }
-    }
-    if (!rc) {
-        if (o.jobs > 1 && o.job_index < 0) {
-            int64_t before = kvdb_run_result_count(db, run_id);
-            kvdb_close(db);   /* the jobs open their own connections */
-            db = NULL;
-#ifdef KB_CUDA
-            cuda_model_release(model);
-#endif
-            model_free(model);
-            model = NULL;
-            rc = run_jobs(&o, argc, argv);
-            char e2[512];
-            db = kvdb_open(o.db_path, e2, sizeof e2);
-            if (!db) rc = run_fail("%s", e2);
-            else n_new = (int)(kvdb_run_result_count(db, run_id) - before);
-        } else {
-            rc = run_cases(&o, model, &cs, db, run_id, &n_new);
-        }
-    }
-    if (!rc && o.job_index < 0) {
-        print_summary(db, run_id, o.decode_rule);
-        printf("\n%d results written, %d already present; %.1fs. Full table: kvbench report --db %s\n", n_new,
-               present, kb_now_s() - start, o.db_path);
-    }
-    free(json);
-    kvdb_close(db);
-    cases_free(&cs);
-#ifdef KB_CUDA
-    if (model) cuda_model_release(model);
-#endif
-    model_free(model);
-    return rc ? 1 : 0;
+    ms->cases = cl_xcalloc((size_t)ms->cs.list.n, sizeof *ms->cases);
+    for (int i = 0; i < ms->cs.list.n; i++)
+        ms->cases[i] = (cl_case){.key = ms->cs.key[i], .run = 0, .cost = ms->cs.cost[i],
+                                 .pair_cost = result_cost(ms->cs.n_tok[i], ms->cs.max_new[i])};
+    *src = (cl_source){.name = "model", .self = ms, .n_runs = 1, .cases = ms->cases, .n_cases = ms->cs.list.n,
+                       .run_row = model_run_row, .batched = rm_batched(o, ms->backend), .prepare = model_prepare,
+                       .recorded = model_recorded, .run_pairs = model_run_pairs, .added = model_added,
+                       .release = model_release, .unload = model_unload, .summary = model_summary};
+    *g = (cl_grid){.methods = o->pair_m, .budgets = o->pair_b, .n_pairs = o->n_pairs, .shard = o->shard,
+                   .jobs = o->jobs, .job_index = o->job_index, .threads = o->threads, .argc = argc, .argv = argv,
+                   .quiet = o->quiet};
+    return RUN_READY;
+fail:
+    model_close(src);
+    return exit_code;
 }
+
+static const char *const model_flags[] = {
+    "--question-after", "--model", "--activations", "--tasks", "--haystack", "--qa-data", "--shots-file", "--shots",
+    "--print-prompts", "--limit", "--max-new", "--fidelity", "--repeat", "--batch", "--jobs", "--job-index",
+    "--samples", "--needles", "--needle", "--question", "--answer", "--answer-prefix", NULL};
+
+const run_source_kind model_source_kind = {
+    .name = "model",
+    .flags = model_flags,
+    .bare = (const char *const[]){"--question-after", NULL},
+    .where = "text workloads (niah, ruler, ...)",
+    .not_these = "a model run",
+    .options = model_options,
+    .check_workload = model_check_workload,
+    .open = model_open,
+    .close = model_close,
+};
