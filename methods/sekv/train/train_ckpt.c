@@ -65,13 +65,20 @@ static int read_header(FILE *f, const char *path, int64_t hdr[6], double *bh, ch
     return 1;
 }
 
-int train_ckpt_peek(const char *path, int steps, char *err, size_t errlen) {
+/* The checkpoint opened for reading, refused without blocking if it is not a regular file
+ * (a FIFO, a device); NULL with *missing = 1 when there is none yet, else with err. */
+static FILE *open_ckpt(const char *path, int *missing, char *err, size_t errlen) {
     char why[160];
-    FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);   /* a FIFO must not block */
-    if (!f) {
-        if (errno == ENOENT) return 0;
-        return snprintf(err, errlen, "--checkpoint %s: %s", path, why), -1;
-    }
+    FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);
+    *missing = !f && errno == ENOENT;
+    if (!f && !*missing) snprintf(err, errlen, "--checkpoint %s: %s", path, why);
+    return f;
+}
+
+int train_ckpt_peek(const char *path, int steps, char *err, size_t errlen) {
+    int missing;
+    FILE *f = open_ckpt(path, &missing, err, errlen);
+    if (!f) return missing ? 0 : -1;
     int64_t hdr[6];
     double bh;
     int rc = read_header(f, path, hdr, &bh, err, errlen);
@@ -83,12 +90,9 @@ int train_ckpt_peek(const char *path, int steps, char *err, size_t errlen) {
 int train_ckpt_load(const char *path, uint64_t hash, int *next, uint64_t *rng, int *best_step, double *best_held,
                     sekv_tparams *th, sekv_tparams *mo, sekv_tparams *vo, sekv_tparams *best, int *order, int cap,
                     int steps, int *n_order, char *err, size_t errlen) {
-    char why[160];
-    FILE *f = kb_fopen_regular(path, KB_CAP_DEFAULT, why, sizeof why);   /* a FIFO must not block */
-    if (!f) {
-        if (errno == ENOENT) return 0;
-        return snprintf(err, errlen, "--checkpoint %s: %s", path, why), -1;
-    }
+    int missing;
+    FILE *f = open_ckpt(path, &missing, err, errlen);
+    if (!f) return missing ? 0 : -1;
     int64_t hdr[6];
     double bh;
     int rc = -1, usable = read_header(f, path, hdr, &bh, err, errlen) > 0;
