@@ -28,6 +28,20 @@ static void aux_free(void *p) {
     free(a);
 }
 
+/* The embedding's rows against config.json's vocab_size (the one check model.c would make
+ * later, made before anything is sized by vocab_size). */
+static int check_vocab_rows(const char *dir, const hf_config *c, const hf_aux *a, char *err, size_t errlen) {
+    for (int i = 0; i < a->n_files; i++) {
+        const st_tensor *t = st_find(&a->files[i], "model.embed_tokens.weight");
+        if (!t) continue;
+        if (t->n_dims == 2 && t->shape[0] != c->n_vocab)
+            return hf_fail(err, errlen, dir, "config.json", "field 'vocab_size' is %d but model.embed_tokens.weight has %lld rows",
+                           c->n_vocab, (long long)t->shape[0]);
+        return 0;
+    }
+    return 0;
+}
+
 static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err, size_t errlen);
 
 int hf_is_dir(const char *path) {
@@ -310,15 +324,9 @@ static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err
     const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
     gm_str(&g, "general.architecture", c.arch, strlen(c.arch));
     gm_str(&g, "general.name", base, strlen(base));
-    if (hf_tok_read(dir, &g, &c, err, errlen)) goto bad;
     if (list_shards(dir, &shards, &n_shards, err, errlen)) goto bad;
     a->files = calloc((size_t)n_shards, sizeof *a->files);
     if (!a->files) { hf_fail(err, errlen, dir, "", "out of memory"); goto bad; }
-    uint64_t h = 0xcbf29ce484222325ULL;
-    static const char *json_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
-                                       "model.safetensors.index.json", "chat_template.jinja"};
-    for (size_t i = 0; i < sizeof json_files / sizeof json_files[0]; i++)
-        if (hash_file(&h, dir, json_files[i], err, errlen)) goto bad;
     for (int i = 0; i < n_shards; i++) {
         char path[1024], serr[512];
         snprintf(path, sizeof path, "%s/%s", dir, shards[i]);
@@ -328,8 +336,17 @@ static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err
             goto bad;
         }
         a->n_files++;
-        h = hash_bytes(h, a->files[i].base, a->files[i].size);
     }
+    /* Before the tokenizer pads its ids out to vocab_size: a vocab_size the embedding does
+     * not have would otherwise build millions of placeholder tokens only to be refused. */
+    if (check_vocab_rows(dir, &c, a, err, errlen)) goto bad;
+    if (hf_tok_read(dir, &g, &c, err, errlen)) goto bad;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    static const char *json_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                       "model.safetensors.index.json", "chat_template.jinja"};
+    for (size_t i = 0; i < sizeof json_files / sizeof json_files[0]; i++)
+        if (hash_file(&h, dir, json_files[i], err, errlen)) goto bad;
+    for (int i = 0; i < a->n_files; i++) h = hash_bytes(h, a->files[i].base, a->files[i].size);
     gm_u64(&g, "kvbench.hf.content_hash", h);
     if (build_tensors(dir, &c, a, shapes_only, &ts, &nt, err, errlen)) goto bad;
     size_t size;

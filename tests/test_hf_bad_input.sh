@@ -7,7 +7,8 @@
 #  - config.json values checked under their own key: yarn original_max_position_embeddings
 #    1e20 and 0.5, attention_factor 1e30, beta_fast -1, rms_norm_eps 1e-300 (0 as a float32),
 #    sliding_window -5, an integer rope type, bos_token_id 5000 past a vocabulary of 263, a bos_token_id that is text,
-#    heads that are not a multiple of the kv heads;
+#    heads that are not a multiple of the kv heads, a vocab_size of 16M over an embedding of
+#    263 rows (refused before the tokenizer pads 16M placeholder tokens; a fuzz slow unit);
 #  - overlapping safetensors tensors; a GGUF whose yarn attn_factor is 1e30;
 #  - files that are not regular (a FIFO, /dev/zero) or too large: config.json,
 #    tokenizer.json, chat_template.jinja, model.safetensors, a GGUF, and (exit 1, as every
@@ -94,6 +95,9 @@ fresh llama; setj config.json "c['eos_token_id']=[7000, 1]"
 refused "eos_token_id [7000]" 2 "$B/config.json: field 'eos_token_id' = 7000 is not a token of the vocabulary" "$B" info
 fresh llama; setj config.json "c['bos_token_id']='<s>'"
 refused "bos_token_id text" 2 "$B/config.json: field 'bos_token_id' is not a token id" "$B" info
+fresh llama; setj config.json "c['vocab_size']=16000000"
+refused "vocab_size 16M past the embedding" 2 \
+    "$B/config.json: field 'vocab_size' is 16000000 but model.embed_tokens.weight has 263 rows" "$B" info
 fresh llama; setj config.json "c['num_key_value_heads']=3"
 refused "kv heads 3 of 4" 2 "$B/config.json: field 'num_attention_heads' = 4 is not a multiple of 'num_key_value_heads' = 3" "$B" info
 
