@@ -306,6 +306,25 @@ static int build_tensors(const char *dir, const hf_config *c, hf_aux *a, int sha
     return 0;
 }
 
+/* The weight files (model.safetensors, or the shards its index names) opened into a. */
+static int open_shards(const char *dir, hf_aux *a, char ***shards, int *n_shards, char *err, size_t errlen) {
+    if (list_shards(dir, shards, n_shards, err, errlen)) return -1;
+    a->files = calloc((size_t)*n_shards, sizeof *a->files);
+    if (!a->files) return hf_fail(err, errlen, dir, "", "out of memory");
+    for (int i = 0; i < *n_shards; i++) {
+        char path[1024], serr[400];
+        const char *name = (*shards)[i];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        if (st_open(&a->files[i], path, serr, sizeof serr)) {
+            snprintf(err, errlen, "%s%s", serr, *n_shards > 1 || strcmp(name, "model.safetensors")
+                                                     ? " (a shard named in model.safetensors.index.json)" : "");
+            return -1;
+        }
+        a->n_files++;
+    }
+    return 0;
+}
+
 static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     char dir[512];
@@ -324,23 +343,13 @@ static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err
     const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
     gm_str(&g, "general.architecture", c.arch, strlen(c.arch));
     gm_str(&g, "general.name", base, strlen(base));
-    if (list_shards(dir, &shards, &n_shards, err, errlen)) goto bad;
-    a->files = calloc((size_t)n_shards, sizeof *a->files);
-    if (!a->files) { hf_fail(err, errlen, dir, "", "out of memory"); goto bad; }
-    for (int i = 0; i < n_shards; i++) {
-        char path[1024], serr[512];
-        snprintf(path, sizeof path, "%s/%s", dir, shards[i]);
-        if (st_open(&a->files[i], path, serr, sizeof serr)) {
-            snprintf(err, errlen, "%s%s", serr, n_shards > 1 || strcmp(shards[i], "model.safetensors")
-                                                    ? " (a shard named in model.safetensors.index.json)" : "");
-            goto bad;
-        }
-        a->n_files++;
-    }
-    /* Before the tokenizer pads its ids out to vocab_size: a vocab_size the embedding does
-     * not have would otherwise build millions of placeholder tokens only to be refused. */
-    if (check_vocab_rows(dir, &c, a, err, errlen)) goto bad;
+    /* The weights are opened before the tokenizer, which pads its ids out to vocab_size:
+     * a vocab_size the embedding does not have is refused here, before it builds millions
+     * of placeholder tokens. A weight file's own error still comes after the tokenizer's. */
+    char werr[512] = "";
+    if (!open_shards(dir, a, &shards, &n_shards, werr, sizeof werr) && check_vocab_rows(dir, &c, a, err, errlen)) goto bad;
     if (hf_tok_read(dir, &g, &c, err, errlen)) goto bad;
+    if (werr[0]) { snprintf(err, errlen, "%s", werr); goto bad; }
     uint64_t h = 0xcbf29ce484222325ULL;
     static const char *json_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                        "model.safetensors.index.json", "chat_template.jinja"};

@@ -10,7 +10,8 @@
  * averaged) that every method of the comparison ran; C2 is judged on every workload of
  * the file, over its cases. An infeasible or failed result counts 0, and the rows say how
  * many of the row's results were infeasible: a claim whose row's results were all
- * infeasible is "untested", not "no"; one that fails where FullKV scores below RT_CEILING
+ * infeasible is "untested", not "no"; "yes" and "no" need the sign test's p < 0.05 (else
+ * "not significant"); one that fails where FullKV scores below RT_CEILING
  * over its cells is "undecidable: ceiling" (the model cannot do the task). Intervals are the 95% small-n interval over the
  * cells (paired: st_boot_paired, a bootstrap-t widened to Student's t; fixed seed), with
  * the exact two-sided sign-test p of the paired cells; never a normal interval. A zoom
@@ -156,9 +157,14 @@ static void pct(char *buf, size_t len, const est *e, int sign) {
     else snprintf(buf, len, sign ? "%+.1f [%+.1f, %+.1f]" : "%.1f [%.1f, %.1f]", 100 * x, 100 * e->lo, 100 * e->hi);
 }
 
-static void set_holds(verdict *v, int n, int yes, int ran) {
+/* A claim is decided only by a significant paired difference: "yes" or "no" by the
+ * direction when the sign test's p is below CLAIM_ALPHA, "not significant" otherwise
+ * (11 cells that differ in 1 say nothing either way). p NAN (no paired test): the direction. */
+#define CLAIM_ALPHA 0.05
+static void set_holds(verdict *v, int n, int yes, int ran, double p) {
     if (!n) return;
     if (ran && v->infeasible >= ran) snprintf(v->holds, sizeof v->holds, "untested (infeasible)");
+    else if (!isnan(p) && p >= CLAIM_ALPHA) snprintf(v->holds, sizeof v->holds, "not significant");
     else snprintf(v->holds, sizeof v->holds, "%s", yes ? "yes" : "no");
 }
 
@@ -214,7 +220,7 @@ static void setting_values(const char *m, const char *base, const char *lo_set, 
  * so a method's loss says nothing about the method. The reference's score is added. */
 static void ceiling(const cases *c, const double *se, verdict *v) {
     const kv_method *ref = kv_method_reference();
-    if (strcmp(v->holds, "no") || !ref) return;
+    if ((strcmp(v->holds, "no") && strcmp(v->holds, "not significant")) || !ref) return;
     double *f = scores_of(c, ref->name, "", NULL, NAN, NULL), sum = 0;
     int n = 0;
     for (int i = 0; f && i < c->ncase; i++)
@@ -263,14 +269,14 @@ static void judge(const cases *c, const kv_claim *cl, const char *m, const char 
         else snprintf(v->number, sizeof v->number, "%s (no baseline)", a);
         e = mg;
         e.n = who ? mg.n : own.n;
-        if (who) set_holds(v, mg.n, mg.mean > 0, ran);
+        if (who) set_holds(v, mg.n, mg.mean > 0, ran, mg.p);
     } else if (cl->kind == KV_CLAIM_MARGIN || cl->kind == KV_CLAIM_DROP) {
         double *o = cl->kind == KV_CLAIM_MARGIN ? scores_of(c, cl->other, "", NULL, cl->budget, NULL)
                                          : scores_of(c, m, base, extra, cl->budget, NULL);
         if (o) {
             e = cl->kind == KV_CLAIM_MARGIN ? paired(c, se, o) : paired(c, o, se);   /* row - other; ablation - row */
             pct(v->number, sizeof v->number, &e, 1);
-            set_holds(v, e.n, cl->kind == KV_CLAIM_MARGIN ? e.mean > 0 : e.mean < 0, ran);
+            set_holds(v, e.n, cl->kind == KV_CLAIM_MARGIN ? e.mean > 0 : e.mean < 0, ran, e.p);
         }
         free(o);
     } else if (cl->kind == KV_CLAIM_RANK) {
@@ -285,7 +291,7 @@ static void judge(const cases *c, const kv_claim *cl, const char *m, const char 
             setting_values(m, base, cl->other, cl->other2, lo, mid, hi, sizeof lo);
             snprintf(v->number, sizeof v->number, "%.15s->%.15s %.63s, %.15s->%.15s %.63s", lo, mid, a, mid, hi, b);
             e = up;
-            set_holds(v, up.n, up.mean > 0 && fabs(flat.mean) < up.mean, ran);
+            set_holds(v, up.n, up.mean > 0 && fabs(flat.mean) < up.mean, ran, up.p);
         }
         free(r8), free(r64);
     } else {   /* KV_CLAIM_SATURATE */
@@ -297,9 +303,15 @@ static void judge(const cases *c, const kv_claim *cl, const char *m, const char 
             char a[64], b[64];
             pct(a, sizeof a, &g1, 1), pct(b, sizeof b, &g2, 1);
             snprintf(v->number, sizeof v->number, "%s then %s", a, b);
+            /* p: the sign test of each cell's first gain against its second */
+            double *d1 = malloc((size_t)(c->ncase ? c->ncase : 1) * sizeof *d1), *d2 = malloc((size_t)(c->ncase ? c->ncase : 1) * sizeof *d2);
+            for (int i = 0; d1 && d2 && i < c->ncase; i++) d1[i] = se[i] - s5[i], d2[i] = s20[i] - se[i];
+            double p = d1 && d2 ? paired(c, d1, d2).p : NAN;
+            free(d1), free(d2);
             e = g2;
             e.n = g1.n;
-            set_holds(v, g1.n, g2.mean < g1.mean, ran);
+            e.p = p;
+            set_holds(v, g1.n, g2.mean < g1.mean, ran, p);
         }
         free(s5), free(s20);
     }

@@ -127,8 +127,9 @@ def main(db_path, csv_path):
             e["n"] = len(se)
             return e, None, inf[0], ran
         e = est(se, bb)
-        verdict = "yes" if e["mean"] > 0 else "no"
-        if verdict == "no":   # FullKV below CEILING over those cells: the model cannot do the task
+        # decided only where the sign test's p < 0.05
+        verdict = "not significant" if e["p"] >= 0.05 else "yes" if e["mean"] > 0 else "no"
+        if verdict != "yes":   # FullKV below CEILING over those cells: the model cannot do the task
             f = scores(sel, REFERENCE, None, None)
             fk = [f[k] for k in sorted(se) if k in f]
             if fk and sum(fk) / len(fk) < CEILING:
@@ -196,6 +197,8 @@ def main(db_path, csv_path):
                     se = {k: v for k, v in se.items() if k in s5 and k in s20}
                     g1, e = est(se, s5), est(s20, se)
                     e["n"] = g1["n"]
+                    # p: each cell's first gain against its second
+                    e["p"] = est({k: se[k] - s5[k] for k in se}, {k: s20[k] - se[k] for k in se})["p"]
                 put("claims", m, budget, cid if kind != "drop" or other else f"C8 {extra}", e, inf[0])
         # C15: zoom rates of the model's results with default params
         res = db.execute(

@@ -36,7 +36,7 @@ grep -q '| ctx 300 |' <<<"$h" && grep -q '| ctx 400 (low ceiling) |' <<<"$h" && 
     fail "FullKV 100% at ctx 300, 0% at 400 (overall 50%): $h"
 h=$(heads "$T/mid.db" --by ctx)
 grep -q 'ctx 300 score |' <<<"$h" && grep -q 'ctx 400 score (low ceiling) |' <<<"$h" || fail "--by ctx at mid ceiling: $h"
-# FullKV answers everything: no marks, no note, and a failed claim is "no" again
+# FullKV answers everything: no marks, no note, and no claim undecidable
 cp "$T/low.db" "$T/high.db"
 q "$T/high.db" "UPDATE results SET score = 1 WHERE method = 'fullkv'"
 for args in "" "--by ctx" "--table main" "--table niah" "--table budget"; do
@@ -45,6 +45,13 @@ for args in "" "--by ctx" "--table main" "--table niah" "--table budget"; do
 done
 "$KVBENCH" report --db "$T/high.db" --table paper >"$T/paper" 2>&1 || fail "paper: $(cat "$T/paper")"
 grep -q "^| C.*undecidable" "$T/paper" && fail "a claim at FullKV 100% is undecidable: $(grep "^| C.*undecidable" "$T/paper")"
-grep -Eq "^\| C3 .*\| sekv-spread \|.*\| no \|$" "$T/paper" || fail "C3 for sekv-spread (0 against 0) is not 'no': $(grep C3 "$T/paper")"
+# 0 against 0 on 4 cells decides nothing: "not significant" (p 1), neither "no" nor undecidable
+grep -Eq "^\| C3 .*\| sekv-spread \|.*\| 4 \| 1 \| [0-9]+ \| not significant \|$" "$T/paper" ||
+    fail "C3 for sekv-spread (0 against 0) is not 'not significant': $(grep C3 "$T/paper")"
+# nor does 4 of 4 cells won: p = 2 x 0.5^4 = 0.125 >= 0.05, so no "yes" at n 4
+q "$T/high.db" "UPDATE results SET score = 1 WHERE method = 'sekv-spread'"
+"$KVBENCH" report --db "$T/high.db" --table paper >"$T/paper" 2>&1 || fail "paper: $(cat "$T/paper")"
+grep -Eq "^\| C3 .*\| sekv-spread \| 100.0 .*\| 4 \| 0.125 \| [0-9]+ \| not significant \|$" "$T/paper" ||
+    fail "C3 for sekv-spread winning 4 of 4 is not 'not significant' at p 0.125: $(grep C3 "$T/paper")"
 [ $fails = 0 ] && echo "test_report_ceiling: ok"
 exit $((fails > 0))

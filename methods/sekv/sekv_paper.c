@@ -45,7 +45,8 @@ const kv_paper sekv_paper = {
              "(NIAH: context x depth; C2: each workload's cases), infeasible and failed = 0; [95% "
              "small-n interval over the cells, paired: bootstrap-t widened to Student's t]; p: exact two-sided sign test of "
              "the paired cells; infeasible: the SeKV row's infeasible results there (all infeasible = "
-             "untested). A claim that fails where FullKV itself scores below 80% over those cells is "
+             "untested). holds: \"yes\" or \"no\" by the direction only where p < 0.05, else \"not "
+             "significant\" (C5's p compares each cell's two gains). A claim that fails where FullKV itself scores below 80% over those cells is "
              "\"undecidable: ceiling\" (the model cannot do the task there), not \"no\". Ablations are that "
              "row with exactly one parameter changed.\n\n",
     .baselines = baselines,
