@@ -24,3 +24,7 @@ config_error() {
     grep -qF -- "$expect" "$T/err" || fail "$*: stderr lacks '$expect': $(cat "$T/err")"
     [ "$(dump "$db")" = "$was" ] || fail "$* changed the results file"
 }
+# 1 when $KVBENCH is a sanitizer build (make SAN=1 puts "SAN=1" in its build flags; test_bad_input.sh,
+# which does not source this file, greps the same): ASan
+# reserves terabytes of shadow address space at start, so it cannot start under ulimit -v.
+san_build() { grep -aq "SAN=1" "$KVBENCH"; }
