@@ -36,12 +36,14 @@ struct kv_state {
 };
 
 static const kv_param params[] = {
-    {"key_channel_compression_ratio", "0.4", "ThinK: share of key channels pruned from the prompt rows"},
-    {"channel_window", "32", "ThinK: last prompt queries whose q^2 weighs the channels (kvpress window_size)"},
-    {"window", "32", "SnapKV: observation window (kept as well)"},
-    {"kernel", "5", "SnapKV: pooling kernel size (1 = no pooling)"},
-    {"pool", "1", "SnapKV: pooling: 0 = max, 1 = avg"},
-    {"agg", "0", "SnapKV: GQA aggregation of the group's scores: 0 = mean, 1 = max"},
+    {"key_channel_compression_ratio", "0.4",
+     "ThinK: share of key channels pruned from the prompt rows [ThinK's code; kvpress's default 0 is a no-op]"},
+    {"channel_window", "32",
+     "ThinK: last prompt queries whose q^2 weighs the channels [kvpress's window_size; ThinK's code]"},
+    {"window", "32", "SnapKV: observation window, kept as well [ThinK's code; kvpress 64]"},
+    {"kernel", "5", "SnapKV: pooling kernel size, 1 = no pooling [ThinK's code and kvpress]"},
+    {"pool", "1", "SnapKV: pooling: 0 = max, 1 = avg [ThinK's code and kvpress]"},
+    {"agg", "0", "SnapKV: GQA aggregation of the group's scores: 0 = mean (kvpress), 1 = max [kvbench]"},
     {NULL, NULL, NULL},
 };
 static const kv_range ranges[] = {
