@@ -42,7 +42,7 @@ int kv_budget_check(const kv_method *m, const kv_state *st, const kv_setup *s, i
     const int cap = end > 0 && end < INT32_MAX ? (int)end : 1;
     const char *rule = m->keeps_all ? "keeps all" : m->evicts_decoding ? "evicts while decoding"
                                                                         : kv_decode_name(s->decode_rule);
-    int32_t *pos = malloc((size_t)cap * sizeof *pos), *chan = malloc(((size_t)s->head_dim + 1) * sizeof *chan);
+    int32_t *pos = malloc((size_t)cap * sizeof *pos), *chan = calloc((size_t)s->head_dim + 1, sizeof *chan);
     if (!pos || !chan) return free(pos), free(chan), snprintf(err, errlen, "out of memory checking the rows held"), -1;
     int rc = -1;
     long total = 0;
