@@ -201,8 +201,8 @@ typedef struct {
  * up to trained_params; version 2 adds commands, trained_file and paper; version 3 adds
  * head_budgets; version 4 adds helpers, and the model members of kv_needs (queries, wo) and
  * kv_prefill (Q, q_rows, rope, Wo, embd): a driver zeroes kv_needs before needs(), so a
- * version-3 table asks for none of them. */
-#define KV_METHOD_ABI 4
+ * version-3 table asks for none of them; version 5 adds key_channels. */
+#define KV_METHOD_ABI 5
 
 /* The helper structs' version, apart from the door's. A method built on the helpers
  * compiles their structs into its own code: it allocates a kv_cacheset, reads c->budget
@@ -297,7 +297,16 @@ typedef struct kv_method {
     /* R (KV_METHOD_HEAD sets it): KV_HELPERS_VERSION of the helper structs the table's code
      * was compiled with; the registry refuses another. */
     int helpers;
-    /* Version 5 members go here, after this line: only ever append. */
+    /* Version 5 (a version-4 table gets its default). */
+    /* O: for a method that prunes key channels (ThinK): the channels each prompt row of (layer,
+     * kv head) keeps in its key; returns their count and, when chan is not NULL, writes their
+     * indices ascending to chan (room for head_dim). Such a row holds count + head_dim elements
+     * (the key narrowed, the value whole); decoded rows hold 2 head_dim. attend() reads a prompt
+     * row's key over these channels alone, and rows() lists narrowed rows among its positions
+     * (they are still one token each): the budget check and conformance count their bytes by
+     * position (< n_prompt: narrowed) [-1: every channel, every row 2 head_dim]. */
+    int (*key_channels)(const kv_state *st, int layer, int kv_head, int32_t *chan);
+    /* Version 6 members go here, after this line: only ever append. */
 } kv_method;
 
 /* A plugin (a shared object loaded with --plugin FILE.so) exports this function: it sets *n
@@ -316,7 +325,9 @@ typedef const kv_method *const *(*kv_plugin_fn)(int *n);
 #define KV_METHOD_SIZE_V3 \
     ((offsetof(kv_method, head_budgets) + sizeof(int) + _Alignof(kv_method) - 1) / _Alignof(kv_method) * \
      _Alignof(kv_method))
-/* Size of a version-4 table. */
-#define KV_METHOD_SIZE_V4 sizeof(kv_method)
+/* Size of a version-4 table: the members up to helpers, and the padding after it. */
+#define KV_METHOD_SIZE_V4 offsetof(kv_method, key_channels)
+/* Size of a version-5 table. */
+#define KV_METHOD_SIZE_V5 sizeof(kv_method)
 
 #endif

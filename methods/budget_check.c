@@ -23,6 +23,16 @@ int kv_runs_uncapped(const kv_method *m, const kv_setup *s) {
     return *val && !*e1 && eq[1] && !*e2 ? a == b : !strcmp(val, eq + 1);
 }
 
+size_t kv_rows_bytes(const kv_method *m, const kv_state *st, const kv_setup *s, int layer, int kv_head, long rows,
+                     const int32_t *pos, int npos) {
+    const size_t d = (size_t)s->head_dim, elem = (size_t)kb_kvtype_bytes(s->kv_type);
+    int kc = m->key_channels(st, layer, kv_head, NULL);
+    long prompt = 0;
+    for (int i = 0; kc >= 0 && (size_t)kc < d && i < npos; i++) prompt += pos[i] < s->n_prompt;
+    if (prompt > rows) prompt = rows;   /* positions of slow-tier rows too */
+    return ((size_t)prompt * ((size_t)kc + d) + (size_t)(rows - prompt) * 2 * d) * elem;
+}
+
 int kv_budget_check(const kv_method *m, const kv_state *st, const kv_setup *s, int decoded, char *err,
                     size_t errlen) {
     const int L = s->n_layers, Hkv = s->n_kv_heads;
@@ -32,10 +42,11 @@ int kv_budget_check(const kv_method *m, const kv_state *st, const kv_setup *s, i
     const int cap = end > 0 && end < INT32_MAX ? (int)end : 1;
     const char *rule = m->keeps_all ? "keeps all" : m->evicts_decoding ? "evicts while decoding"
                                                                         : kv_decode_name(s->decode_rule);
-    int32_t *pos = malloc((size_t)cap * sizeof *pos);
-    if (!pos) return snprintf(err, errlen, "out of memory checking the rows held"), -1;
+    int32_t *pos = malloc((size_t)cap * sizeof *pos), *chan = calloc((size_t)s->head_dim + 1, sizeof *chan);
+    if (!pos || !chan) return free(pos), free(chan), snprintf(err, errlen, "out of memory checking the rows held"), -1;
     int rc = -1;
     long total = 0;
+    size_t need = 0;   /* the rows' K/V bytes */
     for (int j = 0; j < Hkv; j++) {
         long sum = 0;
         for (int l = 0; l < L; l++) {
@@ -67,6 +78,15 @@ int kv_budget_check(const kv_method *m, const kv_state *st, const kv_setup *s, i
                     goto done;
                 }
             }
+            int kc = m->key_channels(st, l, j, chan);
+            for (int i = 0; kc >= 0 && i < kc && i <= s->head_dim; i++)
+                if (chan[i] < 0 || chan[i] >= s->head_dim || (i && chan[i] <= chan[i - 1])) kc = -2;
+            if (kc < -1 || kc > s->head_dim) {
+                snprintf(err, errlen, "layer %d kv head %d: key_channels() gave %d channels or a bad index (head_dim %d; "
+                         "indices ascend in [0, %d))", l, j, kc, s->head_dim, s->head_dim);
+                goto done;
+            }
+            need += kv_rows_bytes(m, st, s, l, j, r, pos, npos);
             sum += r;
         }
         if (!uncapped && m->layer_budgets && sum > (long)L * limit) {
@@ -89,14 +109,13 @@ int kv_budget_check(const kv_method *m, const kv_state *st, const kv_setup *s, i
     kv_mem mem;
     memset(&mem, 0, sizeof mem);
     m->memory(st, &mem);
-    size_t row_bytes = (size_t)2 * s->head_dim * kb_kvtype_bytes(s->kv_type);
     if (mem.fast_tokens != total) {
         snprintf(err, errlen, "memory() says %ld fast-tier rows, rows() %ld", mem.fast_tokens, total);
         goto done;
     }
-    if (mem.fast_aux_bytes > mem.fast_bytes || mem.fast_bytes - mem.fast_aux_bytes < (size_t)total * row_bytes) {
-        snprintf(err, errlen, "memory() says %zu fast-tier bytes (%zu auxiliary) for %ld rows of %zu bytes", mem.fast_bytes,
-                 mem.fast_aux_bytes, total, row_bytes);
+    if (mem.fast_aux_bytes > mem.fast_bytes || mem.fast_bytes - mem.fast_aux_bytes < need) {
+        snprintf(err, errlen, "memory() says %zu fast-tier bytes (%zu auxiliary) for %ld rows of %zu K/V bytes", mem.fast_bytes,
+                 mem.fast_aux_bytes, total, need);
         goto done;
     }
     if (mem.fast_peak < mem.fast_bytes || mem.slow_peak < mem.slow_bytes) {
@@ -106,6 +125,6 @@ int kv_budget_check(const kv_method *m, const kv_state *st, const kv_setup *s, i
     }
     rc = 0;
 done:
-    free(pos);
+    free(pos), free(chan);
     return rc;
 }

@@ -24,13 +24,20 @@ long kv_row_limit(const kv_method *m, const kv_setup *s, int decoded);
  * positions and memory still are). */
 int kv_runs_uncapped(const kv_method *m, const kv_setup *s);
 
+/* Bytes of the K/V rows of (layer, kv head), `rows` of them, their positions pos[0..npos) as
+ * rows() wrote them: 2 d elements of s->kv_type a row, except a prompt row (position <
+ * n_prompt) of a method that prunes key channels (kv_method.key_channels = kc >= 0): kc + d. */
+size_t kv_rows_bytes(const kv_method *m, const kv_state *st, const kv_setup *s, int layer, int kv_head, long rows,
+                     const int32_t *pos, int npos);
+
 /* Checks state st of m (built for setup s) with `decoded` tokens appended since
  * compression (0: right after ingest):
  *   - rows(l, j) >= 0 and within kv_row_limit for every layer l and kv head j;
  *   - the positions rows() reports: at most the buffer it was given, each in
  *     [0, n_prompt + decoded), strictly ascending (a position held twice is refused);
+ *   - key_channels(): -1, or a count in [0, d] of channels ascending in [0, d);
  *   - memory(): fast_tokens is the sum of the rows, fast_aux_bytes <= fast_bytes,
- *     fast_bytes >= rows x row bytes (2 d x the type's bytes) + fast_aux_bytes, peaks >=
+ *     fast_bytes >= the rows' bytes (kv_rows_bytes) + fast_aux_bytes, peaks >=
  *     what is resident now (a method reporting 0 B for resident rows is refused).
  * Returns 0, or -1 with one line in err ("layer 3 kv head 1: 12 fast-tier rows, limit 10
  * (B 10, hold)"). */

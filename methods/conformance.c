@@ -10,14 +10,16 @@
  *   - append: the full-resolution prompt rows kept after compression are never dropped and
  *     every decoded token stays (except evicts_decoding methods);
  *   - memory(): fast_tokens is the sum of the resident rows, fast_bytes = rows x row bytes
- *     (2 d x the type's bytes) + fast_aux_bytes, peaks >= current;
+ *     (2 d x the type's bytes; a prompt row of a method that prunes key channels,
+ *     kv_method.key_channels, key_channels + d) + fast_aux_bytes, peaks >= current;
  *   - the rows kept by compression (chosen from the prefill's f32 statistics) are the same
  *     positions under every element type;
  *   - attend() writes finite outputs over poisoned (NaN) buffers;
  *   - attention itself: for a layer whose rows are all at full resolution (rows() reports
  *     as many positions as fast-tier rows, nothing on the slow tier), every query head's
  *     output equals a float64 softmax over the positions rows() reported before attend,
- *     with the K/V rounded to the element type, in every GQA group (the first scenario
+ *     with the K/V rounded to the element type (a prompt row's key over the channels
+ *     key_channels reports, where the method prunes some), in every GQA group (the first scenario
  *     of each rule has 2 kv heads of 2 or 3 query heads each, so a wrong group slice shows);
  *   - what rows() and memory() report is checked by kv_budget_check (budget_check.h), the
  *     same function the drivers call: positions in range, ascending, none twice;
@@ -204,9 +206,10 @@ static int full_rows(const kv_method *m, const kv_state *st, const scen *s, int 
 }
 
 /* Largest |out - reference| over the layer's query heads, the reference a float64
- * softmax over kv head h/g's reported positions, K and V rounded to the element type. */
+ * softmax over kv head h/g's reported positions, K and V rounded to the element type; a
+ * prompt row's key reads only the channels kept[j][c] marks (key_channels). */
 static double attention_error(const scen *s, int type, int l, int step, const int32_t *apos, const int *anpos,
-                              int cap, const float *out, int *worst_head) {
+                              int cap, const uint8_t *kept, const float *out, int *worst_head) {
     const int d = s->d;
     double worst = 0, *w = malloc((size_t)cap * sizeof *w), *acc = malloc((size_t)d * sizeof *acc);
     *worst_head = 0;
@@ -217,8 +220,10 @@ static double attention_error(const scen *s, int type, int l, int step, const in
         double mx = -INFINITY, sum = 0;
         for (int i = 0; i < np; i++) {
             const float *k = krow(s, l, j, p[i]);
+            const uint8_t *kc = kept + (size_t)j * d;
             double dot = 0;
-            for (int c = 0; c < d; c++) dot += (double)q[c] * kb_kv_round(type, k[c]);
+            for (int c = 0; c < d; c++)
+                if (p[i] >= s->n || kc[c]) dot += (double)q[c] * kb_kv_round(type, k[c]);
             w[i] = dot / sqrt((double)d);
             if (w[i] > mx) mx = w[i];
         }
@@ -282,6 +287,8 @@ static void run(const kv_method *m, const char *params, const scen *s, int rule,
     int32_t *apos = malloc((size_t)Hkv * cap * sizeof *apos);
     int *nprompt = calloc((size_t)L * Hkv, sizeof *nprompt), *anpos = calloc((size_t)Hkv, sizeof *anpos), npos = 0;
     float *k = malloc((size_t)Hkv * d * sizeof *k), *v = malloc((size_t)Hkv * d * sizeof *v);
+    uint8_t *kept = malloc((size_t)Hkv * d);
+    int32_t *chan = malloc((size_t)d * sizeof *chan);
     int evicts = m->evicts_decoding || rule == KV_DECODE_HOLD, bad = 0;
     for (int step = -1; step < s->T && !bad; step++) {
         for (int l = 0; l < L && step >= 0 && !bad; l++) {
@@ -294,6 +301,12 @@ static void run(const kv_method *m, const char *params, const scen *s, int rule,
             m->append(st, l, k, v, &tok);
             /* what attend will read: the rows held now (attend may evict after reading) */
             int full = full_rows(m, st, s, l, t + 1, apos, anpos, cap);
+            for (int j = 0; j < Hkv; j++) {   /* the key channels prompt rows keep (version 5) */
+                int kc = m->key_channels(st, l, j, chan);
+                memset(kept + (size_t)j * d, kc < 0, (size_t)d);
+                for (int i = 0; i < kc && i < d; i++)
+                    if (chan[i] >= 0 && chan[i] < d) kept[(size_t)j * d + chan[i]] = 1;
+            }
             float *out = tr->out + ((size_t)step * L + l) * H * d;
             test_poison(out, (size_t)H * d);
             m->attend(st, l, s->Qd + ((size_t)step * L + l) * H * d, out);
@@ -302,7 +315,7 @@ static void run(const kv_method *m, const char *params, const scen *s, int rule,
             if (!finite && !bad++) CHECK(0, "%s: step %d layer %d: attend left a non-finite output", tag, step, l);
             if (full && finite) {
                 int head;
-                double e = attention_error(s, type, l, step, apos, anpos, cap, out, &head);
+                double e = attention_error(s, type, l, step, apos, anpos, cap, kept, out, &head);
                 tr->attn_checked++;
                 if (!(e <= 1e-3) && !bad++)
                     CHECK(0,
@@ -319,11 +332,13 @@ static void run(const kv_method *m, const char *params, const scen *s, int rule,
             CHECK(0, "%s: step %d: %s", tag, step, why);
         if (bad) break;
         long total = 0;
+        size_t need = 0;   /* the rows' K/V bytes */
         for (int j = 0; j < Hkv; j++)
             for (int l = 0; l < L; l++) {
                 int r = m->rows(st, l, j, pos, cap, &npos);
                 total += r;
                 if (npos < 0 || npos > cap) npos = 0;   /* kv_budget_check refused that already */
+                need += kv_rows_bytes(m, st, &su, l, j, r, pos, npos);
                 int32_t *p0 = prompt + ((size_t)l * Hkv + j) * cap;
                 if (step < 0) {   /* the prompt rows kept by compression */
                     memcpy(p0, pos, (size_t)npos * sizeof *pos);
@@ -346,15 +361,14 @@ static void run(const kv_method *m, const char *params, const scen *s, int rule,
         kv_mem mem;
         memset(&mem, 0xff, sizeof mem);
         m->memory(st, &mem);
-        size_t row_bytes = (size_t)2 * d * kb_kvtype_bytes(type);
-        if (mem.fast_bytes != (size_t)total * row_bytes + mem.fast_aux_bytes && !bad++)
-            CHECK(0, "%s: step %d: memory fast %zu (aux %zu) for %ld rows x %zu bytes", tag, step, mem.fast_bytes,
-                  mem.fast_aux_bytes, total, row_bytes);
+        if (mem.fast_bytes != need + mem.fast_aux_bytes && !bad++)
+            CHECK(0, "%s: step %d: memory fast %zu (aux %zu) for %ld rows of %zu K/V bytes", tag, step, mem.fast_bytes,
+                  mem.fast_aux_bytes, total, need);
         tr->mem = mem;
     }
     CHECK(!bad, "%s: %d violation%s", tag, bad, bad == 1 ? "" : "s");
     tr->violated = bad;
-    free(pos), free(prompt), free(nprompt), free(apos), free(anpos), free(k), free(v);
+    free(pos), free(prompt), free(nprompt), free(apos), free(anpos), free(k), free(v), free(kept), free(chan);
     m->free(st);
 }
 

@@ -12,12 +12,14 @@ extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramid
     kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress,
     kv_tova, kv_keydiff, kv_lagkv, kv_randompress, kv_adakv_snapkv;
 extern const kv_method kv_expected_attention, kv_criticalkv;   /* kvpress presses on door version 4 */
+extern const kv_method kv_snapkv_think;                         /* door version 5: key channels */
 
 static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
     &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_randompress,
     &kv_adakv_snapkv,
     &kv_expected_attention, &kv_criticalkv,
+    &kv_snapkv_think,
 };
 #define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])
 #define MAX_METHODS 256
@@ -60,6 +62,10 @@ static const kv_claim no_claims[] = {{NULL, NULL, NULL, 0, 0, NULL, NULL}};
 static const kv_paper_mem no_memory[] = {{NULL, 0, 0}};
 static const kv_paper no_paper = {"", "", no_names, no_claims, "", NULL, "", "", "", no_memory};
 
+static int all_channels(const kv_state *st, int layer, int kv_head, int32_t *chan) {
+    return (void)st, (void)layer, (void)kv_head, (void)chan, -1;
+}
+
 static int name_ok(const char *s) {
     if (!s || !*s || strlen(s) > 48) return 0;
     for (; *s; s++)
@@ -75,9 +81,12 @@ int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t err
                -1;
     /* each version's table has one size: a larger claim would make the copy below read past it */
     static const size_t known[KV_METHOD_ABI + 1] = {0, KV_METHOD_SIZE_V1, KV_METHOD_SIZE_V2, KV_METHOD_SIZE_V3,
-                                                    KV_METHOD_SIZE_V4};
-    _Static_assert(KV_METHOD_ABI == 4 && KV_METHOD_SIZE_V4 == sizeof(kv_method),
+                                                    KV_METHOD_SIZE_V4, KV_METHOD_SIZE_V5};
+    _Static_assert(KV_METHOD_ABI == 5 && KV_METHOD_SIZE_V5 == sizeof(kv_method),
                    "a new ABI version needs its size in known[]");
+    _Static_assert(KV_METHOD_SIZE_V4 == (offsetof(kv_method, helpers) + sizeof(int) + _Alignof(kv_method) - 1) /
+                                            _Alignof(kv_method) * _Alignof(kv_method),
+                   "version 4's size is its sizeof: helpers and the padding after it");
     _Static_assert(KV_METHOD_SIZE_V3 == KV_METHOD_SIZE_V4, "helpers no longer sits in version 3's padding");
     if (in->size != known[in->abi])
         return snprintf(err, errlen, "method table of %u bytes for ABI %d (expected %zu): built against another method.h",
@@ -117,6 +126,7 @@ int kv_method_resolve(const kv_method *in, kv_method *out, char *err, size_t err
     if (!out->commands) out->commands = no_commands;
     if (!out->trained_file) out->trained_file = no_trained_file;
     if (!out->paper) out->paper = &no_paper;
+    if (!out->key_channels) out->key_channels = all_channels;
     out->abi = KV_METHOD_ABI;
     out->size = sizeof *out;
     return 0;
@@ -196,7 +206,7 @@ const char *kv_method_origin(const kv_method *m) {
 static const char *const kvpress_names[] = {
     "streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv", "knormpress", "tova", "keydiff", "lagkv",
     "randompress", "adakv-snapkv",
-    "expected-attention", "criticalkv",
+    "expected-attention", "criticalkv", "snapkv-think",
     NULL,
 };
 

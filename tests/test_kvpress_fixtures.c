@@ -4,7 +4,10 @@
  * kvpress-fixtures`); each is replayed through the kvbench method with the same parameters
  * and budget, and the kept set of every kv head must match: Jaccard 1.0. The presses that read
  * the model (ExpectedAttention, CriticalKV: door version 4) also get the file's pre-RoPE
- * queries, its RoPE and its Wo, handed over as a driver would (kv_needs.queries, wo). Run from the
+ * queries, its RoPE and its Wo, handed over as a driver would (kv_needs.queries, wo). ThinK's files
+ * (snapkv-think: kvpress's SnapKV then ThinK) also list the key channels kvpress zeroed per kv head
+ * after the kept lines: the channels kvbench prunes (all but kv_method.key_channels, door version
+ * 5) must be the same set, Jaccard 1.0. Run from the
  * repository root (tests/run.sh does). Fixed files: the same work for every seed. */
 #include <dirent.h>
 #include <math.h>
@@ -22,6 +25,31 @@ static int read_floats(FILE *f, const char *tag, float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (fscanf(f, "%f", &x[i]) != 1) return -1;
     return 0;
+}
+
+/* The optional "zeroed J COUNT idx..." lines (one per kv head): the key channels kvpress
+ * zeroed, against those m prunes (every channel key_channels does not list). */
+static void zeroed_channels(FILE *f, const char *path, const kv_method *m, const kv_state *st, int Hkv, int d) {
+    int32_t keep[1024];
+    for (int j = 0; j < Hkv; j++) {
+        int jj, cnt, want[1024], pruned[1024] = {0};
+        if (fscanf(f, " zeroed %d %d", &jj, &cnt) != 2) {
+            CHECK(j == 0, "%s: %d zeroed lines, %d kv heads", path, j, Hkv);
+            return;
+        }
+        CHECK(jj == j && cnt >= 0 && cnt <= d, "%s: bad zeroed line for kv head %d", path, j);
+        for (int i = 0; i < cnt && i < d; i++)
+            if (fscanf(f, "%d", &want[i]) != 1 || want[i] < 0 || want[i] >= d) cnt = i;
+        int kc = m->key_channels(st, 0, j, keep), np = d, inter = 0;
+        for (int i = 0; i < kc && i < d; i++)
+            if (keep[i] >= 0 && keep[i] < d && !pruned[keep[i]]) pruned[keep[i]] = 1, np--;
+        for (int c = 0; c < d; c++) pruned[c] = !pruned[c];   /* 1: pruned */
+        if (kc < 0) np = 0, memset(pruned, 0, sizeof pruned);
+        for (int i = 0; i < cnt; i++) inter += pruned[want[i]];
+        double jac = np + cnt - inter ? (double)inter / (np + cnt - inter) : 1;
+        CHECK(jac == 1.0, "%s: kv head %d: key channels pruned, Jaccard %.4f (kvbench %d, kvpress %d, %d shared)", path,
+              j, jac, np, cnt, inter);
+    }
 }
 
 static void one(const char *path) {
@@ -102,6 +130,7 @@ static void one(const char *path) {
             CHECK(jac == 1.0, "%s: kv head %d: Jaccard %.4f (kvbench %d rows, kvpress %d, %d shared)", path, j, jac,
                   ng, cnt, inter);
         }
+        zeroed_channels(f, path, m, st, Hkv, d);
         m->free(st);
     }
     fclose(f);
@@ -119,7 +148,7 @@ int main(void) {
         if (strstr(e->d_name, ".txt")) names[nf++] = strdup(e->d_name);
     if (dir) closedir(dir);
     qsort(names, (size_t)nf, sizeof *names, by_name);
-    CHECK(nf >= 18, "%d fixtures in %s", nf, DIR_);
+    CHECK(nf >= 20, "%d fixtures in %s", nf, DIR_);
     for (int i = 0; i < nf; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", DIR_, names[i]);

@@ -4,7 +4,8 @@
  * minimal table get their defaults (no statistics asked, zero counters, no slow-tier
  * rows, empty texts, no events, no trained parameters, no commands, no trained file, an
  * empty paper), a version-1 table (the size of version 1) too; a table built against
- * other helper structs (KV_HELPERS_VERSION) is refused, a version-3 one loads; a command without a
+ * other helper structs (KV_HELPERS_VERSION) is refused, a version-3 one loads, a version-4 one loads
+ * with key_channels at its default (every channel); a command without a
  * function is refused; a taken name or command is refused, a new method is found and
  * listed after the built-in methods with its origin, its commands found by name. */
 #include <string.h>
@@ -20,6 +21,7 @@ static int x_rows(const kv_state *st, int l, int j, int32_t *p, int c, int *n) {
 static void x_free(kv_state *st) { (void)st; }
 
 static int x_cmd(int argc, char **argv) { return (void)argc, (void)argv, 7; }
+static int x_chan(const kv_state *st, int l, int j, int32_t *c) { return (void)st, (void)l, (void)j, c[0] = 1, 5; }
 
 static const kv_method minimal = {KV_METHOD_HEAD, .name = "door-test", .init = x_init, .ingest = x_ingest,
                                   .append = x_append, .attend = x_attend, .memory = x_memory, .rows = x_rows,
@@ -37,7 +39,8 @@ int main(void) {
         const kv_method *m = kv_method_at(i);
         CHECK(m->abi == KV_METHOD_ABI && m->size == sizeof *m && m->summary && m->params && m->needs && m->head_stats &&
                   m->slow_rows && m->params_used && m->events && m->describe && m->trained_params && m->commands &&
-                  m->trained_file && m->paper && m->paper->claims && m->paper->baselines && m->paper->memory,
+                  m->trained_file && m->paper && m->paper->claims && m->paper->baselines && m->paper->memory &&
+                  m->key_channels,
               "%s: a member left unset after registration", m->name);
         CHECK(!kv_method_origin(m), "%s: built in, yet an origin", m->name);
     }
@@ -115,6 +118,19 @@ int main(void) {
     } else {
         refused(&v3, "built against the helper structs of version 1");
     }
+    /* a version-4 table ends before key_channels (version 5): whatever lies past it is never
+     * read, and the member defaults to -1 (every channel) */
+    struct { kv_method m; char junk[64]; } v4 = {.m = minimal};
+    memset(v4.junk, 0x5a, sizeof v4.junk);
+    v4.m.abi = 4, v4.m.size = (unsigned)KV_METHOD_SIZE_V4;
+    v4.m.key_channels = x_chan;   /* past its end: never called */
+    CHECK(kv_method_resolve(&v4.m, &out, err, sizeof err) == 0, "a version-4 table refused: %s", err);
+    int32_t ch[4] = {9, 9, 9, 9};
+    CHECK(out.abi == KV_METHOD_ABI && out.key_channels && out.key_channels(NULL, 0, 0, ch) == -1 && ch[0] == 9,
+          "a version-4 table's key_channels");
+    CHECK(KV_METHOD_SIZE_V4 < KV_METHOD_SIZE_V5, "version 5 adds no bytes");
+    v4.m.size = (unsigned)KV_METHOD_SIZE_V5;
+    refused(&v4.m, "built against another method.h");
     /* a table built against other helper structs (kv_cacheset, kv_store, ...) is refused,
      * by its name; one without the member set (0) too */
     snprintf(want, sizeof want, "door-test: built against the helper structs of version %d", KV_HELPERS_VERSION + 1);

@@ -109,7 +109,8 @@ sed 's/KV_METHOD_HEAD,/.abi = 1, .size = 4096,/' tests/fixtures/bad_plugin.c >"$
 cc -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -fPIC -shared -I. -Imethods -DBUG=OK -o "$T/big.so" "$T/big.c" || fail "big.c"
 config_error "$T/none.db" "$T/big.so: method table of 4096 bytes for ABI 1" --plugin "$T/big.so" methods
 # helper structs of another version (kv_cacheset, kv_store: compiled into the plugin): refused,
-# naming the file; tables of ABI 2 and 3 (built before the version existed) still load
+# naming the file; tables of ABI 2 and 3 (built before the version existed) and 4 (before
+# key_channels) still load
 helpers_plugin() {   # helpers_plugin NAME HEAD: bad_plugin.c (no bug) with its table's head replaced
     sed "s/KV_METHOD_HEAD,/$2,/" tests/fixtures/bad_plugin.c >"$T/$1.c"
     cc -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -fPIC -shared -I. -DBUG=OK -o "$T/$1.so" "$T/$1.c" || fail "$1.c did not build"
@@ -117,8 +118,10 @@ helpers_plugin() {   # helpers_plugin NAME HEAD: bad_plugin.c (no bug) with its 
 helpers_plugin helpers ".abi = KV_METHOD_ABI, .size = sizeof(kv_method), .helpers = KV_HELPERS_VERSION + 1"
 config_error "$T/none.db" "$T/helpers.so: bad: built against the helper structs of version $(($(sed -n 's/^#define KV_HELPERS_VERSION //p' kernels/method_types.h) + 1))" \
     --plugin "$T/helpers.so" methods
-for abi in 2 3; do
-    helpers_plugin "abi$abi" ".abi = $abi, .size = KV_METHOD_SIZE_V$abi"
+for abi in 2 3 4; do   # version 4 sets helpers itself (the member came with it)
+    head=".abi = $abi, .size = KV_METHOD_SIZE_V$abi"
+    [ "$abi" = 4 ] && head="$head, .helpers = KV_HELPERS_VERSION"
+    helpers_plugin "abi$abi" "$head"
     "$KVBENCH" --plugin "$T/abi$abi.so" methods bad >"$T/out" 2>&1 || fail "an ABI-$abi table did not load: $(cat "$T/out")"
 done
 "$KVBENCH" --plugin "$T/abi3.so" conformance --seed 11 --trials 1 >"$T/out" 2>&1 || fail "ABI-3 plugin: conformance failed: $(grep '^conformance' "$T/out" | head -3)"

@@ -17,11 +17,13 @@ File format (whitespace separated; floats as float32 printed exactly):
   rope THETA            (rotate_half RoPE over all D channels, inv_freq = THETA^(-2i/D))
   Wo E E*H*D floats     (o_proj.weight, [E][H*D])
   kept J COUNT idx...   (one line per kv head, ascending)
+  zeroed J COUNT idx... (ThinK, after the kept lines: the key channels kvpress zeroed in kv head J's
+                         kept rows, ascending; one line per kv head)
 """
 import sys, os, types
 import torch
 from kvpress import (SnapKVPress, TOVAPress, KeyDiffPress, LagKVPress, KnormPress, StreamingLLMPress, AdaKVPress,
-                     ExpectedAttentionPress, CriticalKVPress)
+                     ExpectedAttentionPress, CriticalKVPress, ThinKPress)
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/kvpress"
 
@@ -95,8 +97,22 @@ CASES = [
     ("expected-attention", "expected-attention", "", lambda cr: ExpectedAttentionPress(cr), 24, 0),
     ("criticalkv", "criticalkv", "",
      lambda cr: CriticalKVPress(ExpectedAttentionPress(cr, use_vnorm=False)), 32, 0),
+    # door version 5: SnapKV then ThinK (kvpress's snap_think, ComposedPress([SnapKVPress(), ThinKPress()]))
+    ("snapkv-think", "snapkv-think", "window=16,kernel=5,pool=1,agg=0,key_channel_compression_ratio=0.4,channel_window=32",
+     lambda cr: SnapKVPress(cr, window_size=16, kernel_size=5), 32, 16),
 ]
-MODEL_CASES = ("expected-attention", "criticalkv")
+MODEL_CASES = ("expected-attention", "criticalkv", "snapkv-think")
+THINK = {"snapkv-think": ThinKPress(key_channel_compression_ratio=0.4, window_size=32)}
+
+
+def zeroed_channels(think, snap, mod, K, V, A, n, hs):
+    """ComposedPress's chain, press by press: SnapKV's compress, then ThinK's on what it kept;
+    the key channels ThinK zeroed, per kv head (all zero over the kept rows)."""
+    k, v = snap.compress(mod, hs, K.clone(), V.clone(), A, {})
+    kw = {"hidden_states": hs, "position_embeddings": mod.rotary_emb(hs, torch.arange(n)[None])}
+    with torch.no_grad():
+        k, v = think.compress(mod, hs, k, v, None, kw)
+    return [torch.nonzero((k[0, j] == 0).all(dim=0)).flatten().tolist() for j in range(K.shape[1])]
 
 os.makedirs(OUT, exist_ok=True)
 for seed, (case, name, params, make, B, win) in enumerate(CASES):
@@ -118,4 +134,7 @@ for seed, (case, name, params, make, B, win) in enumerate(CASES):
                     f.write("Q %s\nrope %.9g\nWo %d %s\n" % (fmt(Q[0]), THETA, E, fmt(mod.o_proj.weight)))
             for j, rows in enumerate(kept):
                 f.write("kept %d %d %s\n" % (j, len(rows), " ".join(map(str, rows))))
+            if case in THINK:
+                for j, ch in enumerate(zeroed_channels(THINK[case], press, mod, K, V, A, n, hs)):
+                    f.write("zeroed %d %d %s\n" % (j, len(ch), " ".join(map(str, ch))))
         print(case, shape, [len(r) for r in kept])

@@ -2,8 +2,9 @@
  * fuzzer's bytes, through the checks kvbench makes of a plugin (issue 36):
  *   - the table's ABI version, size, flags and name through kv_method_resolve (the copy
  *     must never read past the table, whatever size it claims);
- *   - rows() (counts, positions, the count of positions written) and memory() (every
- *     field) through kv_budget_check under a setup drawn from the bytes;
+ *   - rows() (counts, positions, the count of positions written), memory() (every
+ *     field) and key_channels() (the count and the indices, version 5) through
+ *     kv_budget_check under a setup drawn from the bytes;
  *   - kept positions given to cs_load, decoded tokens through cs_append_decoded under
  *     either rule, with and without scores (cs_argmin);
  *   - the paper's "uncapped" setting and the params through kv_runs_uncapped.
@@ -42,6 +43,14 @@ static int fake_rows(const kv_state *st, int layer, int kv_head, int32_t *pos, i
     return r;
 }
 static void fake_memory(const kv_state *st, kv_mem *out) { *out = st->mem; }
+/* any count; indices into chan up to the smallest head_dim the setups draw (4) */
+static int fake_key_channels(const kv_state *st, int layer, int kv_head, int32_t *chan) {
+    (void)layer, (void)kv_head;
+    bytes *b = (bytes *)&((kv_state *)st)->rows;
+    int kc = (int8_t)take(b, 1);
+    for (int i = 0; chan && i < kc && i < 4; i++) chan[i] = (int8_t)take(b, 1);
+    return kc;
+}
 static kv_state *fake_init(const kv_setup *s, char *err, size_t len) { return (void)s, (void)err, (void)len, NULL; }
 static int fake_ingest(kv_state *st, const kv_prefill *p, char *err, size_t len) {
     return (void)st, (void)p, (void)err, (void)len, 0;
@@ -77,6 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     table.init = fake_init, table.ingest = fake_ingest, table.append = fake_append, table.attend = fake_attend;
     table.memory = fake_memory, table.rows = fake_rows, table.free = fake_free;
     if (flags & 8) table.rows = NULL;
+    if (flags & 64) table.key_channels = fake_key_channels;
     table.paper = &paper;
     char err[512];
     if (kv_method_resolve(&table, &resolved, err, sizeof err)) return 0;
