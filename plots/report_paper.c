@@ -242,6 +242,14 @@ static int untrained(const char *params) {
     return 0;
 }
 
+/* 1 when method m runs the untrained router with params base by its own default
+ * (sekv-spread: params_file defaults to none), with nothing set in base. */
+static int untrained_default(const char *m, const char *base) {
+    const kv_method *mm = kv_method_find(m);
+    char val[64], err[128];
+    return mm && !kv_param_text(mm, base, "params_file", val, sizeof val, err, sizeof err) && !strcmp(val, "none");
+}
+
 /* The claim on method m with params base ("" = its capped defaults, "uncapped=1"); extra:
  * the ablation setting of a KV_CLAIM_DROP row. */
 static void judge(const cases *c, const kv_claim *cl, const char *m, const char *base, const char *extra, verdict *v) {
@@ -249,7 +257,8 @@ static void judge(const cases *c, const kv_claim *cl, const char *m, const char 
     v->value = v->lo = v->hi = v->p = NAN;
     v->infeasible = 0;
     int ran = 0;
-    if (cl->kind == KV_CLAIM_DROP && cl->other && !strncmp(cl->other, "trained_", 8) && untrained(base)) {
+    if (cl->kind == KV_CLAIM_DROP && cl->other && !strncmp(cl->other, "trained_", 8) &&
+        (untrained(base) || untrained_default(m, base))) {
         /* an ablation that removes the trained part says nothing about a row run untrained */
         snprintf(v->number, sizeof v->number, "- (the row runs the untrained router: nothing trained to remove)");
         snprintf(v->holds, sizeof v->holds, "undecidable: untrained");

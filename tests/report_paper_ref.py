@@ -48,6 +48,10 @@ def norm(p):
     return sorted(x.strip() for x in (p or "").split(",") if x.strip())
 
 
+# the SeKV rows whose params_file defaults to none (kvbench methods): their router is untrained
+UNTRAINED_BY_DEFAULT = {"sekv-spread"}
+
+
 def est(a, b=None):
     """mean of a - b over the keys both hold (ascending key order), bootstrap lo/hi, p, n"""
     keys = sorted(k for k in a if b is None or k in b)
@@ -175,6 +179,10 @@ def main(db_path, csv_path):
             if kind == "best":
                 e, _, inf, _ = best(niah_sel, m, budget)
                 put("claims", m, budget, cid, e, inf)
+                continue
+            if kind == "drop" and other and other.startswith("trained_") and m in UNTRAINED_BY_DEFAULT:
+                # an ablation of the trained part on a router that has none: undecidable, no numbers
+                put("claims", m, budget, cid, est({}), 0)
                 continue
             settings = [other]
             if kind == "drop" and other is None:
