@@ -373,7 +373,7 @@ static int key_settings(const rt_data *d, const char *model, const char *m, cons
 static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, const char *m, const char *base,
                       FILE *md, FILE *csv, const char *run) {
     char names[32][64];
-    int nw = 0, won = 0, tested = 0;
+    int nw = 0, won = 0, lost = 0, tested = 0;
     for (int w = 0; w < d->nwl && nw < 32; w++) {
         char s[64];
         snprintf(s, sizeof s, "%.*s", (int)strcspn(d->wl[w], ":"), d->wl[w]);
@@ -389,6 +389,7 @@ static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, con
         tested += strncmp(v.holds, "untested", 8) != 0 && strncmp(v.holds, "undecidable", 11) != 0 &&
                   strcmp(v.holds, "-") != 0;
         won += !strcmp(v.holds, "yes");
+        lost += !strcmp(v.holds, "no");
         char what[160], id[80];
         snprintf(what, sizeof what, "%.63s: %s", names[w], paper->each_workload);
         snprintf(id, sizeof id, "%.15s %.63s", cl->id, names[w]);
@@ -397,7 +398,8 @@ static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, con
     verdict v = {.value = tested ? (double)won / tested : NAN, .lo = NAN, .hi = NAN, .p = NAN};
     snprintf(v.number, sizeof v.number, "best on %d of %d workloads", won, tested);
     snprintf(v.n, sizeof v.n, "%d", tested);
-    snprintf(v.holds, sizeof v.holds, "%s", !tested ? "-" : won == tested ? "yes" : "no");
+    /* "no" needs a workload the row significantly loses; short of that, not shown */
+    snprintf(v.holds, sizeof v.holds, "%s", !tested ? "-" : won == tested ? "yes" : lost ? "no" : "not significant");
     emit(md, csv, run, "claims", cl->id, cl->claim, cl->paper, m, base, cl->budget, &v);
 }
 

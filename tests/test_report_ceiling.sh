@@ -57,5 +57,8 @@ q "$T/high.db" "UPDATE results SET score = 1 WHERE method = 'sekv-spread'"
 "$KVBENCH" report --db "$T/high.db" --table paper >"$T/paper" 2>&1 || fail "paper: $(cat "$T/paper")"
 grep -Eq "^\| C3 .*\| sekv-spread \| 100.0 .*\| 4 \| 0.125 \| [0-9]+ \| not significant \|$" "$T/paper" ||
     fail "C3 for sekv-spread winning 4 of 4 is not 'not significant' at p 0.125: $(grep C3 "$T/paper")"
+# and C2 over the workloads is then not shown either, not refuted: "no" needs a significant loss
+grep -Eq "^\| C2 \| .*\| sekv-spread \|.*\| not significant \|$" "$T/paper" ||
+    fail "C2 for sekv-spread with its only workload not significant is not 'not significant': $(grep '^| C2 |' "$T/paper")"
 [ $fails = 0 ] && echo "test_report_ceiling: ok"
 exit $((fails > 0))
