@@ -39,7 +39,9 @@ static int check_vocab_rows(const char *dir, const hf_config *c, const hf_aux *a
                            c->n_vocab, (long long)t->shape[0]);
         return 0;
     }
-    return 0;
+    /* no file holds it: refused now too, before the padding (model.c needs it anyway) */
+    return hf_fail(err, errlen, dir, a->n_files > 1 ? "model.safetensors.index.json" : "model.safetensors",
+                   "no weight file holds model.embed_tokens.weight");
 }
 
 static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err, size_t errlen);
