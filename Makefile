@@ -182,8 +182,11 @@ valgrind:
 valgrind-run: $(KVBENCH) $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/valgrind.sh
 
+# Last, the grid-speed targets' table for the default and the judge model
+# (tools/bench_targets.sh; its llama.cpp rows need `make bench-llamacpp` built once).
 bench: $(KVBENCH) $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+	@echo "== tools/bench_targets.sh"; BUILD=$(BUILD) bash tools/bench_targets.sh
 
 # The engine against llama.cpp on the same GGUF and threads (tools/bench_llamacpp.sh): the
 # first run downloads the llama-cpp-python source distribution (77 MB) and builds its
