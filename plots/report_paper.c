@@ -427,7 +427,9 @@ static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const kv_cl
                  "expansions", p[i].budget, s.quiet, s.third[0], s.third[1], s.third[2], s.top10);
         snprintf(v.n, sizeof v.n, "%d", p[i].n_results);
         int yes = s.quiet >= 0.5 && s.top10 >= 0.3 && fmax(s.third[1], s.third[2]) > s.third[0];
-        snprintf(v.holds, sizeof v.holds, "%s", isnan(s.top10) ? "- (no zoom)" : yes ? "yes" : "no");
+        int thirds = !isnan(s.third[0]) && !isnan(s.third[1]) && !isnan(s.third[2]);   /* >= 3 layers */
+        snprintf(v.holds, sizeof v.holds, "%s",
+                 isnan(s.top10) ? "- (no zoom)" : !thirds ? "- (fewer than 3 layers)" : yes ? "yes" : "no");
         emit(md, NULL, run, "claims", cl->id, cl->claim, cl->paper, m, base, p[i].budget, &v);
         static const char *const col[] = {"", ":early", ":middle", ":late", ":top10"};
         double val[] = {s.quiet, s.third[0], s.third[1], s.third[2], s.top10};

@@ -32,9 +32,15 @@ int rt_zoom(sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, ch
     for (int i = 0; i < n; i++) {
         zr_summary s;
         zr_summarize(&p[i], &s);
-        if (md)
-            fprintf(md, "| %s | %g | %d | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", p[i].method, p[i].budget,
-                    p[i].n_results, s.heads, s.quiet, s.third[0], s.third[1], s.third[2], s.top10, p[i].model);
+        if (md) {   /* a third with no layer (a model of 1 or 2 layers) or no expansion at all prints "-" */
+            char f[5][16];
+            double x[] = {s.quiet, s.third[0], s.third[1], s.third[2], s.top10};
+            for (int k = 0; k < 5; k++)
+                if (isnan(x[k])) snprintf(f[k], sizeof f[k], "-");
+                else snprintf(f[k], sizeof f[k], "%.3f", x[k]);
+            fprintf(md, "| %s | %g | %d | %d | %s | %s | %s | %s | %s | %s |\n", p[i].method, p[i].budget,
+                    p[i].n_results, s.heads, f[0], f[1], f[2], f[3], f[4], p[i].model);
+        }
         static const char *const col[] = {"quiet", "early", "middle", "late", "top10"};
         double v[] = {s.quiet, s.third[0], s.third[1], s.third[2], s.top10};
         for (int k = 0; csv && k < 5; k++)
