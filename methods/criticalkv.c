@@ -9,9 +9,10 @@
  *     row t's value adds to the layer's output per unit of attention), and the rest of the B
  *     rows go by it.
  * Ties: the earlier row. Needs the prefill's queries and the layer's Wo (door version 4). The
- * head-adaptive form (CriticalAdaKVPress) is not here. Prompt compressed once; decoded tokens
+ * head-adaptive form (CriticalAdaKVPress) is criticalkv-adakv. Prompt compressed once; decoded tokens
  * join at full resolution (under --decode hold the lowest-scoring prompt row over the budget
  * goes, stage-1 rows last). */
+#include "criticalkv.h"
 #include "expected_attention.h"
 #include "scorer.h"
 #include <cblas.h>
@@ -66,11 +67,7 @@ static void ck_needs(const kv_setup *s, kv_needs *out) {
     out->wo = 1;
 }
 
-/* w[t] = mean over the group's query heads h of sum_e |sum_i Wo[e][h d + i] v_t[i]|: Wo_h v_t by
- * SGEMM in float32 (as kvpress's matmul), 256 rows at a time, the L1 sums in double. y holds
- * 256 x embd floats. */
-#define CK_ROWS 256
-static void wov_norm(const kv_cacheset *c, const kv_prefill *p, int j, double *w, float *y) {
+void criticalkv_wov_norm(const kv_cacheset *c, const kv_prefill *p, int j, double *w, float *y) {
     int n = p->n, d = c->d, G = c->H / c->Hkv, E = p->embd;
     size_t hd = (size_t)c->H * d;
     const float *V = p->V + (size_t)j * p->kv_stride;
@@ -112,7 +109,7 @@ static int ck_ingest(kv_state *st, const kv_prefill *p, char *err, size_t errlen
             rc = -1, snprintf(err, errlen, "criticalkv: out of memory");
             break;
         }
-        wov_norm(c, p, j, w, y);
+        criticalkv_wov_norm(c, p, j, w, y);
         for (int t = 0; t < n; t++) sc[t] = (float)(((double)sc[t] + st->epsilon) * w[t]);
         for (int i = 0; i < ns; i++) sc[top[i]] = FLT_MAX;   /* kvpress: finfo(float32).max */
     }

@@ -11,14 +11,14 @@
 extern const kv_method kv_fullkv, kv_streamingllm, kv_h2o, kv_snapkv, kv_pyramidkv, kv_chunkkv,
     kv_sentencekv, kv_sekv, kv_sekv_ref, kv_sekv_spread, kv_knormpress,
     kv_tova, kv_keydiff, kv_lagkv, kv_randompress, kv_adakv_snapkv;
-extern const kv_method kv_expected_attention, kv_criticalkv;   /* kvpress presses on door version 4 */
+extern const kv_method kv_expected_attention, kv_criticalkv, kv_criticaladakv;   /* kvpress presses on door version 4 */
 extern const kv_method kv_snapkv_think;                         /* door version 5: key channels */
 
 static const kv_method *const builtin[] = {
     &kv_fullkv, &kv_streamingllm, &kv_h2o, &kv_snapkv, &kv_pyramidkv, &kv_chunkkv, &kv_sentencekv, &kv_sekv,
     &kv_sekv_ref, &kv_sekv_spread, &kv_knormpress, &kv_tova, &kv_keydiff, &kv_lagkv, &kv_randompress,
     &kv_adakv_snapkv,
-    &kv_expected_attention, &kv_criticalkv,
+    &kv_expected_attention, &kv_criticalkv, &kv_criticaladakv,
     &kv_snapkv_think,
 };
 #define N_BUILTIN (int)(sizeof builtin / sizeof builtin[0])
@@ -206,7 +206,7 @@ const char *kv_method_origin(const kv_method *m) {
 static const char *const kvpress_names[] = {
     "streamingllm", "h2o", "snapkv", "pyramidkv", "chunkkv", "knormpress", "tova", "keydiff", "lagkv",
     "randompress", "adakv-snapkv",
-    "expected-attention", "criticalkv", "snapkv-think",
+    "expected-attention", "criticalkv", "criticaladakv", "snapkv-think",
     NULL,
 };
 

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct { float s; int32_t i; } scored;
 
@@ -85,6 +86,31 @@ static int by_ada(const void *a, const void *b) {
     return (x->i > y->i) - (x->i < y->i);
 }
 
+int scorer_adaptive_alloc(const kv_cacheset *c, int n, const float *score, double alpha, uint8_t *kept,
+                          uint8_t *safe) {
+    int Hkv = c->Hkv, B = c->budget, rc = -1;
+    size_t N = (size_t)Hkv * n;
+    int nsafe = (int)(B * alpha);
+    if (alpha > 0 && nsafe < 1) nsafe = 1;   /* kvpress 0.5.5: at least one row per head */
+    ada_key *all = malloc(N * sizeof *all);
+    int32_t *top = malloc((size_t)n * sizeof *top);
+    if (!all || !top) goto done;
+    memset(kept, 0, N);
+    memset(safe, 0, N);
+    for (size_t i = 0; i < N; i++) all[i] = (ada_key){0, score[i], (int32_t)i};
+    for (int j = 0; j < Hkv; j++) {   /* the safeguard: each head's own top floor(B * alpha) */
+        int k = topk_sorted(score + (size_t)j * n, n, nsafe, top);
+        if (k < 0) goto done;
+        for (int i = 0; i < k; i++) all[(size_t)j * n + top[i]].tier = 1, safe[(size_t)j * n + top[i]] = 1;
+    }
+    qsort(all, N, sizeof *all, by_ada);
+    for (size_t i = 0; i < (size_t)Hkv * B && i < N; i++) kept[all[i].i] = 1;
+    rc = 0;
+done:
+    free(all), free(top);
+    return rc;
+}
+
 int scorer_load_adaptive(kv_cacheset *c, const kv_prefill *p, const float *score, double alpha) {
     int n = p->n, Hkv = c->Hkv, B = c->budget, rc = -1;
     size_t N = (size_t)Hkv * n;
@@ -93,21 +119,10 @@ int scorer_load_adaptive(kv_cacheset *c, const kv_prefill *p, const float *score
             if (scorer_load(c, p, j, score + (size_t)j * n, 0, 0, n)) return -1;
         return 0;
     }
-    int safe = (int)(B * alpha);
-    if (alpha > 0 && safe < 1) safe = 1;   /* kvpress 0.5.5: at least one row per head */
-    ada_key *all = malloc(N * sizeof *all);
-    int32_t *top = malloc((size_t)n * sizeof *top), *keep = malloc((size_t)n * sizeof *keep);
-    uint8_t *kept = calloc(N, 1);
+    int32_t *keep = malloc((size_t)n * sizeof *keep);
+    uint8_t *kept = malloc(N), *safe = malloc(N);
     double *row_score = malloc((size_t)n * sizeof *row_score);
-    if (!all || !top || !keep || !kept || !row_score) goto done;
-    for (size_t i = 0; i < N; i++) all[i] = (ada_key){0, score[i], (int32_t)i};
-    for (int j = 0; j < Hkv; j++) {   /* the safeguard: each head's own top floor(B * alpha) */
-        int k = topk_sorted(score + (size_t)j * n, n, safe, top);
-        if (k < 0) goto done;
-        for (int i = 0; i < k; i++) all[(size_t)j * n + top[i]].tier = 1;
-    }
-    qsort(all, N, sizeof *all, by_ada);
-    for (size_t i = 0; i < (size_t)Hkv * B; i++) kept[all[i].i] = 1;
+    if (!keep || !kept || !safe || !row_score || scorer_adaptive_alloc(c, n, score, alpha, kept, safe)) goto done;
     for (int j = 0; j < Hkv; j++) {
         int nk = 0;
         for (int t = 0; t < n; t++) {
@@ -118,7 +133,7 @@ int scorer_load_adaptive(kv_cacheset *c, const kv_prefill *p, const float *score
     }
     rc = 0;
 done:
-    free(all), free(top), free(keep), free(kept), free(row_score);
+    free(keep), free(kept), free(safe), free(row_score);
     return rc;
 }
 

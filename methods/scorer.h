@@ -40,6 +40,13 @@ int scorer_ingest(kv_state *st, const kv_prefill *p, int sinks, kv_row_score sco
  * eviction. 0, or -1 when out of memory. */
 int scorer_load_adaptive(kv_cacheset *c, const kv_prefill *p, const float *score, double alpha);
 
+/* scorer_load_adaptive's choice without the load, for a method that goes on from it
+ * (criticalkv-adakv): kept[j * n + t] = 1 for the layer's Hkv * B rows, safe[j * n + t] = 1 for
+ * each head's safeguard rows (both [Hkv][n], written whole). Needs n > B. 0, or -1 when out of
+ * memory. */
+int scorer_adaptive_alloc(const kv_cacheset *c, int n, const float *score, double alpha, uint8_t *kept,
+                          uint8_t *safe);
+
 /* kv_method.append of an adaptive method (kv_method.head_budgets = 1): the token joins every
  * kv head at full resolution; under --decode hold, while the layer holds more than Hkv * B
  * rows, the lowest-score row of the layer goes (ties: the older position, then the lower kv

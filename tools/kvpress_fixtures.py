@@ -23,7 +23,7 @@ File format (whitespace separated; floats as float32 printed exactly):
 import sys, os, types
 import torch
 from kvpress import (SnapKVPress, TOVAPress, KeyDiffPress, LagKVPress, KnormPress, StreamingLLMPress, AdaKVPress,
-                     ExpectedAttentionPress, CriticalKVPress, ThinKPress)
+                     ExpectedAttentionPress, CriticalKVPress, CriticalAdaKVPress, ThinKPress)
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/kvpress"
 
@@ -64,8 +64,8 @@ def inputs(gen, H, Hkv, n, d):
 
 
 def kept_rows(press, mod, K, V, A, n, hs):
-    """Kept positions per kv head: ScorerPress's top n_kept, or AdaKV's complement of its mask."""
-    if isinstance(press, AdaKVPress):
+    """Kept positions per kv head: ScorerPress's top n_kept, or (AdaKV, CriticalAdaKV) the complement of the mask."""
+    if isinstance(press, (AdaKVPress, CriticalAdaKVPress)):
         press.compress(mod, hs, K, V, A, {})
         _, heads, seq = mod.masked_key_indices
         keep = torch.ones(K.shape[1], n, dtype=torch.bool)
@@ -100,8 +100,11 @@ CASES = [
     # door version 5: SnapKV then ThinK (kvpress's snap_think, ComposedPress([SnapKVPress(), ThinKPress()]))
     ("snapkv-think", "snapkv-think", "window=16,kernel=5,pool=1,agg=0,key_channel_compression_ratio=0.4,channel_window=32",
      lambda cr: SnapKVPress(cr, window_size=16, kernel_size=5), 32, 16),
+    # CriticalKV inside AdaKV's head budgets over ExpectedAttention; kvpress's defaults
+    ("criticaladakv", "criticaladakv", "",
+     lambda cr: CriticalAdaKVPress(ExpectedAttentionPress(cr, use_vnorm=False)), 24, 0),
 ]
-MODEL_CASES = ("expected-attention", "criticalkv", "snapkv-think")
+MODEL_CASES = ("expected-attention", "criticalkv", "snapkv-think", "criticaladakv")
 THINK = {"snapkv-think": ThinKPress(key_channel_compression_ratio=0.4, window_size=32)}
 
 
