@@ -120,6 +120,10 @@ void matvec_glu(const matvec_job gate_up[2]) {
 
 /* Rows [r, e) (at most 64) of the jobs jobs[b * stride], b < nb. */
 static void rows_multi(const matvec_job *jobs, int stride, int nb, long r, long e) {
+    if (nb == 1) {   /* the single-row kernel itself: the multi-row one's unpacking costs a lone row */
+        matvec_rows(&jobs[0], r, e);
+        return;
+    }
     const weight *w = jobs[0].w;
     int type = w->t->type, n = (int)(e - r), q8 = jobs[0].xq && quant_q8_supported(type);
     for (int b = 1; b < nb; b++)
