@@ -12,8 +12,9 @@
 #   env: KVBENCH_CACHE (default ~/.cache/kvbench), BUILD (kvbench build dir, default build),
 #        THREADS (default 2), DEPTHS (default "512 2048 8192"), REPS (runs averaged on both sides:
 #        llama-bench -r and bench_model --reps, default 3), LLAMACPP_PY_VERSION (default 0.3.36),
-#        KVBENCH_MODEL (a second GGUF, e.g. the judge model; the cached SmolLM2 file always runs
-#        when present).
+#        KVBENCH_MODEL (a second GGUF, e.g. the judge model; the cached SmolLM2 file runs too
+#        unless ONLY_MODEL=1), FA (llama.cpp's flash-attention settings run, default "0 auto";
+#        "0" alone halves the llama.cpp time and leaves the "def" columns empty).
 set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
     sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
@@ -35,8 +36,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$DIR/build-$VER/bin/llama-bench
 
 # the models first: a wrong KVBENCH_MODEL is refused before the long build
+FA=${FA:-0 auto}
+case "$FA" in "0" | "0 auto" | "auto 0") ;; *) echo "bench_llamacpp: FA='$FA': give \"0\" or \"0 auto\"" >&2; exit 2 ;; esac
 MODELS=()
-[ -r "$DEFAULT_MODEL" ] && MODELS+=("$DEFAULT_MODEL")
+[ -r "$DEFAULT_MODEL" ] && [ "${ONLY_MODEL:-0}" != 1 -o -z "${KVBENCH_MODEL:-}" ] && MODELS+=("$DEFAULT_MODEL")
 if [ -n "${KVBENCH_MODEL:-}" ] && [ "$KVBENCH_MODEL" != "$DEFAULT_MODEL" ]; then
     [ -r "$KVBENCH_MODEL" ] || { echo "bench_llamacpp: KVBENCH_MODEL=$KVBENCH_MODEL: no such readable file" >&2; exit 2; }
     MODELS+=("$KVBENCH_MODEL")
@@ -77,6 +80,7 @@ i=0
 for model in "${MODELS[@]}"; do
     out=$tmp/$i && mkdir -p "$out" && echo "$model" > "$out/model"
     for fa in 0 auto; do
+        [[ " $FA " == *" $fa "* ]] || continue
         echo "bench_llamacpp: ${model##*/}: llama-bench -fa $fa (prefill, then decode at each depth; $REPS reps) ..." >&2
         "$BIN" -m "$model" -t "$THREADS" -fa "$fa" -r "$REPS" -p "$d_list" -n 0 -o csv > "$out/pp$fa.csv"
         "$BIN" -m "$model" -t "$THREADS" -fa "$fa" -r "$REPS" -p 0 -n 32 -d "$d_list" -o csv > "$out/tg$fa.csv"
@@ -96,8 +100,11 @@ import csv, os, sys
 tmp, depths, threads, reps, n_models = sys.argv[1], [int(d) for d in sys.argv[2].split()], sys.argv[3], sys.argv[4], int(sys.argv[5])
 
 def llama(path, key):
-    """{depth: tok/s} from llama-bench CSV: prefill rows keyed by n_prompt, decode by n_depth."""
+    """{depth: tok/s} from llama-bench CSV: prefill rows keyed by n_prompt, decode by n_depth
+    (empty when that flash-attention setting did not run: FA=0)."""
     out = {}
+    if not os.path.exists(path):
+        return out
     with open(path) as f:
         for r in csv.DictReader(f):
             out[int(r[key])] = float(r["avg_ts"])

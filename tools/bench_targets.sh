@@ -11,7 +11,7 @@
 # they are measured. The last column says whether each target is met.
 #
 # Usage: tools/bench_targets.sh [--help]
-#   env: BUILD (default build), THREADS (default 2), REPS (llama.cpp comparison runs, default 2),
+#   env: BUILD (default build), THREADS (default 2), REPS (llama.cpp comparison runs a side, default 1),
 #        STEPS (bench_batch decode steps, default 4), KVBENCH_CACHE (default ~/.cache/kvbench),
 #        SKIP_LLAMACPP=1 (leave the llama.cpp rows out even when llama-bench is built)
 set -euo pipefail
@@ -23,7 +23,7 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 THREADS=${THREADS:-2}
-REPS=${REPS:-2}
+REPS=${REPS:-1}
 STEPS=${STEPS:-4}
 CACHE=${KVBENCH_CACHE:-$HOME/.cache/kvbench}
 LLAMA_BIN=$CACHE/llamacpp/build-${LLAMACPP_PY_VERSION:-0.3.36}/bin/llama-bench
@@ -48,7 +48,8 @@ done
 llama_dir=""
 if [ "${SKIP_LLAMACPP:-0}" != 1 ] && [ -x "$LLAMA_BIN" ]; then
     # bench_llamacpp.sh runs the default model always and KVBENCH_MODEL as its second block
-    KVBENCH_MODEL=${QWEN} THREADS=$THREADS REPS=$REPS DEPTHS="512 4096 8192" BUILD=$BUILD \
+    # the targets compare against flash attention off only: FA=0 (make bench-llamacpp runs both)
+    KVBENCH_MODEL=${QWEN} THREADS=$THREADS REPS=$REPS DEPTHS="512 4096 8192" BUILD=$BUILD FA=0 \
         bash "$ROOT/tools/bench_llamacpp.sh" >&2
     llama_dir=$CACHE/llamacpp/last-run
 fi
