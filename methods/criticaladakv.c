@@ -64,13 +64,7 @@ static kv_state *cak_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void cak_needs(const kv_setup *s, kv_needs *out) {
-    ea_opts o = {0};
-    char err[128];
-    if (ea_opts_read(&kv_criticaladakv, s->params, "press_epsilon", &o, err, sizeof err)) o.n_sink = 0;
-    out->queries = ea_query_rows(&o, s->n_prompt);
-    out->wo = 1;
-}
+static void cak_needs(const kv_setup *s, kv_needs *out) { criticalkv_needs_of(&kv_criticaladakv, s, out); }
 
 /* kv head j's rows after the allocation: stage 1, stage 2, the load. sc is its ExpectedAttention
  * score row (rewritten to the stage-2 score), kept/safe its allocation flags. */

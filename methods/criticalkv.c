@@ -59,13 +59,15 @@ static kv_state *ck_init(const kv_setup *s, char *err, size_t errlen) {
     return st;
 }
 
-static void ck_needs(const kv_setup *s, kv_needs *out) {
+void criticalkv_needs_of(const kv_method *m, const kv_setup *s, kv_needs *out) {
     ea_opts o = {0};
     char err[128];
-    if (ea_opts_read(&kv_criticalkv, s->params, "press_epsilon", &o, err, sizeof err)) o.n_sink = 0;
+    if (ea_opts_read(m, s->params, "press_epsilon", &o, err, sizeof err)) o.n_sink = 0;
     out->queries = ea_query_rows(&o, s->n_prompt);
     out->wo = 1;
 }
+
+static void ck_needs(const kv_setup *s, kv_needs *out) { criticalkv_needs_of(&kv_criticalkv, s, out); }
 
 void criticalkv_wov_norm(const kv_cacheset *c, const kv_prefill *p, int j, double *w, float *y) {
     int n = p->n, d = c->d, G = c->H / c->Hkv, E = p->embd;

@@ -10,4 +10,8 @@
 #define CK_ROWS 256
 void criticalkv_wov_norm(const kv_cacheset *c, const kv_prefill *p, int j, double *w, float *y);
 
+/* kv_method.needs of a CriticalKV method m (ExpectedAttention's parameters in its table):
+ * the pre-RoPE query rows ExpectedAttention reads, and Wo. */
+void criticalkv_needs_of(const kv_method *m, const kv_setup *s, kv_needs *out);
+
 #endif
