@@ -9,9 +9,9 @@
  *     row t's value adds to the layer's output per unit of attention), and the rest of the B
  *     rows go by it.
  * Ties: the earlier row. Needs the prefill's queries and the layer's Wo (door version 4). The
- * head-adaptive form (CriticalAdaKVPress) is criticalkv-adakv. Prompt compressed once; decoded tokens
- * join at full resolution (under --decode hold the lowest-scoring prompt row over the budget
- * goes, stage-1 rows last). */
+ * head-adaptive form (CriticalAdaKVPress) is criticaladakv.c. Prompt compressed once; decoded
+ * tokens join at full resolution (under --decode hold the lowest-scoring prompt row over the
+ * budget goes, stage-1 rows last). */
 #include "criticalkv.h"
 #include "expected_attention.h"
 #include "scorer.h"
@@ -32,17 +32,11 @@ struct kv_state {
 static const kv_param params[] = {
     {"first_stage_ratio", "0.5", "share of the budget kept by the score alone (stage 1)"},
     {"epsilon", "1e-4", "added to the score before the ||Wo v||_1 rescaling (stage 2)"},
-    {"n_future_positions", "512", "ExpectedAttention: future positions whose RoPE rotation is averaged"},
-    {"n_sink", "4", "ExpectedAttention: first tokens scored max + 1, their queries left out"},
-    {"use_covariance", "1", "ExpectedAttention: 1: the queries' covariance term too"},
-    {"use_vnorm", "0", "ExpectedAttention: 1: its score times ||v|| (kvpress warns to keep it 0 here)"},
-    {"press_epsilon", "0", "ExpectedAttention's own epsilon (used with use_vnorm=1)"},
+    CK_EA_PARAMS,
     {NULL, NULL, NULL},
 };
 static const kv_range ranges[] = {
-    {"first_stage_ratio", 0, 1, NAN}, {"epsilon", 0, 1e9, NAN}, {"n_future_positions", 1, 1e7, NAN},
-    {"n_sink", 0, 1e9, NAN}, {"use_covariance", 0, 1, NAN}, {"use_vnorm", 0, 1, NAN},
-    {"press_epsilon", 0, 1e9, NAN}, {NULL, 0, 0, 0},
+    {"first_stage_ratio", 0, 1, NAN}, {"epsilon", 0, 1e9, NAN}, CK_EA_RANGES, {NULL, 0, 0, 0},
 };
 
 static kv_state *ck_init(const kv_setup *s, char *err, size_t errlen) {
