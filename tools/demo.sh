@@ -2,7 +2,7 @@
 # `make demo`: set-up (tools/setup.sh), then every method at a 10% KV budget on needle-in-a-haystack with the default
 # model (SmolLM2-135M-Instruct), end to end: build, fetch the model and the haystack,
 # run the grid (progress and ETA on stderr; a rerun resumes), print the table, draw the
-# figures. About 10 minutes on 2 CPU cores.
+# figures. About 15-20 minutes on 2 CPU cores.
 #   DEMO_CTX     context lengths in tokens   (default 1024,2048,4096)
 #   DEMO_DEPTHS  needle depths in %          (default 0,25,50,75,100)
 #   DEMO_DB      results file                (default results/demo.db)
