@@ -114,7 +114,9 @@ sqlite3_stmt *kvq_zoom_rates(sqlite3 *h, int with_zoom, int64_t run_id, const ch
              with_zoom ? " LEFT JOIN (SELECT result_id, layer, head, total(expanded * 1.0 / spans) AS s FROM zoom_events"
                          " GROUP BY 1, 2, 3) z ON z.result_id = r.id AND z.layer = hs.layer AND z.head = hs.head"
                        : "",
-             in, with_zoom ? " AND NOT EXISTS (SELECT 1 FROM zoom_events e WHERE e.result_id = r.id AND e.spans IS NULL)" : "",
+             /* one pass over zoom_events for the whole query: a correlated NOT EXISTS ran once
+              * per head_stats row (108 s against 3 s on a 2M-event file) */
+             in, with_zoom ? " AND r.id NOT IN (SELECT result_id FROM zoom_events WHERE spans IS NULL)" : "",
              order);
     sqlite3_stmt *st = prep(h, sql, run_id, variant);
     if (st && model) sqlite3_bind_text(st, 3, model, -1, SQLITE_TRANSIENT);

@@ -21,6 +21,18 @@ grep -Eq '^\| C7 \| .* \| sekv \(untrained\) \| .* \| undecidable: untrained \|$
 grep -Eq '^\| C[0-9]+ .*\| sekv \|' "$T/paper" && fail "a row named plain sekv, though none ran trained: $(grep '| sekv |' "$T/paper")"
 "$KVBENCH" report --db "$T/u.db" --table zoom --run all >"$T/zoom" 2>&1 || fail "zoom: $(cat "$T/zoom")"
 grep -Eq '^\| sekv \(untrained\) \| 0.1 \| [1-4] \|' "$T/zoom" || fail "zoom table lacks the untrained row: $(cat "$T/zoom")"
+# a result whose zoom events lack the spans they could expand (a file from before that column)
+# leaves the zoom table, and only that result (at 50% the untrained router expands here)
+"$KVBENCH" run --model random:tiny-llama --workload niah --ctx 300,400 --depths 20,50 --max-new 3 --budget 0.5 \
+    --methods sekv --params sekv:params_file=none --db "$T/z.db" --quiet >/dev/null 2>"$T/err" || fail "run at 0.5: $(cat "$T/err")"
+"$KVBENCH" report --db "$T/z.db" --table zoom >"$T/zoom-all" 2>&1 || fail "zoom at 0.5: $(cat "$T/zoom-all")"
+rid=$(q "$T/z.db" "SELECT min(result_id) FROM zoom_events")
+[ -n "$rid" ] || fail "no zoom events at 0.5"
+q "$T/z.db" "UPDATE zoom_events SET spans = NULL WHERE result_id = $rid AND step = (SELECT min(step) FROM zoom_events WHERE result_id = $rid)"
+"$KVBENCH" report --db "$T/z.db" --table zoom >"$T/zoom-nul" 2>&1 || fail "zoom with NULL spans: $(cat "$T/zoom-nul")"
+n_all=$(awk -F' [|] ' '/^[|] sekv [(]untrained[)] [|] 0.5 [|]/ {print $3}' "$T/zoom-all")
+n_nul=$(awk -F' [|] ' '/^[|] sekv [(]untrained[)] [|] 0.5 [|]/ {print $3}' "$T/zoom-nul")
+[ "$n_all" = 4 ] && [ "$n_nul" = 3 ] || fail "a result with NULL spans: n $n_all -> $n_nul, not 4 -> 3"
 # tiny-llama has 2 layers: the zoom table's empty third prints "-", not "nan", and the
 # claim about the thirds (C15) is not decided on it
 grep -qi 'nan' "$T/zoom" && fail "zoom table prints nan: $(cat "$T/zoom")"
