@@ -9,7 +9,7 @@
 #                          sekv and sekv-spread (rank 32 is the niah step's rows), and
 #                          trained_zoom=0 on a trained sekv
 #                tables    the report tables of docs/paper-grid.md, to stdout
-#   GRID_CTX     NIAH lengths               (default 4096,8192; the issue adds 16384)
+#   GRID_CTX     NIAH lengths               (default 4096,8192,16384)
 #   GRID_RULER_CTX, GRID_RULER_LIMIT         (default 4096,8192 and 5)
 #   GRID_QA      RULER qa_1/qa_2 data directory (kvbench run --workload ruler --help)
 #   GRID_DB      results file               (default results/paper-grid.db)
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = --help ]; then sed -n 2,20p "$0"; exit 0; fi
 MODEL=${GRID_MODEL:-qwen2.5-coder-0.5b}
 STEPS=${GRID_STEPS:-niah ruler ablation tables}
-CTX=${GRID_CTX:-4096,8192}
+CTX=${GRID_CTX:-4096,8192,16384}
 RCTX=${GRID_RULER_CTX:-4096,8192}
 RLIMIT=${GRID_RULER_LIMIT:-5}
 DB=${GRID_DB:-results/paper-grid.db}
