@@ -32,7 +32,9 @@ const char *hf_str(const json_value *obj, const char *key);
 
 /* config.json: the model's shape and rope into g (the keys convert_hf_to_gguf writes). */
 int hf_config_read(const char *dir, gguf_meta *g, hf_config *c, char *err, size_t errlen);
-/* tokenizer.json + tokenizer_config.json into g's tokenizer.ggml.* keys. */
-int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, char *err, size_t errlen);
+/* tokenizer.json + tokenizer_config.json into g's tokenizer.ggml.* keys. check_only: the same
+ * checks and errors, but without the token arrays (padded out to vocab_size, which can be
+ * millions of placeholders), for a caller that fails anyway. */
+int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, int check_only, char *err, size_t errlen);
 
 #endif

@@ -63,7 +63,7 @@ int hf_open_tokenizer(gguf_file *f, const char *dir, char *err, size_t errlen) {
     hf_config c = {.bos = -1, .eos = -1};
     gguf_meta g;
     gm_init(&g);
-    if (hf_tok_read(dir, &g, &c, err, errlen)) {
+    if (hf_tok_read(dir, &g, &c, 0, err, errlen)) {
         gm_free(&g);
         return -1;
     }
@@ -350,7 +350,7 @@ static int open_dir(gguf_file *f, const char *dir_in, int shapes_only, char *err
      * of placeholder tokens. A weight file's own error still comes after the tokenizer's. */
     char werr[512] = "";
     if (!open_shards(dir, a, &shards, &n_shards, werr, sizeof werr) && check_vocab_rows(dir, &c, a, err, errlen)) goto bad;
-    if (hf_tok_read(dir, &g, &c, err, errlen)) goto bad;
+    if (hf_tok_read(dir, &g, &c, werr[0] != 0, err, errlen)) goto bad;
     if (werr[0]) { snprintf(err, errlen, "%s", werr); goto bad; }
     uint64_t h = 0xcbf29ce484222325ULL;
     static const char *json_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",

@@ -175,7 +175,7 @@ static int read_jinja(const char *dir, gguf_meta *g, char *err, size_t errlen) {
     return 0;
 }
 
-int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, char *err, size_t errlen) {
+int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, int check_only, char *err, size_t errlen) {
     json_value root, cfg;
     int have_cfg = 0, rc = -1;
     vocab v = {0};
@@ -268,17 +268,19 @@ int hf_tok_read(const char *dir, gguf_meta *g, const hf_config *c, char *err, si
 
     gm_str(g, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4);
     if (!spm) gm_str(g, "tokenizer.ggml.pre", pre_name, strlen(pre_name));
-    gm_arr_begin(g, "tokenizer.ggml.tokens");
-    char pad[32];
-    for (int i = 0; i < n; i++) {
-        if (v.text[i]) gm_arr_str(g, v.text[i], v.len[i]);
-        else {
-            gm_arr_str(g, pad, (size_t)snprintf(pad, sizeof pad, "[PAD%d]", i));
-            v.type[i] = TT_UNUSED;
+    if (!check_only) {
+        gm_arr_begin(g, "tokenizer.ggml.tokens");
+        char pad[32];
+        for (int i = 0; i < n; i++) {
+            if (v.text[i]) gm_arr_str(g, v.text[i], v.len[i]);
+            else {
+                gm_arr_str(g, pad, (size_t)snprintf(pad, sizeof pad, "[PAD%d]", i));
+                v.type[i] = TT_UNUSED;
+            }
         }
+        gm_arr_end(g, (uint64_t)n);
+        gm_arr_i32(g, "tokenizer.ggml.token_type", v.type, (uint64_t)n);
     }
-    gm_arr_end(g, (uint64_t)n);
-    gm_arr_i32(g, "tokenizer.ggml.token_type", v.type, (uint64_t)n);
     if (put_merges(dir, g, merges, err, errlen)) goto done;
     if (spm) gm_bool(g, "tokenizer.ggml.add_space_prefix", space_prefix);
     if (spm && first_only) gm_bool(g, "kvbench.tokenizer.prefix_first_only", 1);
