@@ -40,6 +40,8 @@ struct kv_model {
                                 (cuda_model_drop_host_weights); the CPU engine refuses it */
     uint8_t *sent_end;       /* [n_vocab]: 1 where the token's text ends a sentence */
     int prefill_chunk;
+    int prefill_no_surprisal; /* 1: prefill's logits only for the last chunk (no method reads the
+                                 prompt's surprisal); 0, the default: every position's */
     int q8_activations;      /* 1: decode mat-vecs on 8-bit activations (model_set_f32_activations(m, 0));
                                 0, the default: f32 activations, logits as the references */
     float *decode_scratch;   /* engine_forward_token's buffers, allocated on first use */

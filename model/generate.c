@@ -81,7 +81,11 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
         goto done;
     }
     /* each layer's K/V straight into the cache as the prefill computes it */
-    if (model_prefill_stream(m, prompt, n, &none, plain_layer, &pc, &pf, err, errlen)) goto done;
+    int no_surprisal = m->prefill_no_surprisal;
+    m->prefill_no_surprisal = 1;   /* nothing here reads the prompt's surprisal */
+    int prc = model_prefill_stream(m, prompt, n, &none, plain_layer, &pc, &pf, err, errlen);
+    m->prefill_no_surprisal = no_surprisal;
+    if (prc) goto done;
     stats->n_prompt = n;
     stats->prefill_s = pf.seconds;
     memcpy(logits, pf.last_logits, (size_t)c->n_vocab * sizeof(float));
@@ -167,10 +171,12 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
     gen_stream gs = {meth, st, 0, ""};
     /* every layer ingested as it is computed, unless the method reads the surprisal at
      * ingest: then the whole prefill first */
-    int streamed = !meth->needs_surprisal;
-    if (streamed ? model_prefill_stream(m, prompt, n, &needs, gen_layer, &gs, &pf, err, errlen)
-                 : model_prefill(m, prompt, n, &needs, &pf, err, errlen))
-        goto done_nopf;
+    int streamed = !meth->needs_surprisal, no_surprisal = m->prefill_no_surprisal;
+    m->prefill_no_surprisal = !meth->needs_surprisal;   /* the prompt's surprisal only if read */
+    int prc = streamed ? model_prefill_stream(m, prompt, n, &needs, gen_layer, &gs, &pf, err, errlen)
+                       : model_prefill(m, prompt, n, &needs, &pf, err, errlen);
+    m->prefill_no_surprisal = no_surprisal;
+    if (prc) goto done_nopf;
     stats->n_prompt = n;
     stats->prefill_s = pf.seconds;   /* streamed: the ingest is inside it */
     double t0 = kb_now_s();

@@ -414,6 +414,7 @@ int model_sent_end(const kv_model *m, int id) {
     return id >= 0 && id < m->cfg.n_vocab ? m->sent_end[id] : 0;
 }
 void model_set_prefill_chunk(kv_model *m, int chunk) { m->prefill_chunk = chunk > 0 ? chunk : 512; }
+void model_set_prefill_surprisal(kv_model *m, int on) { m->prefill_no_surprisal = !on; }
 void model_set_f32_activations(kv_model *m, int on) { m->q8_activations = !on; }
 
 int model_activations_parse(const char *s, int *q8) {

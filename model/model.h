@@ -182,6 +182,12 @@ double model_surprisal(const kv_model *m, const float *logits, int id);  /* -ln 
 int model_sent_end(const kv_model *m, int id);                /* the sent_end rule for one token */
 /* Tokens per prefill chunk (GEMM rows and attention queries at a time); 0 = default 512. */
 void model_set_prefill_chunk(kv_model *m, int chunk);
+/* 1 (the default): prefill computes every position's logits for the prompt's surprisal.
+ * 0: only the last chunk's (the last logits, bit for bit the same; surprisal[t] is NaN
+ * before that chunk): for a case where no method reads the surprisal
+ * (kv_method.needs_surprisal), about a quarter of Qwen2.5-0.5B's prefill at 4K (its
+ * output matrix is 136 M of its 494 M parameters). The CUDA prefill always computes it. */
+void model_set_prefill_surprisal(kv_model *m, int on);
 /* Decode mat-vecs: 1 (the default) keeps f32 activations, so logits stay equal to the
  * references' (transformers within 2e-6); 0 quantizes each input vector to 8 bits per
  * block of 32 and uses int8 dot products for Q4_0/Q4_1/Q8_0 weights, as llama.cpp does:

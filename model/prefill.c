@@ -14,6 +14,7 @@
 #include "cuda_model.h"
 #endif
 #include <cblas.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,10 +314,13 @@ int model_prefill_stream(kv_model *m, const int32_t *ids, int n, const kv_needs 
         free(out->K), free(out->V), free(out->col_mass), free(out->win_probs), free(out->Q), free(out->Wo);
         out->K = out->V = out->col_mass = out->win_probs = out->Q = out->Wo = NULL;
     }
-    /* every position's logits, CL rows at a time, into surprisal of the next token */
+    /* every position's logits, CL rows at a time, into surprisal of the next token; without
+     * the surprisal only the last chunk, the same GEMM call as with it (the same last logits) */
     c.logits = c.H + (size_t)CL * E;
     out->surprisal[0] = 0.0f;
-    for (c.c0 = 0; c.c0 < n; c.c0 += CL) {
+    int first = m->prefill_no_surprisal ? (n - 1) / CL * CL : 0;
+    for (int t = 1; t <= first; t++) out->surprisal[t] = NAN;
+    for (c.c0 = first; c.c0 < n; c.c0 += CL) {
         int cn = n - c.c0 < CL ? n - c.c0 : CL;
         parallel_rows(cn, norm_out_row, &c);
         gemm_xwt(c.H, cn, &m->output, 0.0f, c.logits);

@@ -7,8 +7,9 @@ ending in _s, _ms or _spread, gpu_*, load_*, *rss*, *peak_bytes*, created) and t
 (timings: a batched run's attend_s). Used by tests/test_shard.sh and
 tests/slurm/test_slurm.sh: an independent check of `kvbench merge`, in Python.
 
-usage: same_results.py A.db B.db [--plan] [--any-code]
+usage: same_results.py A.db B.db [--plan] [--any-code] [--methods=M1,M2]
   --plan: the plan tables must match too
+  --methods=M1,M2: only these methods' results (and their rows in other tables) are compared
   --any-code: the two files come from different code (another commit): runs are matched
     whatever their run_key, and the run rows themselves are not compared"""
 import sqlite3
@@ -24,7 +25,7 @@ def columns(db, table):
     return [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
 
 
-def rows(path, plan, any_code=False):
+def rows(path, plan, any_code=False, only=None):
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     db.text_factory = lambda b: b.decode("utf-8", "surrogateescape")   # random models write any bytes
     if any_code:   # every run keyed the same: a file holds one run per command
@@ -46,6 +47,8 @@ def rows(path, plan, any_code=False):
          "JOIN cases c ON c.id = r.case_id JOIN runs u ON u.id = c.run_id")
     for r in db.execute(q):
         d = dict(zip(rs, r[2:]))
+        if only and d["method"] not in only:
+            continue
         out[("result", r[0], r[1], d["method"], d["budget"])] = d
     kids = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if t != "results" and "result_id" in columns(db, t)]
@@ -55,6 +58,8 @@ def rows(path, plan, any_code=False):
              "JOIN results r ON r.id = x.result_id JOIN cases c ON c.id = r.case_id JOIN runs u ON u.id = c.run_id")
         for r in db.execute(q):
             vals = r[4:]
+            if only and r[2] not in only:
+                continue
             if t == "result_notes" and str(vals[0]).endswith("_s"):
                 continue   # a timing note (attend_s of a batched run)
             out[(t,) + tuple(r[:4]) + tuple(vals[:2])] = dict(zip(kc, vals))
@@ -68,10 +73,11 @@ def rows(path, plan, any_code=False):
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     plan, any_code = "--plan" in sys.argv, "--any-code" in sys.argv
+    only = next((set(a.split("=", 1)[1].split(",")) for a in sys.argv[1:] if a.startswith("--methods=")), None)
     if len(args) != 2:
         print(__doc__.split("\n\n")[-1], file=sys.stderr)
         return 2
-    a, b = rows(args[0], plan, any_code), rows(args[1], plan, any_code)
+    a, b = rows(args[0], plan, any_code, only), rows(args[1], plan, any_code, only)
     diffs = []
     for k in sorted(set(a) | set(b), key=repr):
         if k not in a or k not in b:

@@ -2,12 +2,14 @@
  * on random models (llama and qwen2 layouts, group sizes 3 and 4), several chunk sizes:
  * every layer arrives once, in order, with bit-identical K, V, column mass and window rows,
  * no surprisal yet (it exists only after the last layer), and the same surprisal, sentence
- * ends and last logits at the end; the streamed output holds no K/V. And the plain
+ * ends and last logits at the end; the streamed output holds no K/V. A prefill without the
+ * prompt's surprisal gives the same K/V, statistics and last logits. And the plain
  * generation, which streams into its own cache, gives the ids of a cache filled from the
  * whole prefill (the yardstick FullKV must match). */
 #include "../model/random_model.h"
 #include "../model/engine.h"
 #include "check.h"
+#include <math.h>
 
 typedef struct {
     const kv_prefill_out *whole;
@@ -52,6 +54,24 @@ static void test_model(const char *spec, int n, int chunk, int col_mass, int win
     CHECK(same(streamed.surprisal, whole.surprisal, n) && !memcmp(streamed.sent_end, whole.sent_end, n) &&
               same(streamed.last_logits, whole.last_logits, c->n_vocab),
           "%s: surprisal, sentence ends or last logits differ", spec);
+    /* without the prompt's surprisal (no method reads it): the same K/V, statistics and last
+     * logits bit for bit; surprisal only in the last chunk of logits, NaN before it */
+    kv_prefill_out quick;
+    model_set_prefill_surprisal(m, 0);
+    CHECK(model_prefill(m, ids, n, &needs, &quick, err, sizeof err) == 0, "%s: prefill without surprisal: %s", spec, err);
+    model_set_prefill_surprisal(m, 1);
+    size_t kvn = (size_t)c->n_layer * c->n_head_kv * n * c->head_dim;
+    CHECK(same(quick.K, whole.K, kvn) && same(quick.V, whole.V, kvn) &&
+              same(quick.col_mass, whole.col_mass, (size_t)c->n_layer * c->n_head * n) &&
+              same(quick.win_probs, whole.win_probs, (size_t)c->n_layer * c->n_head * whole.win * n) &&
+              same(quick.last_logits, whole.last_logits, c->n_vocab) && !memcmp(quick.sent_end, whole.sent_end, n),
+          "%s, n %d, chunk %d: the prefill without surprisal changed K/V, statistics or last logits", spec, n, chunk);
+    int cl = chunk < n ? chunk : n, first = (n - 1) / (cl < 256 ? cl : 256) * (cl < 256 ? cl : 256), bad_t = -1;
+    for (int t = 0; t < n && bad_t < 0; t++)
+        if (t >= 1 && t <= first ? !isnan(quick.surprisal[t]) : quick.surprisal[t] != whole.surprisal[t]) bad_t = t;
+    CHECK(bad_t < 0, "%s, n %d, chunk %d: surprisal[%d] without surprisal is %g (the whole prefill's %g; NaN up to %d)", spec,
+          n, chunk, bad_t, bad_t < 0 ? 0.0 : quick.surprisal[bad_t], bad_t < 0 ? 0.0 : whole.surprisal[bad_t], first);
+    prefill_out_free(&quick);
     prefill_out_free(&whole);
     prefill_out_free(&streamed);
 

@@ -4,7 +4,8 @@
 # must store the same results (tokens, scores, memory columns, head statistics, zoom
 # events; tests/same_results.py), on the real model (SeKV with its trained parameters and
 # the surprisal it needs after the last layer) and on a random one. Each case records its
-# peak RSS (the whole case: at least every result's peak), and `kvbench methods` says which
+# peak RSS (the whole case: at least every result's peak). A run without SeKV (whose prefill
+# skips the prompt's surprisal) stores the other methods' results unchanged. `kvbench methods` says which
 # methods keep every layer until the forward pass ends.
 source "$(dirname "$0")/lib.sh"
 
@@ -12,6 +13,18 @@ for i in $(seq 0 299); do
     printf 'The committee %s the old bridge %s. ' "$([ $((i % 3)) = 0 ] && echo repaired || echo visited)" \
         "$([ $((i % 4)) = 1 ] && echo "before the storm" || echo "in the morning")"
 done >"$T/hay.txt"
+
+# Without SeKV in a case no method reads the prompt's surprisal, and the prefill computes only
+# the last chunk of logits: the other methods' results must be those of the run with SeKV.
+QUICK=fullkv,snapkv,chunkkv,h2o
+no_surprisal() {   # name (its streamed file holds --methods all), then the run arguments but --methods
+    local name=$1
+    shift
+    "$KVBENCH" "$@" --methods "$QUICK" --fidelity 0 --db "$T/$name-quick.db" >/dev/null 2>"$T/e3" ||
+        fail "$name without SeKV: $(cat "$T/e3")"
+    python3 tests/same_results.py "$T/$name-stream.db" "$T/$name-quick.db" --methods="$QUICK" >"$T/cmp" 2>&1 ||
+        fail "$name: $QUICK stored other results without SeKV in the run: $(cat "$T/cmp")"
+}
 
 compare() {   # name, the least number of ok results, then the run arguments
     local name=$1 least=$2
@@ -34,6 +47,8 @@ compare() {   # name, the least number of ok results, then the run arguments
 if [ -f "$MODEL" ]; then
     compare real 30 run --model "$MODEL" --workload niah --ctx 512 --depths 30,80 --methods all --budget 0.1,0.5 \
         --max-new 6 --haystack "$T/hay.txt" --threads 2 --quiet
+    no_surprisal real run --model "$MODEL" --workload niah --ctx 512 --depths 30,80 --budget 0.1,0.5 \
+        --max-new 6 --haystack "$T/hay.txt" --threads 2 --quiet
     # SeKV ran (fit at 50%) and the uncapped variant too
     [ "$(q "$T/real-stream.db" "SELECT count(*) FROM results WHERE method = 'sekv' AND status = 'ok'")" -ge 1 ] ||
         fail "sekv did not run: $(q "$T/real-stream.db" "SELECT budget, status, output FROM results WHERE method = 'sekv'")"
@@ -41,6 +56,8 @@ else
     echo "note: $MODEL is absent (make model): the real-model comparison is skipped"
 fi
 compare random 9 run --model random:tiny-qwen2 --workload niah --ctx 300 --depths 50 --methods all --budget 0.3 \
+    --max-new 3 --haystack "$T/hay.txt" --threads 2 --quiet
+no_surprisal random run --model random:tiny-qwen2 --workload niah --ctx 300 --depths 50 --budget 0.3 \
     --max-new 3 --haystack "$T/hay.txt" --threads 2 --quiet
 
 "$KVBENCH" methods sekv snapkv >"$T/m" 2>&1 || fail "kvbench methods failed"

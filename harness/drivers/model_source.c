@@ -706,6 +706,9 @@ static int model_prepare(void *self, int c, const char *label, const kv_method *
     if (getloadavg(load0, 1) != 1) load0[0] = NAN;
     mr->load0 = load0[0];
     kv_needs needs = mc_union_needs(mc, methods, budgets, n);
+    int want_surprisal = 0;   /* every position's logits only when a method of the case reads them */
+    for (int i = 0; i < n; i++) want_surprisal |= methods[i]->needs_surprisal;
+    model_set_prefill_surprisal(ms->model, want_surprisal);
     if (label) {
         snprintf(mr->label, sizeof mr->label, "%s", label);
         fprintf(stderr, "%s: prefill %d tokens%s%s...\n", label, mc->n_pf, needs.col_mass ? ", column mass" : "",
