@@ -3,7 +3,8 @@
  * decoded tokens fit the model's context), decode with 8-bit activations (--activations
  * q8), with f32 activations (kvbench's default) and with 8-bit activations over f16 K/V
  * rows (llama.cpp's defaults), and the process's peak resident memory (VmHWM) after
- * each depth.
+ * each depth. FullKV reads no surprisal, so its prefill computes the last chunk's logits
+ * only, as llama.cpp's does (a case with a SeKV row also pays every position's).
  *
  * usage: bench_model [--csv] [--steps N] [--reps N]
  *   env KVBENCH_BENCH_DEPTHS="512 2048 8192" (the depths), KVBENCH_THREADS (default 2 here)
