@@ -452,9 +452,21 @@ static inline __m256 codes32_dot(__m256i codes, const float *x, __m256 *sx) {
     return s;
 }
 
+/* 32 signed codes (bytes) times x[0..31] in 8 f32 lanes, widened eight bytes at a time. */
+static inline __m256 scodes32_dot(__m256i codes, const float *x) {
+    __m128i c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
+    __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c0)), _mm256_loadu_ps(x));
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8))), _mm256_loadu_ps(x + 8), s);
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c1)), _mm256_loadu_ps(x + 16), s);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c1, 8))), _mm256_loadu_ps(x + 24), s);
+}
+
 /* One Q5_0 / Q5_1 block: its 32 codes built as bytes in element order (nibbles, and 16
  * where bit j of qh is set: each byte of qh copied to 8 lanes that test their own bit),
- * then widened eight at a time to f32 lanes; d*sum(q*x) + m*sum(x) as in Q4. */
+ * then widened eight at a time to f32 lanes. Q5_1: d*sum(q*x) + m*sum(x) as in Q4_1.
+ * Q5_0: d*sum((q-16)*x), the codes made signed first as Q8_0's are: no sum of x to
+ * subtract (16 d sum(x) cancelled most of d sum(q x) when the weights are small), and
+ * fewer operations per block. */
 static inline __m256 avx2_q5_block(const uint8_t *r, const float *x, int has_min) {
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     float d = _cvtsh_ss(rd16(r));
@@ -467,6 +479,7 @@ static inline __m256 avx2_q5_block(const uint8_t *r, const float *x, int has_min
                                                                                   0x0101010101010101LL, 0));
     __m256i codes = _mm256_or_si256(nib, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
                                                           _mm256_set1_epi8(16)));
+    if (!has_min) return _mm256_mul_ps(_mm256_set1_ps(d), scodes32_dot(_mm256_sub_epi8(codes, _mm256_set1_epi8(16)), x));
     __m256 sx, sq = codes32_dot(codes, x, &sx);
     return _mm256_fmadd_ps(_mm256_set1_ps(d), sq, _mm256_mul_ps(_mm256_set1_ps(m), sx));
 }
@@ -655,7 +668,17 @@ static inline void unpack_q5(const uint8_t *r, int has_min, blk32 *u) {
                                                                                   0x0101010101010101LL, 0));
     __m256i codes = _mm256_or_si256(nib, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
                                                           _mm256_set1_epi8(16)));
-    __m128i c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
+    __m128i c0, c1;
+    if (!has_min) {   /* Q5_0: signed codes q - 16, as avx2_q5_block */
+        codes = _mm256_sub_epi8(codes, _mm256_set1_epi8(16));
+        c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
+        u->c[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c0));
+        u->c[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8)));
+        u->c[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c1));
+        u->c[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c1, 8)));
+        return;
+    }
+    c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
     u->c[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c0));
     u->c[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c0, 8)));
     u->c[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c1));
@@ -687,18 +710,18 @@ static inline __attribute__((always_inline)) void avx2_b32_multi(const uint8_t *
             else unpack_q8(r + k * row_bytes, &u[k]);
             vd[k] = _mm256_set1_ps(u[k].d), vm[k] = _mm256_set1_ps(u[k].m);
         }
-        int a = (int)(b & 1);
+        int a = (int)(b & 1), scale_only = kind == 8 || (kind == 5 && !has_min);   /* Q8_0, Q5_0: d * s */
         for (int j = 0; j < nx; j++) {
             const float *xj = x[j] + 32 * b;
             __m256 x0 = _mm256_loadu_ps(xj), x1 = _mm256_loadu_ps(xj + 8), x2 = _mm256_loadu_ps(xj + 16),
                    x3 = _mm256_loadu_ps(xj + 24);
-            __m256 sx = kind == 8 ? x0 : _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+            __m256 sx = scale_only ? x0 : _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
             for (int k = 0; k < nr; k++) {
                 __m256 s = _mm256_mul_ps(u[k].c[0], x0);
                 s = _mm256_fmadd_ps(u[k].c[1], x1, s);
                 s = _mm256_fmadd_ps(u[k].c[2], x2, s);
                 s = _mm256_fmadd_ps(u[k].c[3], x3, s);
-                __m256 blk = kind == 8 ? _mm256_mul_ps(vd[k], s) : _mm256_fmadd_ps(vd[k], s, _mm256_mul_ps(vm[k], sx));
+                __m256 blk = scale_only ? _mm256_mul_ps(vd[k], s) : _mm256_fmadd_ps(vd[k], s, _mm256_mul_ps(vm[k], sx));
                 acc[k][j][a] = _mm256_add_ps(acc[k][j][a], blk);
             }
         }
