@@ -58,6 +58,17 @@ static void plain_layer(void *vctx, const kv_prefill *p) {
     }
 }
 
+/* model_prefill_stream (model_prefill when on_layer is NULL) computing the prompt's
+ * surprisal only if `surprisal`; the model's own setting is restored after. */
+static int prefill_with(kv_model *m, int surprisal, const int32_t *ids, int n, const kv_needs *needs,
+                        kv_layer_fn on_layer, void *ctx, kv_prefill_out *out, char *err, size_t errlen) {
+    int was = m->prefill_no_surprisal;
+    m->prefill_no_surprisal = !surprisal;
+    int rc = model_prefill_stream(m, ids, n, needs, on_layer, ctx, out, err, errlen);
+    m->prefill_no_surprisal = was;
+    return rc;
+}
+
 int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
                          int32_t *out, kv_gen_stats *stats, char *err, size_t errlen) {
     const kv_model_config *c = &m->cfg;
@@ -81,11 +92,7 @@ int model_generate_plain(kv_model *m, const int32_t *prompt, int n, int max_new,
         goto done;
     }
     /* each layer's K/V straight into the cache as the prefill computes it */
-    int no_surprisal = m->prefill_no_surprisal;
-    m->prefill_no_surprisal = 1;   /* nothing here reads the prompt's surprisal */
-    int prc = model_prefill_stream(m, prompt, n, &none, plain_layer, &pc, &pf, err, errlen);
-    m->prefill_no_surprisal = no_surprisal;
-    if (prc) goto done;
+    if (prefill_with(m, 0, prompt, n, &none, plain_layer, &pc, &pf, err, errlen)) goto done;
     stats->n_prompt = n;
     stats->prefill_s = pf.seconds;
     memcpy(logits, pf.last_logits, (size_t)c->n_vocab * sizeof(float));
@@ -171,12 +178,10 @@ int model_generate_method(kv_model *m, const kv_method *meth, const kv_setup *se
     gen_stream gs = {meth, st, 0, ""};
     /* every layer ingested as it is computed, unless the method reads the surprisal at
      * ingest: then the whole prefill first */
-    int streamed = !meth->needs_surprisal, no_surprisal = m->prefill_no_surprisal;
-    m->prefill_no_surprisal = !meth->needs_surprisal;   /* the prompt's surprisal only if read */
-    int prc = streamed ? model_prefill_stream(m, prompt, n, &needs, gen_layer, &gs, &pf, err, errlen)
-                       : model_prefill(m, prompt, n, &needs, &pf, err, errlen);
-    m->prefill_no_surprisal = no_surprisal;
-    if (prc) goto done_nopf;
+    int streamed = !meth->needs_surprisal;
+    if (prefill_with(m, meth->needs_surprisal, prompt, n, &needs, streamed ? gen_layer : NULL, streamed ? &gs : NULL,
+                     &pf, err, errlen))
+        goto done_nopf;
     stats->n_prompt = n;
     stats->prefill_s = pf.seconds;   /* streamed: the ingest is inside it */
     double t0 = kb_now_s();

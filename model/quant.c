@@ -659,7 +659,7 @@ static inline void unpack_q4(const uint8_t *r, int has_min, blk32 *u) {
 static inline void unpack_q5(const uint8_t *r, int has_min, blk32 *u) {
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     u->d = _cvtsh_ss(rd16(r));
-    u->m = has_min ? _cvtsh_ss(rd16(r + 2)) : -16.0f * u->d;
+    u->m = has_min ? _cvtsh_ss(rd16(r + 2)) : 0.0f;   /* Q5_0 has no min term (signed codes) */
     uint32_t h;
     memcpy(&h, r + (has_min ? 4 : 2), 4);
     __m128i raw = _mm_loadu_si128((const __m128i *)(r + (has_min ? 8 : 6)));
@@ -668,21 +668,12 @@ static inline void unpack_q5(const uint8_t *r, int has_min, blk32 *u) {
                                                                                   0x0101010101010101LL, 0));
     __m256i codes = _mm256_or_si256(nib, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
                                                           _mm256_set1_epi8(16)));
-    __m128i c0, c1;
-    if (!has_min) {   /* Q5_0: signed codes q - 16, as avx2_q5_block */
-        codes = _mm256_sub_epi8(codes, _mm256_set1_epi8(16));
-        c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
-        u->c[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c0));
-        u->c[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8)));
-        u->c[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c1));
-        u->c[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c1, 8)));
-        return;
+    if (!has_min) codes = _mm256_sub_epi8(codes, _mm256_set1_epi8(16));   /* Q5_0: signed q - 16, as avx2_q5_block */
+    __m128i half[2] = {_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1)};
+    for (int k = 0; k < 4; k++) {
+        __m128i b = k & 1 ? _mm_srli_si128(half[k >> 1], 8) : half[k >> 1];
+        u->c[k] = _mm256_cvtepi32_ps(has_min ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b));
     }
-    c0 = _mm256_castsi256_si128(codes), c1 = _mm256_extracti128_si256(codes, 1);
-    u->c[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c0));
-    u->c[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c0, 8)));
-    u->c[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c1));
-    u->c[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c1, 8)));
 }
 
 static inline void unpack_q8(const uint8_t *r, blk32 *u) {
@@ -701,6 +692,7 @@ static inline __attribute__((always_inline)) void avx2_b32_multi(const uint8_t *
     __m256 acc[2][MULTI_GROUP][2];
     for (int k = 0; k < nr; k++)
         for (int j = 0; j < nx; j++) acc[k][j][0] = acc[k][j][1] = _mm256_setzero_ps();
+    int scale_only = kind == 8 || (kind == 5 && !has_min);   /* Q8_0, Q5_0: d * s, no sum of x */
     for (int64_t b = 0; b < nb; b++, r += bytes) {
         blk32 u[2];
         __m256 vd[2], vm[2];
@@ -710,7 +702,7 @@ static inline __attribute__((always_inline)) void avx2_b32_multi(const uint8_t *
             else unpack_q8(r + k * row_bytes, &u[k]);
             vd[k] = _mm256_set1_ps(u[k].d), vm[k] = _mm256_set1_ps(u[k].m);
         }
-        int a = (int)(b & 1), scale_only = kind == 8 || (kind == 5 && !has_min);   /* Q8_0, Q5_0: d * s */
+        int a = (int)(b & 1);
         for (int j = 0; j < nx; j++) {
             const float *xj = x[j] + 32 * b;
             __m256 x0 = _mm256_loadu_ps(xj), x1 = _mm256_loadu_ps(xj + 8), x2 = _mm256_loadu_ps(xj + 16),

@@ -66,7 +66,9 @@ static void test_model(const char *spec, int n, int chunk, int col_mass, int win
               same(quick.win_probs, whole.win_probs, (size_t)c->n_layer * c->n_head * whole.win * n) &&
               same(quick.last_logits, whole.last_logits, c->n_vocab) && !memcmp(quick.sent_end, whole.sent_end, n),
           "%s, n %d, chunk %d: the prefill without surprisal changed K/V, statistics or last logits", spec, n, chunk);
-    int cl = chunk < n ? chunk : n, first = (n - 1) / (cl < 256 ? cl : 256) * (cl < 256 ? cl : 256), bad_t = -1;
+    int cl = chunk < n ? chunk : n;   /* prefill.c's CL: rows of logits per GEMM, at most 256 */
+    if (cl > 256) cl = 256;
+    int first = (n - 1) / cl * cl, bad_t = -1;
     for (int t = 0; t < n && bad_t < 0; t++)
         if (t >= 1 && t <= first ? !isnan(quick.surprisal[t]) : quick.surprisal[t] != whole.surprisal[t]) bad_t = t;
     CHECK(bad_t < 0, "%s, n %d, chunk %d: surprisal[%d] without surprisal is %g (the whole prefill's %g; NaN up to %d)", spec,
