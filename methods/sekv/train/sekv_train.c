@@ -370,7 +370,8 @@ typedef struct {
     const int *sel;
     int n_sel;
     const sekv_loss_cfg *cfg;
-    double lambda_b, sc, sel_w, kvw;   /* budget weight, 1/rows, lambda_zoom/elems, 1/kv rows */
+    double lambda_b, sc, sel_w, kvw, kve;   /* budget weight, 1/rows, lambda_zoom/elems, 1/kv rows,
+                                             * 1/(kv rows x visible spans) */
     double zw;                         /* weight of each z in the budget: 1/rows or 1/elems */
     sekv_tparams *grad;                /* NULL: loss only */
     const gate_t *gt;
@@ -460,9 +461,18 @@ static void layer_task(void *vc, int l) {
         for (int s = 0; s < nvmax; s++) {
             size_t o = ((size_t)j * nvmax + s) * R;
             const float *sk = span_s(doc->sK, doc, l, j, s), *sv = span_s(doc->sV, doc, l, j, s);
-            double wt = cnt[s] * c->kvw;
-            for (int q = 0; q < doc->rank[s]; q++) {
-                double mk = mK[o + q], mv = mV[o + q], k2 = (double)sk[q] * sk[q], v2 = (double)sv[q] * sv[q];
+            int r = doc->rank[s];
+            /* gate_norm 1: s^2 as shares of the span's energy and the weight per (span, direction)
+             * pair so that both terms are means over spans; gate_norm 0 leaves f = 1 (exact) */
+            double wt = cnt[s] * c->kvw, fk = 1, fv = 1;
+            if (cfg->gate_norm) {
+                double ek = 0, ev = 0;
+                for (int q = 0; q < r; q++) ek += (double)sk[q] * sk[q], ev += (double)sv[q] * sv[q];
+                wt = r > 0 ? cnt[s] * c->kve / (2.0 * r) : 0;
+                fk = ek > 0 ? 2.0 * r / ek : 0, fv = ev > 0 ? 2.0 * r / ev : 0;
+            }
+            for (int q = 0; q < r; q++) {
+                double mk = mK[o + q], mv = mV[o + q], k2 = fk * sk[q] * sk[q], v2 = fv * sv[q] * sv[q];
                 acc[ACC_RECON] += wt * ((1 - mk) * (1 - mk) * k2 + (1 - mv) * (1 - mv) * v2);
                 acc[ACC_BM] += wt * (mk + mv);
                 acc[ACC_RANK] += cnt[s] * mk;
@@ -509,11 +519,12 @@ int sekv_train_loss(const sekv_tparams *th, const sekv_tdoc *doc, const int *sel
         }
     double rows = (double)n_sel * L * doc->H, kvrows = (double)n_sel * L * doc->Hkv, vis = 0;
     for (int k = 0; k < n_sel; k++) vis += doc->nvis[sel[k]];
-    double elems = vis * L * doc->H;
+    double elems = vis * L * doc->H, kvelems = vis * L * doc->Hkv;
     size_t gpl = gate_param_len(th);
     loss_ctx c = {.th = th, .doc = doc, .sel = sel, .n_sel = n_sel, .cfg = cfg, .lambda_b = lambda_b,
                   .sc = rows > 0 ? 1 / rows : 0, .sel_w = elems > 0 ? cfg->lambda_zoom / elems : 0,
-                  .kvw = kvrows > 0 ? 1 / kvrows : 0, .grad = grad, .probe = probe};
+                  .kvw = kvrows > 0 ? 1 / kvrows : 0,
+                  .kve = kvelems > 0 ? 1 / kvelems : 0, .grad = grad, .probe = probe};
     c.zw = cfg->budget_per_span ? (elems > 0 ? 1 / elems : 0) : c.sc;
     c.acc = calloc((size_t)L * ACC_N, sizeof *c.acc);
     c.failed = calloc((size_t)L, sizeof *c.failed);

@@ -121,9 +121,17 @@ typedef struct {
      * 1: averaged over (row, visible span) elements instead, i.e. the expansion rate, on
      *    the BCE's scale (per element the row sum weighs nvis times more than the BCE). */
     int budget_per_span;
+    /* 0: the rank gate's two terms as written above (sums over spans and directions of
+     *    s^2 and of m: their scale follows the model's key and value norms);
+     * 1: means instead: recon = mean_(pos, layer, kv head, visible S) of the share of the
+     *    span's K energy plus the share of its V energy the gate drops
+     *    (sum_c (1-m_c)^2 s_c^2 / sum_c s_c^2, each in [0, 1]); the m budget = the mean of
+     *    (m_K + m_V) / 2 over the same spans and their r directions. Both then sit on the
+     *    KL's and BCE's scale for any model [kvbench]. */
+    int gate_norm;
 } sekv_loss_cfg;
 /* lambda_zoom 1.0, lambda_recon 0.5, lambda_budget 0.1, beta 0.1, w_pos 10, temp 0.1,
- * budget_per_span 0 */
+ * budget_per_span 0, gate_norm 0 */
 sekv_loss_cfg sekv_loss_defaults(void);
 
 typedef struct {

@@ -28,6 +28,7 @@ static void usage(FILE *f) {
             "                          [--candidates N] [--keep N] [--window N] [--alpha A|fit]\n"
             "                          [--fit-budgets B,..] [--p-max P] [--alpha-grid LO:HI:STEP]\n"
             "                          [--local N] [--cache DIR|none] [--budget-norm row|span]\n"
+            "                          [--gate-norm sum|mean]\n"
             "                          [--lambda-budget X] [--held-out N] [--eval-every K]\n"
             "                          [--log FILE.csv] [--checkpoint FILE] [--time-limit S]\n"
             "\n"
@@ -66,6 +67,11 @@ static void usage(FILE *f) {
             "  --budget-norm M  the z budget: row = expanded spans per (position, layer, head),\n"
             "                   averaged over rows (default); span = the expansion rate, on the\n"
             "                   zoom BCE's scale\n"
+            "  --gate-norm M    the rank gate's reconstruction and m-budget terms: sum = sums of\n"
+            "                   s^2 and m over spans and directions (default; their scale follows\n"
+            "                   the model's key and value norms); mean = the share of each span's\n"
+            "                   energy dropped and the mean gate, averaged over spans (on the\n"
+            "                   KL's and BCE's scale for any model)\n"
             "  --lambda-budget X  weight of the budget term once ramped in (default %g)\n"
             "  --held-out N     documents of the selection held out of training (every\n"
             "                   (documents/N)-th one; default %d, off with fewer than 2N\n"
@@ -135,6 +141,9 @@ int train_sekv_parse(int argc, char **argv, train_opts *o, int *help) {
         else if (!strcmp(a, "--budget-norm")) {
             if (strcmp(v, "row") && strcmp(v, "span")) return fail("--budget-norm '%s': expected row or span", v);
             o->budget_per_span = !strcmp(v, "span");
+        } else if (!strcmp(a, "--gate-norm")) {
+            if (strcmp(v, "sum") && strcmp(v, "mean")) return fail("--gate-norm '%s': expected sum or mean", v);
+            o->gate_norm = !strcmp(v, "mean");
         }
         else if (!strcmp(a, "--lambda-budget")) {
             char *end;
@@ -530,6 +539,7 @@ int cmd_train_sekv(int argc, char **argv) {
 
     sekv_loss_cfg lc = sekv_loss_defaults();
     lc.budget_per_span = o.budget_per_span;
+    lc.gate_norm = o.gate_norm;
     lc.lambda_budget = o.lambda_budget;
     sekv_optim_cfg oc = sekv_optim_defaults(o.steps);
     order = malloc((size_t)nd * sizeof *order);
@@ -599,7 +609,7 @@ int cmd_train_sekv(int argc, char **argv) {
     {
         double dv[] = {lc.lambda_zoom, lc.lambda_recon, lc.lambda_budget, lc.beta, lc.w_pos, lc.temp, oc.lr,
                        oc.weight_decay, oc.beta1, oc.beta2, oc.eps, oc.warmup_frac, oc.clip};
-        long iv[] = {o.steps, (long)o.seed, o.rank, lc.budget_per_span, eval_every, n_held, n_train, o.n_stages,
+        long iv[] = {o.steps, (long)o.seed, o.rank, lc.budget_per_span, lc.gate_norm, eval_every, n_held, n_train, o.n_stages,
                      (long)th.n};
         cfg_hash = fnv(cfg_hash, dv, sizeof dv);
         cfg_hash = fnv(cfg_hash, iv, sizeof iv);

@@ -10,7 +10,7 @@ enum { TRAIN_MAX_STAGES = 4, TRAIN_MAX_FIT_BUDGETS = 8 };
 
 typedef struct {
     const char *model, *corpus, *out, *cache, *log, *checkpoint;
-    int steps, rank, threads, max_docs, ctx, budget_per_span;
+    int steps, rank, threads, max_docs, ctx, budget_per_span, gate_norm;
     int n_stages, stage_ctx[TRAIN_MAX_STAGES];   /* curriculum: --ctx A,B,.. (ascending) */
     int n_fit, fit_alpha;                  /* --alpha fit: budgets sampled per document */
     double fit_budgets[TRAIN_MAX_FIT_BUDGETS];
