@@ -248,7 +248,10 @@ SEKV_MODEL ?=
 SEKV_CKPT ?= $(HOME)/.cache/kvbench/sekv-train$(if $(SEKV_MODEL),-$(notdir $(basename $(SEKV_PARAMS)))).ckpt
 SEKV_CORPUS ?= $(HOME)/.cache/kvbench/corpus-long
 SEKV_TRAIN ?= --max-docs 24 --ctx 4096,8192 --candidates 512 --keep 64 --window 512 --alpha fit \
-	--fit-budgets 0.05,0.1,0.2 --p-max 0.2 --local 32 --budget-norm span --steps 600 --eval-every 30
+	--fit-budgets 0.05,0.1,0.2 --p-max 0.2 --local 32 --budget-norm span --gate-norm $(SEKV_GATE_NORM) \
+	--steps 600 --eval-every 30
+# sum for the shipped SmolLM2 file; the judge (Qwen) was trained with mean (methods/sekv/params/README.md)
+SEKV_GATE_NORM ?= sum
 corpus-long:
 	@bash tools/build_corpus.sh --out $(SEKV_CORPUS) --per-kind 8 --min-chars 20000 --max-chars 48000
 sekv-params: $(KVBENCH) corpus-long
