@@ -18,6 +18,9 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 (cd "$DIR" && sha256sum -c --quiet sekv-smollm2-135m.params.sha256) || fail "shipped params do not match their sha256"
 [ "$(wc -l <"$DIR/sekv-smollm2-135m.loss.csv")" -ge 601 ] || fail "loss curve shorter than 600 steps"
+# the judge's file (not a default: it loses to the untrained router on dev cases; README)
+(cd "$DIR" && sha256sum -c --quiet sekv-qwen2.5-coder-0.5b.params.sha256) || fail "the Qwen params do not match their sha256"
+[ "$(wc -l <"$DIR/sekv-qwen2.5-coder-0.5b.loss.csv")" -ge 601 ] || fail "the Qwen loss curve is shorter than 600 steps"
 if [ ! -f "$MODEL" ] || [ ! -d "$HOME/.cache/kvbench/haystack" ]; then
     echo "SKIP: model or haystack absent (make model haystack)"; exit $((fails > 0))
 fi
