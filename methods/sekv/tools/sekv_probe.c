@@ -11,7 +11,13 @@
  *   rows       mean rows attended per (layer, head) and step, against the budget B
  *   why        the (step, layer, head, needle span) decisions by outcome: zoomed, below
  *              the head's tau, longer than the whole room B - P, outranked (the room went
- *              to higher-scored spans), no routing (sekv_why) */
+ *              to higher-scored spans), no routing (sekv_why)
+ *   teacher    what training's targets would say at the same decisions: the query each
+ *              (layer, head) sent, against the prompt's exact keys (softmax over the
+ *              prompt, mass summed per span): how often the needle's span is the span of
+ *              most mass and among the coverage targets (rho 0.9, as train-sekv), how many
+ *              spans those targets hold, and how often the router expanded the teacher's
+ *              top span. Separates the teacher signal from what the router learnt of it. */
 #include "sekv_probe.h"
 #include "../sekv.h"
 #include "../../../kernels/stats.h"
@@ -19,6 +25,7 @@
 #include "../../../workloads/haystack.h"
 #include "../../../workloads/niah.h"
 #include "../../../kernels/cli_opt.h"
+#include "../train/sekv_train.h"
 
 #include <errno.h>
 #include <math.h>
@@ -136,6 +143,11 @@ int sekv_probe_parse(int argc, char **argv, sekv_probe_opts *o) {
 typedef struct {
     double nll, hit, exp, rec_hit, rec_all, rows;
     double why[SEKV_WHY_OFF + 1];   /* (step, layer, head, needle span) decisions by sekv_why */
+    /* the teacher's view of the (step, layer, head) decisions with a needle span among the
+     * prompt spans: the needle's span holds the most mass / is a coverage target; the
+     * targets' share of the spans; the needle spans' share of the span mass; the router
+     * expanded the teacher's top span */
+    double t_dec, t_top, t_cov, t_density, t_mass, t_agree;
     int n_nll, n_rows, infeasible;
     double case_sum, case_sq;   /* per-case mean NLLs: their sum and sum of squares */
     int n_case;
@@ -203,6 +215,66 @@ static void count_zoom(const kv_state *st, const kv_model_config *cf, int lo, in
         }
 }
 
+/* The queries of the last decode step, [L][H][d], recorded by tap_attend on their way to
+ * sekv's own attend (the probe drives one state at a time, on this thread). */
+static float *tap_q;
+static int tap_hd;   /* H * d */
+static void tap_attend(kv_state *st, int layer, const float *q, float *out) {
+    memcpy(tap_q + (size_t)layer * tap_hd, q, (size_t)tap_hd * sizeof *q);
+    kv_sekv.attend(st, layer, q, out);
+}
+
+/* After a decode step: the teacher's span masses for each (layer, head), from the
+ * recorded queries and the prefill's keys, against the needle's spans and the router. */
+static void count_teacher(const kv_state *st, const kv_model_config *cf, const kv_prefill_out *pf, int lo, int hi,
+                          probe_acc *a, int32_t *buf, double *sc, double *mass, uint8_t *y) {
+    int n = pf->n, d = cf->head_dim, g = cf->n_head / cf->n_head_kv;
+    double isd = 1.0 / sqrt((double)d);
+    for (int l = 0; l < cf->n_layer; l++) {
+        int ns = 0, needle = 0;
+        while (ns < sekv_span_count(st, l)) {   /* prompt spans come first */
+            sekv_span sp = sekv_span_at(st, l, ns);
+            if (sp.start + sp.len > n) break;
+            needle |= sp.start < hi && sp.start + sp.len > lo;
+            ns++;
+        }
+        if (!ns || !needle) continue;
+        for (int h = 0; h < cf->n_head; h++) {
+            const float *q = tap_q + ((size_t)l * cf->n_head + h) * d;
+            const float *K = pf->K + ((size_t)l * cf->n_head_kv + h / g) * n * d;
+            double mx = -INFINITY, tot = 0, on = 0;
+            for (int i = 0; i < n; i++) {
+                double x = 0;
+                for (int c = 0; c < d; c++) x += (double)q[c] * K[(size_t)i * d + c];
+                sc[i] = x * isd;
+                mx = sc[i] > mx ? sc[i] : mx;
+            }
+            int top = 0;
+            for (int s = 0; s < ns; s++) {
+                sekv_span sp = sekv_span_at(st, l, s);
+                mass[s] = 0;
+                for (int i = sp.start; i < sp.start + sp.len; i++) mass[s] += exp(sc[i] - mx);
+                tot += mass[s];
+                top = mass[s] > mass[top] ? s : top;
+            }
+            sekv_coverage(mass, ns, 0.9, y);
+            int k = 0, cov = 0;
+            for (int s = 0; s < ns; s++) {
+                sekv_span sp = sekv_span_at(st, l, s);
+                int is = sp.start < hi && sp.start + sp.len > lo;
+                k += y[s], cov |= is && y[s], on += is ? mass[s] : 0;
+            }
+            sekv_span tp = sekv_span_at(st, l, top);
+            int ne = sekv_expanded(st, l, h, buf), agree = 0;
+            for (int i = 0; i < ne; i++) agree |= buf[i] == top;
+            a->t_dec++;
+            a->t_top += tp.start < hi && tp.start + tp.len > lo;
+            a->t_cov += cov, a->t_density += (double)k / ns, a->t_mass += tot > 0 ? on / tot : 0;
+            a->t_agree += agree;
+        }
+    }
+}
+
 /* One setting on one prefilled case. */
 static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids, int n, int n_pf, const int32_t *ans,
                       int n_ans, int lo, int hi, double budget, const char *params, uint64_t hash, probe_acc *a,
@@ -217,10 +289,16 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
     kv_state *st = kv_sekv.init(&s, err, sizeof err);
     float *logits = malloc((size_t)cf->n_vocab * sizeof *logits);
     int32_t *buf = malloc(((size_t)n + n_ans + 64) * sizeof *buf);
+    double *sc = malloc((size_t)pf->n * sizeof *sc), *mass = malloc((size_t)pf->n * sizeof *mass);
+    uint8_t *y = malloc((size_t)pf->n);
+    kv_method tap = kv_sekv;
+    tap.attend = tap_attend;
+    tap_hd = cf->n_head * cf->head_dim;
+    tap_q = malloc((size_t)cf->n_layer * tap_hd * sizeof *tap_q);
     double case_nll = 0, hit0 = a->hit, exp0 = a->exp, rh0 = a->rec_hit, ra0 = a->rec_all;
     int case_n = 0;   /* ci: this case's index */
     a->c_nll[ci] = a->c_prec[ci] = a->c_rec[ci] = NAN;
-    if (!st || !logits || !buf) {
+    if (!st || !logits || !buf || !sc || !mass || !y || !tap_q) {
         fprintf(stderr, "kvbench sekv-probe: %s\n", st ? "out of memory" : err);
         a->infeasible++;
         goto done;
@@ -243,12 +321,15 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
         }
         if (pos == n + n_ans - 1) break;              /* the last answer token is only scored */
         kv_token info = {pos, (float)model_surprisal(m, logits, id), model_sent_end(m, id)};
-        if (model_decode(m, &kv_sekv, st, id, pos, &info, logits)) {
+        if (model_decode(m, &tap, st, id, pos, &info, logits)) {
             fprintf(stderr, "kvbench sekv-probe: decode failed at %d\n", pos);
             a->infeasible++;
             goto done;
         }
-        if (pos >= n) count_zoom(st, cf, lo, hi, a, buf);
+        if (pos >= n) {
+            count_zoom(st, cf, lo, hi, a, buf);
+            count_teacher(st, cf, pf, lo, hi, a, buf, sc, mass, y);
+        }
     }
     if (case_n) {
         double c = case_nll / case_n;
@@ -259,7 +340,8 @@ static void probe_one(kv_model *m, const kv_prefill_out *pf, const int32_t *ids,
     }
 done:
     if (st) kv_sekv.free(st);
-    free(logits), free(buf);
+    free(logits), free(buf), free(sc), free(mass), free(y), free(tap_q);
+    tap_q = NULL;
 }
 
 /* Paired comparison of x against y over the cases where both are numbers: mean of
@@ -379,12 +461,15 @@ int sekv_probe_main(int argc, char **argv) {
         nw = nw > 0 ? nw : NAN;
         printf("params \"%s\": cases %d, infeasible %d, nll %.4f, precision %.4f, recall %.4f, rows %.1f\n  %s\n"
                "  answer NLL per case: mean %.3f +- %.3f (95%%, Student t, n = %d)\n"
-               "  needle spans: zoomed %.3f, below tau %.3f, longer than the room %.3f, outranked %.3f, no routing %.3f\n",
+               "  needle spans: zoomed %.3f, below tau %.3f, longer than the room %.3f, outranked %.3f, no routing %.3f\n"
+               "  teacher (exact attention, %.0f decisions): needle span on top %.3f, a coverage target %.3f; targets "
+               "%.3f of the spans; needle mass share %.3f; router expanded the top span %.3f\n",
                sets[k], n_cases, a->infeasible, a->n_nll ? a->nll / a->n_nll : NAN, a->exp ? a->hit / a->exp : NAN,
                a->rec_all ? a->rec_hit / a->rec_all : NAN, a->n_rows ? a->rows / a->n_rows : NAN,
                a->desc[0] ? a->desc : "(no case got past ingest)", cm, half, a->n_case, a->why[SEKV_WHY_ZOOMED] / nw,
                a->why[SEKV_WHY_BELOW] / nw, a->why[SEKV_WHY_TOO_LONG] / nw, a->why[SEKV_WHY_NO_ROOM] / nw,
-               a->why[SEKV_WHY_OFF] / nw);
+               a->why[SEKV_WHY_OFF] / nw, a->t_dec, a->t_top / a->t_dec, a->t_cov / a->t_dec, a->t_density / a->t_dec,
+               a->t_mass / a->t_dec, a->t_agree / a->t_dec);
     }
     int n_run = n_cases;   /* cases prefilled: per-case arrays are indexed 0..n_run */
     for (int k = 0; !rc && k < n_sets; k++) {
