@@ -2,15 +2,16 @@
 # sekv-probe's teacher line (issue 32, item 4: why the trained router loses): per answer
 # step and (layer, head), the exact attention of the query sekv's model sent, summed per
 # span. Its shares must be consistent with each other and with the router's decisions.
+# Also: the probe pairs every two settings (it used to pair each only with the first).
 source "$(dirname "$0")/lib.sh"
 [ -f "$MODEL" ] || { echo "SKIP: $MODEL is absent (make model)"; exit 0; }
 [ -d "${KVBENCH_CACHE:-$HOME/.cache/kvbench}/haystack" ] || { echo "SKIP: no haystack (make haystack)"; exit 0; }
 "$KVBENCH" sekv-probe --model "$MODEL" --ctx 768 --depths 35 --budget 0.5 --params "params_file=none" \
-    --params "params_file=none,zoom=0" >"$T/out" 2>"$T/err" || fail "sekv-probe: $(cat "$T/err")"
+    --params "params_file=none,zoom=0" --params "" >"$T/out" 2>"$T/err" || fail "sekv-probe: $(cat "$T/err")"
 cat "$T/out"
 mapfile -t lines < <(grep '^  teacher (exact attention' "$T/out")
-[ ${#lines[@]} = 2 ] || fail "expected a teacher line per setting, got ${#lines[@]}"
-for k in 0 1; do
+[ ${#lines[@]} = 3 ] || fail "expected a teacher line per setting, got ${#lines[@]}"
+for k in 0 1 2; do
     read -r dec top cov tgt mass agree < <(echo "${lines[$k]}" | sed -E \
         's/.*attention, ([0-9]+) decisions\): needle span on top ([0-9.]+), a coverage target ([0-9.]+); targets ([0-9.]+) of the spans; needle mass share ([0-9.]+); router expanded the top span ([0-9.]+)/\1 \2 \3 \4 \5 \6/')
     # SmolLM2: 30 layers x 9 heads per answer step; the needle's span is a prompt span of every layer
@@ -22,5 +23,8 @@ for k in 0 1; do
     [ $k = 1 ] && { [ "$agree" = 0.000 ] || fail "zoom=0 expanded the teacher's top span ($agree)"; }
     [ $k = 0 ] && { awk -v g="$agree" 'BEGIN { exit !(g > 0) }' || fail "the router never expanded the top span"; }
 done
+# every pair of settings is compared, each later one against each earlier
+[ "$(grep -c '^paired: ' "$T/out")" = 3 ] || fail "expected 3 paired comparisons: $(grep '^paired' "$T/out")"
+grep -q '^paired: "" against "params_file=none,zoom=0"' "$T/out" || fail "the last two settings were not paired"
 [ $fails = 0 ] && echo "test_sekv_probe_teacher: ok"
 exit $((fails > 0))

@@ -477,12 +477,13 @@ int sekv_probe_main(int argc, char **argv) {
         for (int c = 0; c < n_run; c++) printf(" [%.3f %.3f %.3f]", acc[k].c_nll[c], acc[k].c_prec[c], acc[k].c_rec[c]);
         printf("\n");
     }
-    for (int k = 1; !rc && k < n_sets; k++) {
-        printf("paired: \"%s\" against \"%s\" (the first setting), case by case:\n", sets[k], sets[0]);
-        paired("answer NLL", acc[k].c_nll, acc[0].c_nll, n_run, 1);
-        paired("zoom precision", acc[k].c_prec, acc[0].c_prec, n_run, 0);
-        paired("zoom recall", acc[k].c_rec, acc[0].c_rec, n_run, 0);
-    }
+    for (int j = 0; !rc && j < n_sets; j++)   /* every pair of settings, each later one against each earlier */
+        for (int k = j + 1; k < n_sets; k++) {
+            printf("paired: \"%s\" against \"%s\", case by case:\n", sets[k], sets[j]);
+            paired("answer NLL", acc[k].c_nll, acc[j].c_nll, n_run, 1);
+            paired("zoom precision", acc[k].c_prec, acc[j].c_prec, n_run, 0);
+            paired("zoom recall", acc[k].c_rec, acc[j].c_rec, n_run, 0);
+        }
     if (nb) niah_close(nb);
     free(hay);
     model_free(m);
