@@ -27,7 +27,7 @@ static void usage(FILE *f) {
             "                          [--seed S] [--rank R] [--threads N] [--max-docs N] [--ctx N]\n"
             "                          [--candidates N] [--keep N] [--window N] [--alpha A|fit]\n"
             "                          [--fit-budgets B,..] [--p-max P] [--alpha-grid LO:HI:STEP]\n"
-            "                          [--local N] [--cache DIR|none] [--budget-norm row|span]\n"
+            "                          [--local N] [--l-max N|none] [--cache DIR|none] [--budget-norm row|span]\n"
             "                          [--gate-norm sum|mean]\n"
             "                          [--lambda-budget X] [--held-out N] [--eval-every K]\n"
             "                          [--log FILE.csv] [--checkpoint FILE] [--time-limit S]\n"
@@ -61,6 +61,9 @@ static void usage(FILE *f) {
             "  --p-max P        share of B the persistent part may take (default 0.2, the sekv default)\n"
             "  --alpha-grid G   LO:HI:STEP (default 0.5:8:0.25, the sekv default)\n"
             "  --local N        most recent tokens at full resolution (default 0; sekv uses 32)\n"
+            "  --l-max N|none   spans longer than N tokens split into balanced pieces of at most N\n"
+            "                   (sekv's l_max; default none = maximal runs between anchors, the\n"
+            "                   paper); 32 trains at the capped operating point of sekv-spread\n"
             "  --cache DIR      teacher data per document, reused across runs (default\n"
             "                   $KVBENCH_CACHE/sekv-train or ~/.cache/kvbench/sekv-train; none = off);\n"
             "                   past 1.5 GB of data, documents are read from it at each use\n"
@@ -192,6 +195,11 @@ int train_sekv_parse(int argc, char **argv, train_opts *o, int *help) {
         } else if (!strcmp(a, "--local")) {
             if (parse_int(a, v, 0, 4096, &x)) return -1;
             o->tc.local = (int)x;
+        } else if (!strcmp(a, "--l-max")) {
+            if (!strcmp(v, "none")) o->tc.l_max = SEKV_LMAX_NONE;
+            else if (kb_parse_long(v, o->tc.l_min, 4096, &x))
+                return fail("--l-max '%s': expected none or an integer in %d..4096", v, o->tc.l_min);
+            else o->tc.l_max = (int)x;
         } else if (!strcmp(a, "--window")) {
             if (parse_int(a, v, 0, 1 << 20, &x)) return -1;
             o->tc.window = (int)x;
