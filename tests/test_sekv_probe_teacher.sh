@@ -12,15 +12,18 @@ cat "$T/out"
 mapfile -t lines < <(grep '^  teacher (exact attention' "$T/out")
 [ ${#lines[@]} = 3 ] || fail "expected a teacher line per setting, got ${#lines[@]}"
 for k in 0 1 2; do
-    read -r dec top cov tgt mass agree < <(echo "${lines[$k]}" | sed -E \
-        's/.*attention, ([0-9]+) decisions\): needle span on top ([0-9.]+), a coverage target ([0-9.]+); targets ([0-9.]+) of the spans; needle mass share ([0-9.]+); router expanded the top span ([0-9.]+)/\1 \2 \3 \4 \5 \6/')
-    # SmolLM2: 30 layers x 9 heads per answer step; the needle's span is a prompt span of every layer
+    read -r dec top cov tgt mass agree topagree < <(echo "${lines[$k]}" | sed -E \
+        's/.*attention, ([0-9]+) decisions\): needle span on top ([0-9.]+), a coverage target ([0-9.]+); targets ([0-9.]+) of the spans; needle mass share ([0-9.]+); router expanded the top span ([0-9.]+), the needle.s when on top ([0-9.na]+)/\1 \2 \3 \4 \5 \6 \7/')
+    # SmolLM2: 30 layers x 9 heads per answer step, the needle a prompt span of every layer
     awk -v d="$dec" 'BEGIN { exit !(d > 0 && d % 270 == 0) }' || fail "setting $k: $dec decisions, not answer steps x 270"
     # the span of most mass is always a coverage target, so on top <= a target <= 1
     awk -v a="$top" -v b="$cov" -v t="$tgt" -v m="$mass" \
         'BEGIN { exit !(a <= b && b <= 1 && t > 0 && t <= 1 && m > 0 && m < 1) }' ||
         fail "setting $k: inconsistent shares: top $top, target $cov, targets $tgt, mass $mass"
-    [ $k = 1 ] && { [ "$agree" = 0.000 ] || fail "zoom=0 expanded the teacher's top span ($agree)"; }
+    [ $k = 1 ] && { [ "$agree" = 0.000 ] && [ "$topagree" = 0.000 ] || fail "zoom=0 expanded the teacher's top span ($agree, $topagree)"; }
+    # expanding the top span where it is the needle's is a part of expanding the top span
+    awk -v a="$agree" -v b="$topagree" -v t="$top" 'BEGIN { exit !(b <= 1 && b * t <= a + 0.0005) }' ||
+        fail "setting $k: the needle's top span expanded $topagree of $top, more than the top span overall ($agree)"
     [ $k = 0 ] && { awk -v g="$agree" 'BEGIN { exit !(g > 0) }' || fail "the router never expanded the top span"; }
 done
 # every pair of settings is compared, each later one against each earlier

@@ -16,8 +16,9 @@
  *              (layer, head) sent, against the prompt's exact keys (softmax over the
  *              prompt, mass summed per span): how often the needle's span is the span of
  *              most mass and among the coverage targets (rho 0.9, as train-sekv), how many
- *              spans those targets hold, and how often the router expanded the teacher's
- *              top span. Separates the teacher signal from what the router learnt of it. */
+ *              spans those targets hold, how often the router expanded the teacher's top
+ *              span, and how often it did so where that span is the needle's. Separates
+ *              the teacher signal from what the router learnt of it. */
 #include "sekv_probe.h"
 #include "../sekv.h"
 #include "../../../kernels/stats.h"
@@ -146,8 +147,9 @@ typedef struct {
     /* the teacher's view of the (step, layer, head) decisions with a needle span among the
      * prompt spans: the needle's span holds the most mass / is a coverage target; the
      * targets' share of the spans; the needle spans' share of the span mass; the router
-     * expanded the teacher's top span */
-    double t_dec, t_top, t_cov, t_density, t_mass, t_agree;
+     * expanded the teacher's top span; of the decisions with the needle's span on top,
+     * those where the router expanded it (imitating the teacher where retrieval needs it) */
+    double t_dec, t_top, t_cov, t_density, t_mass, t_agree, t_top_agree;
     int n_nll, n_rows, infeasible;
     double case_sum, case_sq;   /* per-case mean NLLs: their sum and sum of squares */
     int n_case;
@@ -267,8 +269,9 @@ static void count_teacher(const kv_state *st, const kv_model_config *cf, const k
             sekv_span tp = sekv_span_at(st, l, top);
             int ne = sekv_expanded(st, l, h, buf), agree = 0;
             for (int i = 0; i < ne; i++) agree |= buf[i] == top;
+            int top_needle = tp.start < hi && tp.start + tp.len > lo;
             a->t_dec++;
-            a->t_top += tp.start < hi && tp.start + tp.len > lo;
+            a->t_top += top_needle, a->t_top_agree += top_needle && agree;
             a->t_cov += cov, a->t_density += (double)k / ns, a->t_mass += tot > 0 ? on / tot : 0;
             a->t_agree += agree;
         }
@@ -463,13 +466,13 @@ int sekv_probe_main(int argc, char **argv) {
                "  answer NLL per case: mean %.3f +- %.3f (95%%, Student t, n = %d)\n"
                "  needle spans: zoomed %.3f, below tau %.3f, longer than the room %.3f, outranked %.3f, no routing %.3f\n"
                "  teacher (exact attention, %.0f decisions): needle span on top %.3f, a coverage target %.3f; targets "
-               "%.3f of the spans; needle mass share %.3f; router expanded the top span %.3f\n",
+               "%.3f of the spans; needle mass share %.3f; router expanded the top span %.3f, the needle's when on top %.3f\n",
                sets[k], n_cases, a->infeasible, a->n_nll ? a->nll / a->n_nll : NAN, a->exp ? a->hit / a->exp : NAN,
                a->rec_all ? a->rec_hit / a->rec_all : NAN, a->n_rows ? a->rows / a->n_rows : NAN,
                a->desc[0] ? a->desc : "(no case got past ingest)", cm, half, a->n_case, a->why[SEKV_WHY_ZOOMED] / nw,
                a->why[SEKV_WHY_BELOW] / nw, a->why[SEKV_WHY_TOO_LONG] / nw, a->why[SEKV_WHY_NO_ROOM] / nw,
                a->why[SEKV_WHY_OFF] / nw, a->t_dec, a->t_top / a->t_dec, a->t_cov / a->t_dec, a->t_density / a->t_dec,
-               a->t_mass / a->t_dec, a->t_agree / a->t_dec);
+               a->t_mass / a->t_dec, a->t_agree / a->t_dec, a->t_top_agree / a->t_top);
     }
     int n_run = n_cases;   /* cases prefilled: per-case arrays are indexed 0..n_run */
     for (int k = 0; !rc && k < n_sets; k++) {
