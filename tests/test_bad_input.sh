@@ -88,6 +88,8 @@ if [ -f "$MODEL_FILE" ]; then
     # issue 27 item 19: a setting sekv refuses is a usage error
     case_ "sekv-probe --params zoom=abc" 2 "--params \"zoom=abc\": sekv: parameter zoom='abc' is not an integer" \
         "$KV" sekv-probe --params zoom=abc
+    case_ "sekv-probe --params route=3" 2 "--params \"route=3\": sekv: route must be 0, 1 or 2 \(the diagnostic oracle\)" \
+        "$KV" sekv-probe --params route=3
     case_ "non-UTF-8 haystack" 1 "latin1.txt: not UTF-8 text \(byte 0xff at offset 4\)" \
         "$KV" run --workload niah --haystack "$dir/latin1.txt" --ctx 1024 --depths 50 --methods fullkv --db "$ref"
 else

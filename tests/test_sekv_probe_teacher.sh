@@ -26,6 +26,18 @@ for k in 0 1 2; do
         fail "setting $k: the needle's top span expanded $topagree of $top, more than the top span overall ($agree)"
     [ $k = 0 ] && { awk -v g="$agree" 'BEGIN { exit !(g > 0) }' || fail "the router never expanded the top span"; }
 done
+# route=2, the oracle that ranks spans by the teacher's own mass (sekv-probe's upper bound
+# for a router that imitates its teacher), on capped spans where the room holds a few: it
+# follows the teacher's top span far more often than the untrained router, and this case's
+# answer (SmolLM2 at 1,536 tokens, 10%) comes out far better (NLL 0.42 against 3.87)
+"$KVBENCH" sekv-probe --model "$MODEL" --ctx 1536 --depths 35 --budget 0.1 --params "params_file=none,p_max=0.7,l_max=auto" \
+    --params "params_file=none,route=2,p_max=0.7,l_max=auto" >"$T/or" 2>"$T/err" || fail "oracle probe: $(cat "$T/err")"
+grep -q 'route=oracle' "$T/or" || fail "route=2 is not described as the oracle"
+mapfile -t ag < <(sed -nE 's/.*router expanded the top span ([0-9.]+),.*/\1/p' "$T/or")
+mapfile -t nl < <(sed -nE 's/^params .* nll ([0-9.]+),.*/\1/p' "$T/or")
+awk -v u="${ag[0]}" -v o="${ag[1]}" 'BEGIN { exit !(o > 0.5 && o > 2 * u) }' ||
+    fail "the oracle expanded the teacher's top span in ${ag[1]} of decisions (untrained ${ag[0]})"
+awk -v u="${nl[0]}" -v o="${nl[1]}" 'BEGIN { exit !(o < u / 2) }' || fail "oracle NLL ${nl[1]}, untrained ${nl[0]}"
 # every pair of settings is compared, each later one against each earlier
 [ "$(grep -c '^paired: ' "$T/out")" = 3 ] || fail "expected 3 paired comparisons: $(grep '^paired' "$T/out")"
 grep -q '^paired: "" against "params_file=none,zoom=0"' "$T/out" || fail "the last two settings were not paired"

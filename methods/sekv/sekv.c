@@ -48,7 +48,9 @@ static const kv_param params[] = {
                          "opening a chunk of equal length (claim C8 at the same anchors budget)"},
     {"route", "0", "[paper] span relevance: 0 = the paper's trained d'=32 routing summary sigmoid(W q . norm(W kbar)/sqrt "
                    "d' + ln|S|); 1 = kvbench's untrained mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the "
-                   "span's keys along q)"},
+                   "span's keys along q); 2 = [kvbench] diagnostic oracle, not a method: each span's exact attention mass "
+                   "from its rebuilt keys, every span a candidate (sekv-probe's upper bound for a router that "
+                   "imitates training's teacher)"},
     {"gate", "2", "[paper] rank gate at decode: 2 = soft m, 1 = hard (component kept iff m > 0.5), 0 = off"},
     {"p_max", SEKV_PAPER_P, "[kvbench, tuned on NIAH dev cases: docs/sekv-results.md] the segmentation alone (anchors "
                             "+ local window + coarse rows) may take P <= p_max*B, leaving (1-p_max)*B of room to zoom; "
@@ -176,7 +178,7 @@ static int read_params(kv_state *st, const char *ps, char *err, size_t errlen) {
     else if (tau != -1 && !(tau >= 0 && tau <= 1)) bad = "tau must be in [0,1] (or -1)";
     else if ((st->zoom | st->trained_zoom) & ~1) bad = "zoom and trained_zoom must be 0 or 1";
     else if (st->fixed_chunk < 0 && st->fixed_chunk != SEKV_CHUNK_SAME) bad = "fixed_chunk must be >= 0 (or same)";
-    else if (st->route & ~1) bad = "route must be 0 or 1";
+    else if (st->route < 0 || st->route > 2) bad = "route must be 0, 1 or 2 (the diagnostic oracle)";
     else if (st->gate < 0 || st->gate > 2) bad = "gate must be 0 (off), 1 (hard) or 2 (soft)";
     if (bad) {
         snprintf(err, errlen, "%s: %s", m->name, bad);
@@ -756,7 +758,8 @@ void sekv_describe(const kv_state *st, char *buf, size_t len) {
              st->m->name, st->alpha_used, st->alpha < 0 && st->fixed_chunk <= 0 ? " (auto)" : "",
              st->have_seg ? st->lmin_used : st->l_min, lmax, st->sinks, local, ns,
              st->have_seg ? sekv_seg_persistent(&st->seg) : -1, st->B, st->uncapped ? " (uncapped)" : "", st->rank,
-             st->zoom, st->trained_zoom ? "" : " (untrained zoom)", st->gate, st->route ? "spread" : "summary",
+             st->zoom, st->trained_zoom ? "" : " (untrained zoom)", st->gate,
+             st->route == 2 ? "oracle" : st->route ? "spread" : "summary",
              !st->params_file[0] ? "params: none (untrained routing)"
              : st->prm.trained    ? (st->params_default ? "params: trained (default file)" : "params: trained")
                                   : "params: file, untrained");

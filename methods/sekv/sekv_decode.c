@@ -66,12 +66,48 @@ static void reconstruct_host(kv_state *st, int layer, int n_tasks) {
     free(tj);
 }
 
+/* route=2, a diagnostic upper bound, not a method: each span's exact attention mass for
+ * the head, ln sum exp(q.k / sqrt(d)) over its keys rebuilt from every component of the
+ * factors (exact where the rank covers the span), i.e. the ranking training's teacher
+ * gives. It reads every span's keys at every step, which the method exists to avoid. */
+static void route_oracle(kv_state *st, int layer, const float *q, float *scores) {
+    sekv_layer *ly = &st->layer[layer];
+    int d = st->d, ns = ly->ns, maxlen = 1;
+    for (int s = 0; s < ns; s++) maxlen = ly->span[s].len > maxlen ? ly->span[s].len : maxlen;
+    float *K = malloc(2 * (size_t)maxlen * d * sizeof *K);
+    if (!K) sekv_die("out of memory", layer);
+    for (int j = 0; j < st->Hkv; j++)
+        for (int s = 0; s < ns; s++) {
+            int len = ly->span[s].len;
+            sekv_basis_rows(&ly->kv[j].basis[s], 0, K, K + (size_t)len * d);
+            for (int h = j * st->g; h < (j + 1) * st->g; h++) {
+                const float *qh = q + (size_t)h * d;
+                double mx = -INFINITY, sum = 0, *l = malloc((size_t)len * sizeof *l);
+                if (!l) sekv_die("out of memory", layer);
+                for (int t = 0; t < len; t++) {
+                    double x = 0;
+                    for (int i = 0; i < d; i++) x += (double)qh[i] * K[(size_t)t * d + i];
+                    l[t] = x / sqrt((double)d);
+                    mx = l[t] > mx ? l[t] : mx;
+                }
+                for (int t = 0; t < len; t++) sum += exp(l[t] - mx);
+                scores[(size_t)h * ns + s] = (float)(mx + log(sum));
+                free(l);
+            }
+        }
+    free(K);
+}
+
 /* Relevance of every span for every query head as a logit (alpha~ = sigmoid of it):
  * scores [H][ns]. Logits rank spans that alpha~ would round to the same 1.0f. */
 static void route(kv_state *st, int layer, const float *q, float *scores) {
     sekv_layer *ly = &st->layer[layer];
     int d = st->d, dp = st->prm.dp, ns = ly->ns;
     float qhat[SEKV_DPRIME];
+    if (st->route == 2) {
+        route_oracle(st, layer, q, scores);
+        return;
+    }
     for (int h = 0; h < st->H; h++) {
         const float *qh = q + (size_t)h * d;
         float *a = scores + (size_t)h * ns;
@@ -109,7 +145,8 @@ static void route(kv_state *st, int layer, const float *q, float *scores) {
 /* Head h's zoom threshold tau on alpha~, as a logit: alpha~ > tau iff logit > this. */
 static float tau_logit(const kv_state *st, int layer, int h) {
     /* route=1 has its own score scale: the trained thresholds belong to route=0's */
-    double tau = st->tau_override >= 0 ? st->tau_override
+    double tau = st->route == 2        ? 0   /* the oracle: every span a candidate, ranked by mass */
+                 : st->tau_override >= 0 ? st->tau_override
                  : st->route == 1      ? SEKV_TAU_UNTRAINED
                                        : st->prm.tau[(size_t)layer * st->H + h];
     return tau <= 0 ? -INFINITY : tau >= 1 ? INFINITY : (float)log(tau / (1 - tau));
