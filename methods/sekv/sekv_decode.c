@@ -75,15 +75,15 @@ static void route_oracle(kv_state *st, int layer, const float *q, float *scores)
     int d = st->d, ns = ly->ns, maxlen = 1;
     for (int s = 0; s < ns; s++) maxlen = ly->span[s].len > maxlen ? ly->span[s].len : maxlen;
     float *K = malloc(2 * (size_t)maxlen * d * sizeof *K);
-    if (!K) sekv_die("out of memory", layer);
+    double *l = malloc((size_t)maxlen * sizeof *l);
+    if (!K || !l) sekv_die("out of memory", layer);
     for (int j = 0; j < st->Hkv; j++)
         for (int s = 0; s < ns; s++) {
             int len = ly->span[s].len;
             sekv_basis_rows(&ly->kv[j].basis[s], 0, K, K + (size_t)len * d);
             for (int h = j * st->g; h < (j + 1) * st->g; h++) {
                 const float *qh = q + (size_t)h * d;
-                double mx = -INFINITY, sum = 0, *l = malloc((size_t)len * sizeof *l);
-                if (!l) sekv_die("out of memory", layer);
+                double mx = -INFINITY, sum = 0;
                 for (int t = 0; t < len; t++) {
                     double x = 0;
                     for (int i = 0; i < d; i++) x += (double)qh[i] * K[(size_t)t * d + i];
@@ -92,10 +92,9 @@ static void route_oracle(kv_state *st, int layer, const float *q, float *scores)
                 }
                 for (int t = 0; t < len; t++) sum += exp(l[t] - mx);
                 scores[(size_t)h * ns + s] = (float)(mx + log(sum));
-                free(l);
             }
         }
-    free(K);
+    free(K), free(l);
 }
 
 /* Relevance of every span for every query head as a logit (alpha~ = sigmoid of it):

@@ -17,7 +17,7 @@ static const kv_param params[] = {
     {"zoom", "1", "0 = no reconstruction: coarse summaries only"},
     {"trained_zoom", "1", "0 = relevance sigmoid(q.kbar/sqrt d) alone, no spread, no W (ablation)"},
     {"fixed_chunk", "0", "> 0: fixed-length chunks instead of surprisal spans, token 0 the only anchor; same = the surprisal anchors' count placed evenly, one per chunk (ablation)"},
-    {"route", "1", "[kvbench] span relevance: 1 = mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q, from their top-2 principal directions), 0 = the paper's d' routing summary (W from params_file)"},
+    {"route", "1", "[kvbench] span relevance: 1 = mean + spread (q.kbar + sqrt(2 ln|S|) * the spread of the span's keys along q, from their top-2 principal directions), 0 = the paper's d' routing summary (W from params_file); 2 = the diagnostic oracle (sekv's route)"},
     {"gate", "1", "[kvbench] rank gate at decode: 1 = hard (component kept iff m > 0.5), 2 = soft m, 0 = off"},
     {"p_max", "0.7", "[kvbench, NIAH dev] the persistent part may take P <= p_max*B (the rest is room to zoom; 0.7 tuned on NIAH dev cases)"},
     {"uncapped", "0", "1 = no budget: the spans fitted as at this budget (the smallest P found if none fits), then P "
