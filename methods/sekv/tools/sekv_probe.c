@@ -198,6 +198,9 @@ static int needle_tokens(const kv_tokenizer *t, const int32_t *ids, int n_contex
     return rc;
 }
 
+/* Span sp holds a token of the needle's answer words [lo, hi). */
+static int on_needle(sekv_span sp, int lo, int hi) { return sp.start < hi && sp.start + sp.len > lo; }
+
 /* After a decode step: the expansions of every (layer, head) against the needle's spans. */
 static void count_zoom(const kv_state *st, const kv_model_config *cf, int lo, int hi, probe_acc *a, int32_t *buf) {
     for (int l = 0; l < cf->n_layer; l++)
@@ -205,12 +208,12 @@ static void count_zoom(const kv_state *st, const kv_model_config *cf, int lo, in
             int n = sekv_expanded(st, l, h, buf), any = 0;
             for (int i = 0; i < n; i++) {
                 sekv_span sp = sekv_span_at(st, l, buf[i]);
-                int on = sp.start < hi && sp.start + sp.len > lo;
+                int on = on_needle(sp, lo, hi);
                 a->hit += on, any |= on;
             }
             for (int s = 0; s < sekv_span_count(st, l); s++) {
                 sekv_span sp = sekv_span_at(st, l, s);
-                if (sp.start < hi && sp.start + sp.len > lo) a->why[sekv_why(st, l, h, s)]++;
+                if (on_needle(sp, lo, hi)) a->why[sekv_why(st, l, h, s)]++;
             }
             a->exp += n;
             a->rec_hit += any, a->rec_all++;
@@ -240,7 +243,7 @@ static void count_teacher(const kv_state *st, const kv_model_config *cf, const k
         while (ns < sekv_span_count(st, l)) {   /* prompt spans come first */
             sekv_span sp = sekv_span_at(st, l, ns);
             if (sp.start + sp.len > n) break;
-            needle |= sp.start < hi && sp.start + sp.len > lo;
+            needle |= on_needle(sp, lo, hi);
             ns++;
         }
         if (!ns || !needle) continue;
@@ -265,14 +268,12 @@ static void count_teacher(const kv_state *st, const kv_model_config *cf, const k
             sekv_coverage(mass, ns, 0.9, y);
             int k = 0, cov = 0;
             for (int s = 0; s < ns; s++) {
-                sekv_span sp = sekv_span_at(st, l, s);
-                int is = sp.start < hi && sp.start + sp.len > lo;
+                int is = on_needle(sekv_span_at(st, l, s), lo, hi);
                 k += y[s], cov |= is && y[s], on += is ? mass[s] : 0;
             }
-            sekv_span tp = sekv_span_at(st, l, top);
             int ne = sekv_expanded(st, l, h, buf), agree = 0;
             for (int i = 0; i < ne; i++) agree |= buf[i] == top;
-            int top_needle = tp.start < hi && tp.start + tp.len > lo;
+            int top_needle = on_needle(sekv_span_at(st, l, top), lo, hi);
             a->t_dec++;
             a->t_top += top_needle, a->t_top_agree += top_needle && agree;
             a->t_cov += cov, a->t_density += (double)k / ns, a->t_mass += tot > 0 ? on / tot : 0;
