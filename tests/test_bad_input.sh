@@ -117,6 +117,7 @@ case_ "run --seed negative" 2 "--seed '-1': expected an integer in 0..9223372036
 case_ "run --db a directory" 1 "is a directory, not a results file" "$KV" run --ctx 64 "${SHAPE[@]}" --db "$dir"
 case_ "train-sekv --steps abc" 2 "--steps 'abc': expected an integer" "$KV" train-sekv --steps abc --out "$dir/p.params"
 case_ "train-sekv --l-max below l_min" 2 "--l-max '3': expected none or an integer in 4..4096" "$KV" train-sekv --l-max 3 --out "$dir/p.params"
+case_ "train-sekv --lambda-order negative" 2 "--lambda-order '-0.5': expected a number in 0..100" "$KV" train-sekv --lambda-order -0.5 --out "$dir/p.params"
 case_ "train-sekv --held-out too many" 2 "--held-out 30: needs at least twice as many documents \(--max-docs 40\)" \
     "$KV" train-sekv --held-out 30 --out "$dir/p.params"
 # issue 27 item 14: a corpus document that is not text is refused by name before training

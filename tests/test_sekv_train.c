@@ -100,7 +100,7 @@ static double loss_at(const sekv_tparams *th, const problem *pb, const sekv_loss
 }
 
 static void check_gradients(int L, int H, int J, int d, int n, int R, int local, int P, int per_span,
-                            int gate_norm) {
+                            int gate_norm, double lambda_order) {
     problem pb;
     CHECK(problem_random(&pb, L, H, J, d, n, R, local, P) == 0, "building the problem");
     if (!pb.doc.n_pos) return;
@@ -112,6 +112,7 @@ static void check_gradients(int L, int H, int J, int d, int n, int R, int local,
     sekv_loss_cfg cfg = sekv_loss_defaults();
     cfg.budget_per_span = per_span;
     cfg.gate_norm = gate_norm;
+    cfg.lambda_order = lambda_order;
     double lb = 0.07;
     size_t ne = sekv_tdoc_elems(&pb.doc);
     sekv_ste_probe probe = {1, malloc(ne + 1), malloc((ne + 1) * 8)};
@@ -124,6 +125,17 @@ static void check_gradients(int L, int H, int J, int d, int n, int R, int local,
     CHECK(parts.kl > 0 && parts.zoom > 0 && parts.recon > 0 && parts.budget > 0,
           "every loss term active: kl %g zoom %g recon %g budget %g", parts.kl, parts.zoom, parts.recon,
           parts.budget);
+    CHECK(lambda_order > 0 ? parts.order > 0 : parts.order == 0, "span-order term %g with weight %g", parts.order,
+          lambda_order);
+    if (lambda_order > 0) {   /* the term is what total adds: the same point with weight 0 */
+        sekv_loss_cfg c0 = cfg;
+        c0.lambda_order = 0;
+        sekv_loss_parts p0;
+        sekv_train_loss(&th, &pb.doc, NULL, 0, &c0, lb, NULL, &p0, NULL);
+        CHECK(fabs(parts.total - p0.total - lambda_order * parts.order) <= 1e-12 * fabs(parts.total),
+              "total = loss without the order term + weight x order (%.17g vs %.17g)", parts.total,
+              p0.total + lambda_order * parts.order);
+    }
     if (gate_norm)   /* shares of each span's energy, averaged over spans: K's plus V's */
         CHECK(parts.recon <= 2, "mean recon is a share of energy (%g)", parts.recon);
     /* The surrogate at the recorded point is the loss itself, with the same gradient. */
@@ -544,13 +556,15 @@ static void check_training(void) {
 int main(void) {
     test_seed();
     kb_set_threads(2);
-    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 0, 0);
-    check_gradients(1, 6, 3, 24, 64, 32, 4, 4, 1, 0);
+    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 0, 0, 0);
+    check_gradients(1, 6, 3, 24, 64, 32, 4, 4, 1, 0, 0);
     check_forward();
     check_coverage();
     check_optimiser();
     check_cache();
     check_training();
-    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 1, 1);   /* the rank gate's terms as means */
+    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 1, 1, 0);   /* the rank gate's terms as means */
+    check_gradients(2, 4, 2, 16, 48, 8, 0, 3, 0, 1, 0.7); /* with the span-order term */
+    check_gradients(1, 6, 3, 24, 64, 32, 4, 4, 1, 0, 2.0);
     return check_done("test_sekv_train");
 }

@@ -55,8 +55,23 @@ done
 [ "$rc" = 0 ] || fail "resumed training ended with exit $rc: $(tail -3 "$T/err")"
 [ "$i" = 8 ] || fail "expected 7 stops and a finishing run, got $i runs"
 cmp -s "$T/a.params" "$T/b.params" || fail "resumed training wrote different parameters"
-diff <(cut -d, -f1-15,17 "$T/a.csv") <(cut -d, -f1-15,17 "$T/b.csv") >/dev/null \
-    || fail "resumed loss curve differs: $(diff <(cut -d, -f1-15,17 "$T/a.csv") <(cut -d, -f1-15,17 "$T/b.csv") | head -4)"
+# every column but seconds (16)
+diff <(cut -d, -f1-15,17- "$T/a.csv") <(cut -d, -f1-15,17- "$T/b.csv") >/dev/null \
+    || fail "resumed loss curve differs: $(diff <(cut -d, -f1-15,17- "$T/a.csv") <(cut -d, -f1-15,17- "$T/b.csv") | head -4)"
+# the span-order term: 0 in the reference loss's curve, positive with --lambda-order, which
+# is part of the configuration (the finished reference checkpoint is not resumed with it)
+awk -F, 'NR == 1 && $17 != "order" { bad = 1 } NR > 1 && $17 != 0 { bad = 1 } END { exit bad }' "$T/a.csv" \
+    || fail "the reference loss's order column is not 0: $(cut -d, -f17 "$T/a.csv" | head -3)"
+rc=0
+"$KVBENCH" train-sekv "${C[@]}" --steps 8 --lambda-order 1 --out "$T/o.params" --checkpoint "$T/ck" >"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "written by a different configuration" "$T/err" \
+    || fail "--lambda-order 1 resumed the reference loss's checkpoint: exit $rc, $(tail -1 "$T/err")"
+"$KVBENCH" train-sekv "${C[@]}" --steps 8 --lambda-order 1 --out "$T/o.params" --log "$T/o.csv" >"$T/out" 2>"$T/err" \
+    || fail "training with --lambda-order 1 failed: $(tail -3 "$T/err")"
+# (0 on a step whose positions see one span or none: the softmax over one span is 1)
+awk -F, 'NR > 1 { if (!($17 >= 0)) bad = 1; if ($17 > 0) pos++ } END { exit bad || pos < 2 || NR != 9 }' "$T/o.csv" \
+    || fail "--lambda-order 1: order column not positive on the 512-token steps: $(cut -d, -f17 "$T/o.csv" | tr '\n' ' ')"
+cmp -s "$T/a.params" "$T/o.params" && fail "--lambda-order 1 wrote the reference loss's parameters"
 # refusals
 rc=0
 "$KVBENCH" train-sekv "${C[@]}" --steps 9 --out "$T/c.params" --checkpoint "$T/ck" >"$T/out" 2>"$T/err" || rc=$?

@@ -289,7 +289,7 @@ static void row_forward(row_t *w, const sekv_tparams *th, double temp, sekv_ste_
 
 /* Row totals for the loss report. */
 typedef struct {
-    double kl, bce, bz, nz, npos, tp;
+    double kl, bce, bz, nz, npos, tp, order;
 } row_sums;
 
 /* KL, BCE and z terms of one row, and the backward into dmK [nvmax][R] (this kv head),
@@ -309,6 +309,18 @@ static void row_backward(row_t *w, const sekv_tparams *th, const sekv_loss_cfg *
         double la = w->lo[i] - w->mxa - w->lnZa;
         kl += w->ta[i] * (la - (w->sl[i] - w->mx - w->lnZ));
     }
+    /* span order: the teacher's mass on the visible spans (tot) and the routing logits'
+     * log-normaliser; the term is skipped where the teacher puts nothing there */
+    double tot = 0, xm = -INFINITY, lzx = 0;
+    int order = cfg->lambda_order > 0 && w->nv > 0;
+    if (order) {
+        for (int i = 0; i <= t; i++)
+            if (w->own[i] >= 0) tot += w->ta[i];
+        for (int s = 0; s < w->nv; s++) xm = fmax(xm, w->x[s]);
+        for (int s = 0; s < w->nv; s++) lzx += exp(w->x[s] - xm);
+        lzx = xm + log(lzx);
+        order = tot > 0;
+    }
     double dqhat[SEKV_DPRIME] = {0};
     const float *gq = w->gq;
     for (int s = 0; s < w->nv; s++) {
@@ -322,6 +334,7 @@ static void row_backward(row_t *w, const sekv_tparams *th, const sekv_loss_cfg *
                 int i = sp.start + u;
                 double la = w->lo[i] - w->mxa - w->lnZa, lp = w->sl[i] - w->mx - w->lnZ;
                 double a = w->ta[i], del = (w->es[i] - a) * sc;
+                A += a;
                 kl += a * (la - lp);
                 dsum += del;
                 for (int c = 0; c < r; c++) dcoef[c] += del * U[(size_t)u * r + c];
@@ -347,10 +360,16 @@ static void row_backward(row_t *w, const sekv_tparams *th, const sekv_loss_cfg *
         out->tp += w->y[s] && w->zh[s];
         double y = w->y[s], x = w->x[s], al = w->al[s];
         out->bce += cfg->w_pos * y * softplus(-x) + (1 - y) * softplus(x);
+        double dord = 0;   /* d(CE)/dx_s = softmax_s - teacher share_s, weighted per row */
+        if (order) {
+            double ps = A / tot, lq = x - lzx;
+            if (ps > 0) out->order -= ps * lq;
+            dord = cfg->lambda_order * sc * (exp(lq) - ps);
+        }
         if (!dmK) continue;
         double ds = w->sig[s] * (1 - w->sig[s]) / cfg->temp;
         *dtau -= dz * ds;
-        double dx = dz * ds * al * (1 - al) + sel * (-cfg->w_pos * y * (1 - al) + (1 - y) * al);
+        double dx = dz * ds * al * (1 - al) + sel * (-cfg->w_pos * y * (1 - al) + (1 - y) * al) + dord;
         for (int i = 0; i < dp; i++) {
             dqhat[i] += dx * w->khat[(size_t)s * dp + i] * isdp;
             qacc[(size_t)s * dp + i] += dx * w->qhat[i] * isdp;
@@ -381,7 +400,7 @@ typedef struct {
     int *failed;                       /* [L] */
 } loss_ctx;
 
-enum { ACC_KL, ACC_BCE, ACC_BZ, ACC_NZ, ACC_POS, ACC_TP, ACC_RECON, ACC_BM, ACC_RANK, ACC_N };
+enum { ACC_KL, ACC_BCE, ACC_BZ, ACC_NZ, ACC_POS, ACC_TP, ACC_RECON, ACC_BM, ACC_RANK, ACC_ORDER, ACC_N };
 
 static void layer_task(void *vc, int l) {
     loss_ctx *c = vc;
@@ -437,7 +456,7 @@ static void layer_task(void *vc, int l) {
             row_backward(&w, th, cfg, c->sc, c->sel_w, c->lambda_b * c->zw,
                          want ? dmK + (size_t)j * nvmax * R : NULL, &dtau, dW, qacc, &rs);
             acc[ACC_KL] += rs.kl, acc[ACC_BCE] += rs.bce, acc[ACC_BZ] += rs.bz, acc[ACC_NZ] += rs.nz;
-            acc[ACC_POS] += rs.npos, acc[ACC_TP] += rs.tp;
+            acc[ACC_POS] += rs.npos, acc[ACC_TP] += rs.tp, acc[ACC_ORDER] += rs.order;
         }
         if (!want) continue;
         c->grad->tau[(size_t)l * H + h] = dtau;
@@ -550,7 +569,9 @@ int sekv_train_loss(const sekv_tparams *th, const sekv_tdoc *doc, const int *sel
         o.zoom = elems > 0 ? a[ACC_BCE] / elems : 0;
         o.recon = a[ACC_RECON];
         o.budget = a[ACC_BZ] * c.zw + cfg->beta * a[ACC_BM];
-        o.total = o.kl + cfg->lambda_zoom * o.zoom + cfg->lambda_recon * o.recon + lambda_b * o.budget;
+        o.order = a[ACC_ORDER] * c.sc;
+        o.total = o.kl + cfg->lambda_zoom * o.zoom + cfg->lambda_recon * o.recon + lambda_b * o.budget +
+                  cfg->lambda_order * o.order;
         o.expand = elems > 0 ? a[ACC_NZ] / elems : 0;
         o.pos_rate = elems > 0 ? a[ACC_POS] / elems : 0;
         o.recall = a[ACC_POS] > 0 ? a[ACC_TP] / a[ACC_POS] : 0;

@@ -28,6 +28,7 @@
  *     + lambda_recon  * mean_(pos, layer, kv head) sum_(visible S, c < r) (1-m_K)^2 s_K^2 + (1-m_V)^2 s_V^2
  *     + lambda_budget(step) * ( mean_rows sum_(visible S) z_STE            (gap fix 3: STE z)
  *                              + beta * mean_(pos, layer, kv head) sum_(visible S, c < r) m_K + m_V )
+ *     + lambda_order  * mean_rows CE(teacher span shares, softmax_(visible S) x_S)   [kvbench, off by default]
  * Sums over spans inside a row, means over rows, so the weights do not scale with the
  * batch or the document length (the reference sums recon/budget over the whole batch).
  * lambda_budget(step) ramps linearly from 0 over the first half of training.
@@ -129,13 +130,21 @@ typedef struct {
      *    (m_K + m_V) / 2 over the same spans and their r directions. Both then sit on the
      *    KL's and BCE's scale for any model [kvbench]. */
     int gate_norm;
+    /* Weight of the span-order term [kvbench] (0 = off, the reference's loss): per row, the
+     * cross-entropy of softmax over the visible spans of the routing logits x_s against the
+     * teacher's span masses (each span's share of the teacher's attention on the visible
+     * spans), averaged over rows. The zoom BCE's coverage targets say which spans get some
+     * far attention; this term says in which order to expand them, which is what the room
+     * B - P rewards (sekv selects spans best-first until the room is full). */
+    double lambda_order;
 } sekv_loss_cfg;
 /* lambda_zoom 1.0, lambda_recon 0.5, lambda_budget 0.1, beta 0.1, w_pos 10, temp 0.1,
- * budget_per_span 0, gate_norm 0 */
+ * budget_per_span 0, gate_norm 0, lambda_order 0 */
 sekv_loss_cfg sekv_loss_defaults(void);
 
 typedef struct {
     double total, kl, zoom, recon, budget;     /* budget: unweighted, as in L's bracket */
+    double order;                              /* span-order cross-entropy, mean over rows */
     double expand;                             /* share of (row, visible span) with z = 1 */
     double pos_rate, recall, precision;        /* y = 1 share; zoomed among y = 1; y = 1 among zoomed */
     double eff_rank;                           /* mean sum_c m_K over visible spans */

@@ -29,7 +29,8 @@ static void usage(FILE *f) {
             "                          [--fit-budgets B,..] [--p-max P] [--alpha-grid LO:HI:STEP]\n"
             "                          [--local N] [--l-max N|none] [--cache DIR|none] [--budget-norm row|span]\n"
             "                          [--gate-norm sum|mean]\n"
-            "                          [--lambda-budget X] [--held-out N] [--eval-every K]\n"
+            "                          [--lambda-budget X] [--lambda-order X] [--held-out N]\n"
+            "                          [--eval-every K]\n"
             "                          [--log FILE.csv] [--checkpoint FILE] [--time-limit S]\n"
             "\n"
             "Trains SeKV's zoom-in (routing projections W, thresholds tau, rank gate; the model\n"
@@ -76,6 +77,11 @@ static void usage(FILE *f) {
             "                   energy dropped and the mean gate, averaged over spans (on the\n"
             "                   KL's and BCE's scale for any model)\n"
             "  --lambda-budget X  weight of the budget term once ramped in (default %g)\n"
+            "  --lambda-order X weight of the span-order term [kvbench] (default 0 = off, the\n"
+            "                   reference's loss): per row, the cross-entropy of the softmax of the\n"
+            "                   routing logits over the visible spans against the teacher's share\n"
+            "                   of attention on each span, so that spans are ranked as the teacher\n"
+            "                   ranks them (sekv expands them best-first until the room is full)\n"
             "  --held-out N     documents of the selection held out of training (every\n"
             "                   (documents/N)-th one; default %d, off with fewer than 2N\n"
             "                   documents; 0 = off): every K steps the loss on them (budget\n"
@@ -148,11 +154,12 @@ int train_sekv_parse(int argc, char **argv, train_opts *o, int *help) {
             if (strcmp(v, "sum") && strcmp(v, "mean")) return fail("--gate-norm '%s': expected sum or mean", v);
             o->gate_norm = !strcmp(v, "mean");
         }
-        else if (!strcmp(a, "--lambda-budget")) {
+        else if (!strcmp(a, "--lambda-budget") || !strcmp(a, "--lambda-order")) {
             char *end;
-            o->lambda_budget = strtod(v, &end);
-            if (end == v || *end || !isfinite(o->lambda_budget) || o->lambda_budget < 0 || o->lambda_budget > 100)
-                return fail("--lambda-budget '%s': expected a number in 0..100", v);
+            double val = strtod(v, &end);
+            if (end == v || *end || !isfinite(val) || val < 0 || val > 100)
+                return fail("%s '%s': expected a number in 0..100", a, v);
+            *(!strcmp(a, "--lambda-budget") ? &o->lambda_budget : &o->lambda_order) = val;
         } else if (!strcmp(a, "--held-out")) {
             if (parse_int(a, v, 0, 1000, &x)) return -1;
             o->held_out = (int)x, o->held_out_given = 1;
@@ -549,6 +556,7 @@ int cmd_train_sekv(int argc, char **argv) {
     lc.budget_per_span = o.budget_per_span;
     lc.gate_norm = o.gate_norm;
     lc.lambda_budget = o.lambda_budget;
+    lc.lambda_order = o.lambda_order;
     sekv_optim_cfg oc = sekv_optim_defaults(o.steps);
     order = malloc((size_t)nd * sizeof *order);
     held = malloc((size_t)nd * sizeof *held);
@@ -621,6 +629,8 @@ int cmd_train_sekv(int argc, char **argv) {
                      (long)th.n};
         cfg_hash = fnv(cfg_hash, dv, sizeof dv);
         cfg_hash = fnv(cfg_hash, iv, sizeof iv);
+        if (lc.lambda_order > 0)   /* only when on, so checkpoints of the reference loss still resume */
+            cfg_hash = fnv(cfg_hash, &lc.lambda_order, sizeof lc.lambda_order);
         for (int i = 0; i < nd; i++) {
             cfg_hash = fnv(cfg_hash, &docs[i].key, sizeof docs[i].key);
             cfg_hash = fnv(cfg_hash, &docs[i].stage, sizeof docs[i].stage);
@@ -650,7 +660,7 @@ int cmd_train_sekv(int argc, char **argv) {
     }
     if (logf && start == 0)
         fprintf(logf, "step,doc,total,kl,zoom,recon,budget,lambda_budget,expand,pos_rate,recall,precision,eff_rank,lr,"
-                      "grad_norm,seconds,heldout\n");
+                      "grad_norm,seconds,order,heldout\n");
     double t_train = kb_now_s(), first_total = NAN;
     sekv_loss_parts last = {0};
     int every = o.steps / 40 > 1 ? o.steps / 40 : 1;
@@ -684,9 +694,9 @@ int cmd_train_sekv(int argc, char **argv) {
             if (held_out_loss(docs, held, n_held, &th, &lc, &hp)) goto done;
             ho = hp.total;
             fprintf(stderr,
-                    "held-out after step %d: loss %.4f (kl %.4f zoom %.4f budget %.2f) expand %.2f recall %.2f"
-                    " precision %.2f%s\n",
-                    s + 1, hp.total, hp.kl, hp.zoom, hp.budget, hp.expand, hp.recall, hp.precision,
+                    "held-out after step %d: loss %.4f (kl %.4f zoom %.4f budget %.2f order %.4f) expand %.2f"
+                    " recall %.2f precision %.2f%s\n",
+                    s + 1, hp.total, hp.kl, hp.zoom, hp.budget, hp.order, hp.expand, hp.recall, hp.precision,
                     hp.total < best_held ? "  (best)" : "");
             if (hp.total < best_held) {
                 best_held = hp.total, best_step = s;
@@ -697,6 +707,7 @@ int cmd_train_sekv(int argc, char **argv) {
             fprintf(logf, "%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%.4f,%.4f,%.4f,%.3f,%.4g,%.4g,%.2f,", s, d->name,
                     parts.total, parts.kl, parts.zoom, parts.recon, parts.budget, lb, parts.expand, parts.pos_rate,
                     parts.recall, parts.precision, parts.eff_rank, lr, gn, el);
+            fprintf(logf, "%.6g,", parts.order);
             if (isfinite(ho)) fprintf(logf, "%.6g", ho);
             fprintf(logf, "\n");
             fflush(logf);
@@ -713,9 +724,9 @@ int cmd_train_sekv(int argc, char **argv) {
             fmt_time(el / (s + 1 - start) * (o.steps - s - 1), eta, sizeof eta);
             fprintf(stderr,
                     "step %d/%d  loss %.4f = kl %.4f + zoom %.4f + %.1f*recon %.3f + %.3f*budget %.2f"
-                    "  expand %.2f (recall %.2f precision %.2f) rank %.1f  lr %.2e |g| %.2g  %.2fs/step  ETA %s\n",
+                    " + %.1f*order %.3f  expand %.2f (recall %.2f precision %.2f) rank %.1f  lr %.2e |g| %.2g  %.2fs/step  ETA %s\n",
                     s + 1, o.steps, parts.total, parts.kl, parts.zoom, lc.lambda_recon, parts.recon, lb,
-                    parts.budget, parts.expand, parts.recall, parts.precision, parts.eff_rank, lr, gn,
+                    parts.budget, lc.lambda_order, parts.order, parts.expand, parts.recall, parts.precision, parts.eff_rank, lr, gn,
                     el / (s + 1 - start), eta);
         }
         if (out_of_time) {

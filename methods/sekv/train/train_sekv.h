@@ -17,7 +17,7 @@ typedef struct {
     double time_limit;                     /* --time-limit: checkpoint and stop after S seconds */
     int held_out, eval_every;   /* early stopping: documents held out, steps between checks */
     int held_out_given;         /* --held-out given: too few documents is an error, not a note */
-    double lambda_budget;
+    double lambda_budget, lambda_order;
     uint64_t seed;
     sekv_teacher_cfg tc;
     double mem_mb;
