@@ -359,7 +359,7 @@ static int held_out_loss(const train_doc *docs, const int *idx, int n, const sek
         sekv_loss_parts q;
         if (doc_loss(&docs[idx[i]], th, lc, lc->lambda_budget, NULL, &q)) return -1;
         mean->total += q.total / n, mean->kl += q.kl / n, mean->zoom += q.zoom / n;
-        mean->budget += q.budget / n, mean->expand += q.expand / n;
+        mean->budget += q.budget / n, mean->expand += q.expand / n, mean->order += q.order / n;
         mean->recall += q.recall / n, mean->precision += q.precision / n;
     }
     return 0;
