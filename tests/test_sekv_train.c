@@ -127,6 +127,10 @@ static void check_gradients(int L, int H, int J, int d, int n, int R, int local,
           parts.budget);
     CHECK(lambda_order > 0 ? parts.order > 0 : parts.order == 0, "span-order term %g with weight %g", parts.order,
           lambda_order);
+    /* Gibbs: the cross-entropy is at least the teacher shares' entropy, its floor */
+    CHECK(lambda_order > 0 ? parts.order_floor > 0 && parts.order >= parts.order_floor * (1 - 1e-12)
+                           : parts.order_floor == 0,
+          "span-order floor %g below the term %g", parts.order_floor, parts.order);
     if (lambda_order > 0) {   /* the term is what total adds: the same point with weight 0 */
         sekv_loss_cfg c0 = cfg;
         c0.lambda_order = 0;

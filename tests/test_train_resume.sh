@@ -71,7 +71,7 @@ rc=0
 # (0 on a step whose positions see one span or none: the softmax over one span is 1)
 awk -F, 'NR > 1 { if (!($17 >= 0)) bad = 1; if ($17 > 0) pos++ } END { exit bad || pos < 2 || NR != 9 }' "$T/o.csv" \
     || fail "--lambda-order 1: order column not positive on the 512-token steps: $(cut -d, -f17 "$T/o.csv" | tr '\n' ' ')"
-grep "^held-out after step" "$T/err" | grep -qv " order 0.0000)" \
+grep "^held-out after step" "$T/err" | grep -qv " order 0.0000," \
     || fail "--lambda-order 1: no held-out check reports the order term: $(grep '^held-out' "$T/err" | head -2)"
 cmp -s "$T/a.params" "$T/o.params" && fail "--lambda-order 1 wrote the reference loss's parameters"
 # refusals

@@ -289,7 +289,7 @@ static void row_forward(row_t *w, const sekv_tparams *th, double temp, sekv_ste_
 
 /* Row totals for the loss report. */
 typedef struct {
-    double kl, bce, bz, nz, npos, tp, order;
+    double kl, bce, bz, nz, npos, tp, order, order_h;
 } row_sums;
 
 /* KL, BCE and z terms of one row, and the backward into dmK [nvmax][R] (this kv head),
@@ -363,7 +363,7 @@ static void row_backward(row_t *w, const sekv_tparams *th, const sekv_loss_cfg *
         double dord = 0;   /* d(CE)/dx_s = softmax_s - teacher share_s, weighted per row */
         if (order) {
             double ps = A / tot, lq = x - lzx;
-            if (ps > 0) out->order -= ps * lq;
+            if (ps > 0) out->order -= ps * lq, out->order_h -= ps * log(ps);
             dord = cfg->lambda_order * sc * (exp(lq) - ps);
         }
         if (!dmK) continue;
@@ -400,7 +400,7 @@ typedef struct {
     int *failed;                       /* [L] */
 } loss_ctx;
 
-enum { ACC_KL, ACC_BCE, ACC_BZ, ACC_NZ, ACC_POS, ACC_TP, ACC_RECON, ACC_BM, ACC_RANK, ACC_ORDER, ACC_N };
+enum { ACC_KL, ACC_BCE, ACC_BZ, ACC_NZ, ACC_POS, ACC_TP, ACC_RECON, ACC_BM, ACC_RANK, ACC_ORDER, ACC_ORDER_H, ACC_N };
 
 static void layer_task(void *vc, int l) {
     loss_ctx *c = vc;
@@ -456,7 +456,7 @@ static void layer_task(void *vc, int l) {
             row_backward(&w, th, cfg, c->sc, c->sel_w, c->lambda_b * c->zw,
                          want ? dmK + (size_t)j * nvmax * R : NULL, &dtau, dW, qacc, &rs);
             acc[ACC_KL] += rs.kl, acc[ACC_BCE] += rs.bce, acc[ACC_BZ] += rs.bz, acc[ACC_NZ] += rs.nz;
-            acc[ACC_POS] += rs.npos, acc[ACC_TP] += rs.tp, acc[ACC_ORDER] += rs.order;
+            acc[ACC_POS] += rs.npos, acc[ACC_TP] += rs.tp, acc[ACC_ORDER] += rs.order, acc[ACC_ORDER_H] += rs.order_h;
         }
         if (!want) continue;
         c->grad->tau[(size_t)l * H + h] = dtau;
@@ -570,6 +570,7 @@ int sekv_train_loss(const sekv_tparams *th, const sekv_tdoc *doc, const int *sel
         o.recon = a[ACC_RECON];
         o.budget = a[ACC_BZ] * c.zw + cfg->beta * a[ACC_BM];
         o.order = a[ACC_ORDER] * c.sc;
+        o.order_floor = a[ACC_ORDER_H] * c.sc;
         o.total = o.kl + cfg->lambda_zoom * o.zoom + cfg->lambda_recon * o.recon + lambda_b * o.budget +
                   cfg->lambda_order * o.order;
         o.expand = elems > 0 ? a[ACC_NZ] / elems : 0;

@@ -145,6 +145,7 @@ sekv_loss_cfg sekv_loss_defaults(void);
 typedef struct {
     double total, kl, zoom, recon, budget;     /* budget: unweighted, as in L's bracket */
     double order;                              /* span-order cross-entropy, mean over rows */
+    double order_floor;                        /* its floor: the teacher shares' entropy, mean over rows */
     double expand;                             /* share of (row, visible span) with z = 1 */
     double pos_rate, recall, precision;        /* y = 1 share; zoomed among y = 1; y = 1 among zoomed */
     double eff_rank;                           /* mean sum_c m_K over visible spans */

@@ -359,7 +359,8 @@ static int held_out_loss(const train_doc *docs, const int *idx, int n, const sek
         sekv_loss_parts q;
         if (doc_loss(&docs[idx[i]], th, lc, lc->lambda_budget, NULL, &q)) return -1;
         mean->total += q.total / n, mean->kl += q.kl / n, mean->zoom += q.zoom / n;
-        mean->budget += q.budget / n, mean->expand += q.expand / n, mean->order += q.order / n;
+        mean->budget += q.budget / n, mean->expand += q.expand / n, mean->order += q.order / n,
+        mean->order_floor += q.order_floor / n;
         mean->recall += q.recall / n, mean->precision += q.precision / n;
     }
     return 0;
@@ -694,9 +695,9 @@ int cmd_train_sekv(int argc, char **argv) {
             if (held_out_loss(docs, held, n_held, &th, &lc, &hp)) goto done;
             ho = hp.total;
             fprintf(stderr,
-                    "held-out after step %d: loss %.4f (kl %.4f zoom %.4f budget %.2f order %.4f) expand %.2f"
+                    "held-out after step %d: loss %.4f (kl %.4f zoom %.4f budget %.2f order %.4f, floor %.4f) expand %.2f"
                     " recall %.2f precision %.2f%s\n",
-                    s + 1, hp.total, hp.kl, hp.zoom, hp.budget, hp.order, hp.expand, hp.recall, hp.precision,
+                    s + 1, hp.total, hp.kl, hp.zoom, hp.budget, hp.order, hp.order_floor, hp.expand, hp.recall, hp.precision,
                     hp.total < best_held ? "  (best)" : "");
             if (hp.total < best_held) {
                 best_held = hp.total, best_step = s;
