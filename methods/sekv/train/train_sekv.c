@@ -116,6 +116,15 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, long *ou
     return 0;
 }
 
+/* A loss weight: a finite number in 0..100. */
+static int parse_weight(const char *flag, const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v) || v < 0 || v > 100) return fail("%s '%s': expected a number in 0..100", flag, s);
+    *out = v;
+    return 0;
+}
+
 /* $env, else the cache's leaf. */
 static const char *default_dir(const char *env, const char *leaf, char *buf, size_t len) {
     const char *e = getenv(env);
@@ -154,12 +163,10 @@ int train_sekv_parse(int argc, char **argv, train_opts *o, int *help) {
             if (strcmp(v, "sum") && strcmp(v, "mean")) return fail("--gate-norm '%s': expected sum or mean", v);
             o->gate_norm = !strcmp(v, "mean");
         }
-        else if (!strcmp(a, "--lambda-budget") || !strcmp(a, "--lambda-order")) {
-            char *end;
-            double val = strtod(v, &end);
-            if (end == v || *end || !isfinite(val) || val < 0 || val > 100)
-                return fail("%s '%s': expected a number in 0..100", a, v);
-            *(!strcmp(a, "--lambda-budget") ? &o->lambda_budget : &o->lambda_order) = val;
+        else if (!strcmp(a, "--lambda-budget")) {
+            if (parse_weight(a, v, &o->lambda_budget)) return -1;
+        } else if (!strcmp(a, "--lambda-order")) {
+            if (parse_weight(a, v, &o->lambda_order)) return -1;
         } else if (!strcmp(a, "--held-out")) {
             if (parse_int(a, v, 0, 1000, &x)) return -1;
             o->held_out = (int)x, o->held_out_given = 1;
