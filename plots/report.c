@@ -261,7 +261,7 @@ static int low_ceiling(const table *t, int j) {
         int n = 0;
         for (int k = 0; k < t->nc; k++)
             if (!isnan(t->cells[i * (t->nc + 1) + k].score)) sum += t->cells[i * (t->nc + 1) + k].score, n++;
-        if (n && (isnan(x) ? sum / n : x) < RT_CEILING) return 1;
+        if (n && rt_below_ceiling(isnan(x) ? sum / n : x)) return 1;
     }
     return 0;
 }

@@ -226,7 +226,7 @@ static void ceiling(const cases *c, const double *se, verdict *v) {
     for (int i = 0; f && i < c->ncase; i++)
         if (!isnan(se[i]) && !isnan(f[i])) sum += f[i], n++;
     free(f);
-    if (!n || sum / n >= RT_CEILING) return;
+    if (!n || !rt_below_ceiling(sum / n)) return;
     snprintf(v->holds, sizeof v->holds, "undecidable: ceiling");
     size_t k = strlen(v->number);
     snprintf(v->number + k, sizeof v->number - k, " (FullKV %.1f)", 100 * sum / n);

@@ -269,7 +269,7 @@ static int mark_ceiling(const rt_data *d, rt_grid *g) {
             if (!isnan(g->v[i * g->nc + j])) sum += g->v[i * g->nc + j], n++;
         for (int j = 0; n && j < g->nc; j++) {
             double x = g->v[i * g->nc + j];
-            if ((isnan(x) ? sum / n : x) < RT_CEILING && !g->cols[j].low_ceiling) g->cols[j].low_ceiling = 1, marked++;
+            if (rt_below_ceiling(isnan(x) ? sum / n : x) && !g->cols[j].low_ceiling) g->cols[j].low_ceiling = 1, marked++;
         }
     }
     return marked;

@@ -36,6 +36,14 @@ grep -q '| ctx 300 |' <<<"$h" && grep -q '| ctx 400 (low ceiling) |' <<<"$h" && 
     fail "FullKV 100% at ctx 300, 0% at 400 (overall 50%): $h"
 h=$(heads "$T/mid.db" --by ctx)
 grep -q 'ctx 300 score |' <<<"$h" && grep -q 'ctx 400 score (low ceiling) |' <<<"$h" || fail "--by ctx at mid ceiling: $h"
+# FullKV at exactly 80% in every column (0.7 and 0.9, whose double mean is 0.7999999999999999)
+# is not below 80%: no column marked
+cp "$T/low.db" "$T/edge.db"
+q "$T/edge.db" "UPDATE results SET score = CASE WHEN (SELECT depth FROM cases WHERE id = case_id) < 0.3 THEN 0.7 ELSE 0.9 END
+                WHERE method = 'fullkv'"
+for args in "--by ctx" "--table niah"; do
+    heads "$T/edge.db" $args | grep -q "low ceiling" && fail "report $args marked a column at FullKV 80%: $(heads "$T/edge.db" $args)"
+done
 # FullKV answers everything: no marks, no note, and no claim undecidable
 cp "$T/low.db" "$T/high.db"
 q "$T/high.db" "UPDATE results SET score = 1 WHERE method = 'fullkv'"
