@@ -357,7 +357,7 @@ static int write_zoom(sqlite3 *h, const kv_runinfo *ri, const char *variant, con
     fprintf(f, "  set xrange [-0.5:%g]\n  set yrange [-0.5:%g]\n", max_head + 0.5, max_layer + 0.5);
     fprintf(f, "  set xlabel 'query head'\n  set ylabel 'layer'\n  set tics nomirror\n");
     for (int b = 0; b < np; b++) {
-        char t[128];
+        char t[256];
         snprintf(t, sizeof t, "%s @ budget %g (n = %d)", p[b].method, p[b].budget, p[b].n_results);
         fprintf(f, "  set title ");
         gp_str(f, t);

@@ -108,13 +108,16 @@ static int load(sqlite3 *h, int64_t run, enum by by, table *t) {
         t->nr++;
     }
     sqlite3_finalize(st);
-    for (int i = 0; i < t->nr; i++)   /* SeKV's untrained router, asked for: said in the row's name */
-        if (t->rows[i].method && kvq_method_untrained(h, run, t->rows[i].method)) {
-            char *l = malloc(strlen(t->rows[i].method) + sizeof RT_UNTRAINED);
-            if (!l) goto oom;
-            sprintf(l, "%s" RT_UNTRAINED, t->rows[i].method);
-            t->rows[i].label = l;
-        }
+    for (int i = 0; i < t->nr; i++) {   /* SeKV's untrained router or a named parameter file: said in the row's name */
+        char *params = t->rows[i].method ? kvq_method_params(h, run, t->rows[i].method) : NULL, suffix[160];
+        rt_params_suffix(params, suffix, sizeof suffix);
+        free(params);
+        if (!*suffix) continue;
+        char *l = malloc(strlen(t->rows[i].method) + strlen(suffix) + 1);
+        if (!l) goto oom;
+        sprintf(l, "%s%s", t->rows[i].method, suffix);
+        t->rows[i].label = l;
+    }
     if (t->nr) qsort(t->rows, t->nr, sizeof *t->rows, row_cmp);
     /* columns */
     if (!(st = kvq_report_cols(h, (enum kvq_by)by, run))) goto sqlerr;

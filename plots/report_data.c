@@ -428,18 +428,36 @@ void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s) {
     if (!c->n) g->lo[k] = g->hi[k] = NAN;
 }
 
-void rt_family_label(const rt_family *f, char *buf, size_t n) {
-    /* params_file=none (SeKV's untrained router, asked for) reads "METHOD (untrained)" */
-    char rest[512] = "";
-    size_t k = 0;
-    int untrained = 0;
-    for (const char *p = f->params; *p;) {
+void rt_params_suffix(const char *params, char *buf, size_t n) {
+    snprintf(buf, n, "%s", "");
+    for (const char *p = params; p && *p;) {
         size_t len = strcspn(p, ",");
-        if (len == 16 && !strncmp(p, "params_file=none", 16)) untrained = 1;
-        else if (k < sizeof rest) k += (size_t)snprintf(rest + k, sizeof rest - k, "%s%.*s", k ? " " : "", (int)len, p);
+        if (len > 12 && !strncmp(p, "params_file=", 12)) {
+            const char *v = p + 12, *e = p + len, *base = v;
+            for (const char *q = v; q < e; q++)
+                if (*q == '/') base = q + 1;
+            if (e - v == 4 && !strncmp(v, "none", 4)) snprintf(buf, n, "%s", RT_UNTRAINED);
+            else if (!(e - v == 7 && !strncmp(v, "default", 7))) snprintf(buf, n, " (params %.*s)", (int)(e - base), base);
+        }
         p += len + (p[len] == ',');
     }
-    snprintf(buf, n, "%s%s%s%s", f->method, untrained ? RT_UNTRAINED : "", *rest ? " " : "", rest);
+}
+
+int rt_params_file_only(const char *params) {
+    return !params || !*params || (!strncmp(params, "params_file=", 12) && !strchr(params, ','));
+}
+
+void rt_family_label(const rt_family *f, char *buf, size_t n) {
+    char rest[512] = "", suffix[160];
+    size_t k = 0;
+    rt_params_suffix(f->params, suffix, sizeof suffix);
+    for (const char *p = f->params; *p;) {
+        size_t len = strcspn(p, ",");
+        if (!(len >= 12 && !strncmp(p, "params_file=", 12)) && k < sizeof rest)
+            k += (size_t)snprintf(rest + k, sizeof rest - k, "%s%.*s", k ? " " : "", (int)len, p);
+        p += len + (p[len] == ',');
+    }
+    snprintf(buf, n, "%s%s%s%s", f->method, suffix, *rest ? " " : "", rest);
 }
 
 /* Three significant digits, no exponent for the usual range. */

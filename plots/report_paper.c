@@ -337,8 +337,10 @@ static void emit(FILE *md, FILE *csv, const char *run, const char *section, cons
     if (md) {
         char p[32] = "-";
         if (!isnan(v->p)) snprintf(p, sizeof p, "%.3g", v->p);
-        fprintf(md, "| %s | %s | %s | %s%s | %s | %s | %s | %d | %s |\n", id, what, paper, m,
-                untrained(params) ? RT_UNTRAINED : "", v->number, v->n, p, v->infeasible, v->holds);
+        char suffix[160];
+        rt_params_suffix(params, suffix, sizeof suffix);
+        fprintf(md, "| %s | %s | %s | %s%s | %s | %s | %s | %d | %s |\n", id, what, paper, m, suffix, v->number,
+                v->n, p, v->infeasible, v->holds);
     }
     if (!csv) return;
     kv_csv_line(csv, "%s,paper,%s,,%s,%s,%g,%s,%.17g,%s,%.17g,%.17g,,%d", run, section, m, params, budget, id, v->value,
@@ -408,8 +410,9 @@ static void workloads(const rt_data *d, const cases *nc, const kv_claim *cl, con
  * their share) and stronger in the middle or late third than in the early one. */
 static void zoom_rows(sqlite3 *h, int64_t run_id, const char *model, const kv_claim *cl, const char *m,
                       const char *base, FILE *md, FILE *csv, const char *run) {
-    char label[64];   /* the panels name an untrained row as the tables do */
-    snprintf(label, sizeof label, "%s%s", m, untrained(base) ? RT_UNTRAINED : "");
+    char label[192], suffix[160];   /* the panels name the row as the tables do */
+    rt_params_suffix(base, suffix, sizeof suffix);
+    snprintf(label, sizeof label, "%s%s", m, suffix);
     zr_panel *p;
     int n;
     char why[256];
@@ -514,21 +517,23 @@ static void iso_memory(const cases *c, FILE *md, FILE *csv, const char *run) {
                     "%s past its budget).\n", me, un, me, un, T);
 }
 
-/* Per row of the paper (default params) and budget: results, infeasible ones, on every workload. */
+/* Per row of the paper (its defaults, or only a parameter file named) and budget: results, infeasible ones, on every workload. */
 static void feasibility(const rt_data *d, const char *model, FILE *md, FILE *csv, const char *run) {
     int printed = 0;
     for (int i = 0; i < d->nrow; i++) {
         const rt_family *f = &d->fam[d->row[i].fam];
         int is = 0;
         for (int k = 0; k < n_rows; k++) is |= !strcmp(f->method, rows[k]);
-        if (!is || (*f->params && strcmp(f->params, "params_file=none")) || strcmp(f->model, model)) continue;
+        if (!is || !rt_params_file_only(f->params) || strcmp(f->model, model)) continue;
         int n = 0, inf = 0;
         for (int k = 0; k < d->nrec; k++)
             if (d->rec[k].row == i) n++, inf += d->rec[k].infeasible;
         if (md && !printed++)
             fprintf(md, "\nFeasibility (an infeasible result is no test of a claim; it counts 0 in the scores "
                         "above):\n\n| method | budget | results | infeasible |\n|---|---:|---:|---:|\n");
-        if (md) fprintf(md, "| %s%s | %g | %d | %d |\n", f->method, untrained(f->params) ? RT_UNTRAINED : "", d->row[i].budget, n, inf);
+        char suffix[160];
+        rt_params_suffix(f->params, suffix, sizeof suffix);
+        if (md) fprintf(md, "| %s%s | %g | %d | %d |\n", f->method, suffix, d->row[i].budget, n, inf);
         if (csv)
             kv_csv_line(csv, "%s,paper,feasibility,,%s,%s,%.17g,infeasible,%d,%d", run, f->method, f->params, d->row[i].budget,
                         inf, n);
@@ -594,21 +599,31 @@ int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, 
      * budget (the comparisons with baselines at the same nominal budget would not be fair
      * there: see the iso-memory section) */
     if (csv) rt_csv_header(csv);
-    /* A row run only untrained (params_file=none: no trained parameters for this model) is
-     * judged at that setting, labelled so, instead of being left out. */
-    char row_base[16][2][64];
+    /* Each row is judged at its defaults; a row run only with a parameter file named
+     * explicitly (params_file=PATH: trained parameters that are not the model's default) is
+     * judged with it, labelled with the file's name; a row run only untrained
+     * (params_file=none: no trained parameters for this model) is judged at that setting,
+     * labelled so. Either way not left out. */
+    char row_base[16][2][256];
     for (int si = 0; si < n_rows; si++)
         for (int bi = 0; bi < 2; bi++) {
             const char *b = bi ? (paper->uncapped ? paper->uncapped : "") : "";
             int plain = 0, untr = 0;
-            char ub[64];
+            char ub[256], file[256] = "";
             snprintf(ub, sizeof ub, "params_file=none%s%s", *b ? "," : "", b);
             for (int k = 0; k < d->nrec; k++) {
                 const rt_family *f = &d->fam[d->rec[k].fam];
                 if (strcmp(f->method, rows[si]) || strcmp(f->model, c.model)) continue;
                 plain |= params_match(f->params, b, NULL), untr |= params_match(f->params, ub, NULL);
+                const char *pf = strstr(f->params, "params_file=");
+                if (*file || !pf || (pf != f->params && pf[-1] != ',')) continue;
+                char cand[256];
+                int len = (int)strcspn(pf, ",");
+                snprintf(cand, sizeof cand, "%.*s%s%s", len, pf, *b ? "," : "", b);
+                if (strncmp(pf, "params_file=none", (size_t)(len > 16 ? len : 16)) && params_match(f->params, cand, NULL))
+                    snprintf(file, sizeof file, "%s", cand);
             }
-            snprintf(row_base[si][bi], sizeof row_base[si][bi], "%s", !plain && untr ? ub : b);
+            snprintf(row_base[si][bi], sizeof row_base[si][bi], "%s", plain ? b : *file ? file : untr ? ub : b);
         }
     for (int bi = 0; bi < (paper->uncapped ? 2 : 1); bi++) {
         int have = 0;

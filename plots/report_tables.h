@@ -154,10 +154,17 @@ void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s);
 
 int rt_grid_init(rt_grid *g, int nr, int nc);
 void rt_grid_free(rt_grid *g);
-/* "method" or "method k=v k=v"; with params_file=none (SeKV's untrained router asked for)
- * "method (untrained) k=v", the params_file dropped. */
+/* "method" or "method k=v k=v"; the params_file setting becomes the suffix of
+ * rt_params_suffix: "method (untrained) k=v" for params_file=none (SeKV's untrained router
+ * asked for), "method (params FILE) k=v" for a parameter file named explicitly. */
 #define RT_UNTRAINED " (untrained)"
 void rt_family_label(const rt_family *f, char *buf, size_t n);
+/* The row-name suffix of params (normalised "k=v,k=v"): " (untrained)" for params_file=none,
+ * " (params BASENAME)" for params_file=PATH other than default, "" otherwise. */
+void rt_params_suffix(const char *params, char *buf, size_t n);
+/* 1 when params is empty or holds only a params_file setting: a row's own settings, no
+ * ablation. */
+int rt_params_file_only(const char *params);
 void rt_grid_markdown(FILE *f, const rt_data *d, const rt_grid *g);
 void rt_grid_csv(FILE *f, const char *run, const char *table, const rt_data *d, const rt_grid *g);
 void rt_csv_header(FILE *f);

@@ -17,7 +17,7 @@ int rt_zoom(sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, const char *run, ch
     if (!n) {
         char names[512];
         pr_names(KV_CLAIM_ZOOM, names, sizeof names);
-        snprintf(why, wn, "no finished %s results (default params) with decode steps", *names ? names : "zoom method");
+        snprintf(why, wn, "no finished %s results (default params, or only a params_file) with decode steps", *names ? names : "zoom method");
         return -1;
     }
     if (md)

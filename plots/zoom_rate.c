@@ -2,6 +2,7 @@
 #include "zoom_rate.h"
 #include "../results/query.h"
 #include "paper_rows.h"
+#include "report_tables.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,8 +15,8 @@ void zr_free(zr_panel *p, int n) {
 }
 
 /* Per result and (layer, head): head_stats' expansions and the rate sum of its zoom
- * events divided by the result's decode steps. Results with default params only (an
- * ablation is another method). */
+ * events divided by the result's decode steps. Results with default params or a named
+ * parameter file only (an ablation is another method). */
 int zr_load(sqlite3 *h, int64_t run_id, const char *variant, const char *model, zr_panel **out, int *n, char *why,
             size_t wn) {
     *out = NULL, *n = 0;
@@ -36,7 +37,10 @@ int zr_load(sqlite3 *h, int64_t run_id, const char *variant, const char *model, 
     int np = 0, rc = 0;
     int64_t last_id = -1;
     while (sqlite3_step(q) == SQLITE_ROW) {
-        const char *m = (const char *)sqlite3_column_text(q, 0), *mo = (const char *)sqlite3_column_text(q, 8);
+        const char *mo = (const char *)sqlite3_column_text(q, 8);
+        char m[160], suffix[128];   /* the row's name, as the report tables give it */
+        rt_params_suffix((const char *)sqlite3_column_text(q, 9), suffix, sizeof suffix);
+        snprintf(m, sizeof m, "%s%s", (const char *)sqlite3_column_text(q, 0), suffix);
         double b = sqlite3_column_double(q, 1);
         int64_t id = sqlite3_column_int64(q, 2);
         int steps = sqlite3_column_int(q, 3), l = sqlite3_column_int(q, 4), hd = sqlite3_column_int(q, 5);

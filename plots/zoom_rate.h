@@ -13,7 +13,7 @@
 
 typedef struct {
     char model[128];
-    char method[32];
+    char method[160];   /* the row's name: "sekv", "sekv (untrained)", "sekv (params FILE)" */
     double budget;
     int L, H;           /* layers and query heads (from head_stats) */
     int n_results;      /* finished results with decode steps averaged */

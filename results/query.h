@@ -53,9 +53,10 @@ sqlite3_stmt *kvq_report_cols(sqlite3 *h, enum kvq_by by, int64_t run_id);
 sqlite3_stmt *kvq_report_cells(sqlite3 *h, enum kvq_by by, int64_t run_id);
 /* One row: the run's infeasible and failed result counts. */
 sqlite3_stmt *kvq_report_left_out(sqlite3 *h, int64_t run_id);
-/* 1 when the run's results of method were made with params_file=none (SeKV's untrained
- * router, asked for explicitly): report tables name that row "METHOD (untrained)". */
-int kvq_method_untrained(sqlite3 *h, int64_t run_id, const char *method);
+/* The params of the run's results of method (one setting per method in a run: it is part
+ * of the run's identity), malloc'd, or NULL when it has none: report tables name the row
+ * with rt_params_suffix ("METHOD (untrained)", "METHOD (params FILE)"). */
+char *kvq_method_params(sqlite3 *h, int64_t run_id, const char *method);
 /* Every result of run_id (<= 0: of every run), case by case, for the report's tables:
  *   0 model  1 workload  2 variant  3 ctx  4 depth  5 method  6 params  7 budget  8 status
  *   9 score  10 fast_peak  11 slow_peak  12 fast_tokens  13 prefill_s  14 compress_s
@@ -94,11 +95,12 @@ sqlite3_stmt *kvq_sim_memory(sqlite3 *h, int64_t run_id);
 sqlite3_stmt *kvq_unfinished(sqlite3 *h, int64_t run_id);
 
 /* Zoom rates of the given methods (NULL when a name is not [a-z0-9_.-]): per finished
- * result with default params and decode steps, per
- * (layer, head) of head_stats: method, budget, result id, decode_tokens, layer, head,
- * events, the sum over its zoom events of expanded / spans (0 without zoom_events, which
- * with_zoom = 0 says), model ('?' if unknown); ordered by model, method, budget, result,
- * layer, head; methods in the order given. run_id <= 0: every run; model NULL: every model. Results with a zoom
+ * result with decode steps and default params, or params that only name a parameter file
+ * (params_file=...), per (layer, head) of head_stats: method, budget, result id,
+ * decode_tokens, layer, head, events, the sum over its zoom events of expanded / spans (0
+ * without zoom_events, which with_zoom = 0 says), model ('?' if unknown), params ('' for
+ * none); ordered by model, method, params, budget, result, layer, head; methods in the
+ * order given. run_id <= 0: every run; model NULL: every model. Results with a zoom
  * event of unknown spans are left out. */
 sqlite3_stmt *kvq_zoom_rates(sqlite3 *h, int with_zoom, int64_t run_id, const char *variant, const char *model,
                              const char *const *methods, int n_methods);

@@ -103,13 +103,14 @@ sqlite3_stmt *kvq_zoom_rates(sqlite3 *h, int with_zoom, int64_t run_id, const ch
     if (n_methods) snprintf(order + strlen(order), sizeof order - strlen(order), " ELSE %d END", n_methods);
     char sql[4096];
     snprintf(sql, sizeof sql,
-             "SELECT r.method || CASE WHEN r.params = 'params_file=none' THEN ' (untrained)' ELSE '' END, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s, ifnull(ru.model, '?')"
+             "SELECT r.method, r.budget, r.id, r.decode_tokens, hs.layer, hs.head, hs.events, %s, ifnull(ru.model, '?'), ifnull(r.params, '')"
              " FROM head_stats hs JOIN results r ON r.id = hs.result_id JOIN cases c ON c.id = r.case_id"
              " JOIN runs ru ON ru.id = c.run_id%s"
              " WHERE (?1 <= 0 OR c.run_id = ?1) AND r.method IN (%s)"
-             " AND (r.params IS NULL OR r.params IN ('', 'params_file=none')) AND r.status = 'ok' AND r.decode_tokens > 0"
+             " AND (ifnull(r.params, '') = '' OR (r.params LIKE 'params_file=%%' AND instr(r.params, ',') = 0))"
+             " AND r.status = 'ok' AND r.decode_tokens > 0"
              " AND hs.events IS NOT NULL AND (?2 IS NULL OR c.variant = ?2) AND (?3 IS NULL OR ifnull(ru.model, '?') = ?3)%s"
-             " ORDER BY ifnull(ru.model, '?'), %s, r.budget, r.id, hs.layer, hs.head",
+             " ORDER BY ifnull(ru.model, '?'), %s, ifnull(r.params, ''), r.budget, r.id, hs.layer, hs.head",
              with_zoom ? "coalesce(z.s, 0)" : "0",
              with_zoom ? " LEFT JOIN (SELECT result_id, layer, head, total(expanded * 1.0 / spans) AS s FROM zoom_events"
                          " GROUP BY 1, 2, 3) z ON z.result_id = r.id AND z.layer = hs.layer AND z.head = hs.head"

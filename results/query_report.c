@@ -2,6 +2,8 @@
  * paper-style tables are built from. */
 #include "query.h"
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static sqlite3_stmt *prep_run(sqlite3 *h, const char *sql, int64_t run_id) {
     sqlite3_stmt *st = NULL;
@@ -48,17 +50,16 @@ sqlite3_stmt *kvq_report_cells(sqlite3 *h, enum kvq_by by, int64_t run_id) {
     return prep_run(h, sql, run_id);
 }
 
-int kvq_method_untrained(sqlite3 *h, int64_t run_id, const char *method) {
+char *kvq_method_params(sqlite3 *h, int64_t run_id, const char *method) {
     sqlite3_stmt *st = prep_run(h,
-                                "SELECT 1 FROM results r JOIN cases c ON c.id = r.case_id WHERE c.run_id = ?1"
-                                " AND r.method = ?2 AND ',' || replace(r.params, ' ', '') || ',' LIKE '%,params_file=none,%'"
-                                " LIMIT 1",
+                                "SELECT ifnull(r.params, '') FROM results r JOIN cases c ON c.id = r.case_id"
+                                " WHERE c.run_id = ?1 AND r.method = ?2 LIMIT 1",
                                 run_id);
-    if (!st) return 0;
+    if (!st) return NULL;
     sqlite3_bind_text(st, 2, method, -1, SQLITE_TRANSIENT);
-    int yes = sqlite3_step(st) == SQLITE_ROW;
+    char *out = sqlite3_step(st) == SQLITE_ROW ? strdup((const char *)sqlite3_column_text(st, 0)) : NULL;
     sqlite3_finalize(st);
-    return yes;
+    return out;
 }
 
 sqlite3_stmt *kvq_report_left_out(sqlite3 *h, int64_t run_id) {
