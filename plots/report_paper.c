@@ -234,12 +234,9 @@ static void ceiling(const cases *c, const double *se, verdict *v) {
 
 /* 1 when params (normalised "k=v,k=v") asks for the untrained router: params_file=none. */
 static int untrained(const char *params) {
-    for (const char *p = params; p && *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == 16 && !strncmp(p, "params_file=none", 16)) return 1;
-        p += len + (p[len] == ',');
-    }
-    return 0;
+    char suffix[160];
+    rt_params_suffix(params, suffix, sizeof suffix);   /* the one parser of params_file */
+    return !strcmp(suffix, RT_UNTRAINED);
 }
 
 /* 1 when method m runs the untrained router with params base by its own default
