@@ -359,7 +359,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: kvbench report --db FILE [--run ID] [--by variant|budget|ctx] [--metric M] [--csv [OUT]]\n"
             "       kvbench report --db FILE --table NAME [--run ID|all] [--metric M] [--csv [OUT]]\n"
-            "       kvbench report --db FILE --table compare [--base METHOD[@BUDGET]] [--metric M] [--run ID|all]\n"
+            "       kvbench report --db FILE --table compare [--base METHOD[@BUDGET][:K=V,..]] [--metric M] [--run ID|all]\n"
             "  Prints a Markdown table of one run: a row per method and budget, and per workload variant\n"
             "  (or budget, or context length) the mean score (%%; infeasible and failed results count as 0)\n"
             "  with its 95%% interval (Wilson for binary scores, else the small-n interval: bootstrap-t\n"
@@ -377,8 +377,10 @@ static void usage(FILE *f) {
             "                reference answer's teacher-forced NLL, nats/token), kl (KL(FullKV || method) over\n"
             "                FullKV's greedy answer), top1 (agreement with FullKV's greedy tokens, %%); the\n"
             "                last three need runs with --fidelity (the default)\n"
-            "  --base M[@B]  --table compare: the method every row is compared with (default: the reference), at\n"
-            "                each row's own budget, or at budget B when given (M@B)\n"
+            "  --base M[@B][:K=V,..]  --table compare: the method every row is compared with (default: the\n"
+            "                reference), at each row's own budget, or at budget B when given (M@B); with :K=V,..\n"
+            "                the run of M whose params hold those settings (the one with the fewest others), e.g.\n"
+            "                sekv:params_file=none (the untrained router); else M's default params if run\n"
             "  --table NAME  a paper-style table instead, rows = methods (with their params) and budgets:\n"
             "                main      score per workload (workload:task), Avg of the workloads\n"
             "                niah      score per context length, averaged over needle depths, overall\n"
@@ -478,9 +480,8 @@ int cmd_report(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--base")) {
             base = v;
-            char bn[64];
-            double bb;
-            if (rt_base_parse(base, bn, sizeof bn, &bb)) return 2;
+            rt_base bp;
+            if (rt_base_parse(base, &bp)) return 2;
         } else if (!strcmp(a, "--table")) {
             tname = v;
             if (rt_table_known(tname) < 0) {

@@ -79,12 +79,19 @@ int rt_load(sqlite3 *h, int64_t run_id, rt_data *d);
  * top1, left out for nll and kl. */
 double rt_rec_value(const rt_rec *r, int metric);
 /* report --table compare: each row against the base method's row of its model at the
- * row's budget (base "M") or at budget B (base "M@B"), paired over the cases both saw. 0,
+ * row's budget (base "M") or at budget B (base "M@B"), of the family whose params hold the
+ * settings given as "M:K=V" (or "M@B:K=V"), paired over the cases both saw. 0,
  * or -1 after printing why. */
 int rt_compare(const rt_data *d, int metric, const char *base, FILE *md, FILE *csv, const char *run);
-/* --base METHOD[@BUDGET]: the method into buf, the budget into *budget (NAN when not
- * given). 0, or -1 after printing why. */
-int rt_base_parse(const char *arg, char *buf, size_t n, double *budget);
+/* --base METHOD[@BUDGET][:K=V,...]: the method, the budget (NAN when not given) and the
+ * settings its params must hold ("" when none: default params if run). */
+typedef struct {
+    char method[64];
+    double budget;
+    char settings[512];
+} rt_base;
+/* 0, or -1 after printing why. */
+int rt_base_parse(const char *arg, rt_base *b);
 void rt_data_free(rt_data *d);
 
 /* How a column's numbers are printed, and which way is better (bold). */

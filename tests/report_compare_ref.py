@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Independent check of `kvbench report --table compare --base M[@B]`: every row against
-the base row of its model at the row's own budget (or at B; FullKV, which keeps every token,
-at the row's budget if run, else its only row), paired by case, recomputed from the raw
+"""Independent check of `kvbench report --table compare --base M[@B][:K=V,..]`: every row
+against the base row of its model at the row's own budget (or at B; FullKV, which keeps every
+token, at the row's budget if run, else its only row), of the base method's run whose params
+hold every K=V given (the one with the fewest other settings), paired by case, recomputed from the raw
 rows (sqlite3): the means over the common cases, the difference and its small-n interval
 (interval_ref.py: bootstrap-t over the pairs widened to Student's t), the p-value (McNemar's
 exact test with integer binomials on binary scores, else the paired permutation test: every
@@ -76,7 +77,9 @@ def norm(p):
 
 
 db_path, base_arg, run, csv_path, md_path = sys.argv[1:6]
-base, _, bb = base_arg.partition("@")
+head, _, settings = base_arg.partition(":")
+want_set = set(x for x in settings.split(",") if x)
+base, _, bb = head.partition("@")
 bb = float(bb) if bb else None
 keeps_all = base.lower() == "fullkv"
 db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
@@ -96,12 +99,17 @@ vals = {k: {c: sum(v) / len(v) for c, v in cs.items()} for k, cs in vals.items()
 want = {}
 for k, cs in vals.items():
     rows_b = sorted((r for r in vals if r[0] == k[0] and r[1].lower() == base.lower()), key=lambda r: (r[2], r[3]))
+    if want_set:   # the family holding every setting, with the fewest others
+        have = [r for r in rows_b if want_set <= set(x for x in r[2].split(",") if x)]
+        fewest = min((len([x for x in r[2].split(",") if x]) for r in have), default=0)
+        rows_b = [r for r in have if len([x for x in r[2].split(",") if x]) == fewest]
+        assert len(set(r[2] for r in rows_b)) <= 1, ("ambiguous base", rows_b)
     at = [r for r in rows_b if r[3] == (bb if bb is not None else k[3])]
     ref = at[0] if at else rows_b[0] if rows_b and keeps_all and bb is None else None
     if ref == k or (ref is None and k[1].lower() == base.lower()):
         continue
     if ref is None:
-        want[k] = dict(n=0, base_budget=None, p=None)
+        want[k] = dict(n=0, base_budget=None, p=None, base_params="")
         continue
     common = sorted((c for c in cs if c in vals[ref]), key=lambda c: order[c])
     a, b = [cs[c] for c in common], [vals[ref][c] for c in common]
@@ -110,7 +118,7 @@ for k, cs in vals.items():
     p = (sign_p(pos, neg) if binary else perm_p([x - y for x, y in zip(a, b)])) if common else None
     est, lo, hi = interval_ref.paired([x - y for x, y in zip(a, b)]) if common else (None, None, None)
     sc = lambda v: None if v is None or math.isnan(v) else 100 * v
-    want[k] = dict(n=len(common), base_budget=ref[3], base_mean=sc(sum(b) / len(b)) if b else None,
+    want[k] = dict(n=len(common), base_budget=ref[3], base_params=ref[2], base_mean=sc(sum(b) / len(b)) if b else None,
                    mean=sc(sum(a) / len(a)) if a else None, diff=sc(est), lo=sc(lo), hi=sc(hi), p=p, pos=pos,
                    neg=neg, binary=binary)
 keys = [k for k in want if want[k]["p"] is not None]
@@ -122,6 +130,7 @@ for g in got:
     k = (g["model"], g["method"], g["params"], float(g["budget"]))
     w = want[k]
     assert g["base"] == base, (run, k, g["base"], base)
+    assert g["base_params"] == (w["base_params"] if w["base_budget"] is not None else ""), (run, k, g["base_params"])
     assert (g["base_budget"] == "") == (w["base_budget"] is None), (run, k, "base budget", g["base_budget"])
     if w["base_budget"] is not None:
         assert float(g["base_budget"]) == w["base_budget"], (run, k, g["base_budget"], w["base_budget"])

@@ -101,6 +101,9 @@ case_ "report on a missing file" 1 "'$dir/missing.db': no such file" "$KV" repor
 case_ "report on a missing run" 1 "has no run 999" "$KV" report --db "$ref" --run 999
 case_ "report --table unknown" 2 "unknown --table 'bogus'" "$KV" report --db "$ref" --table bogus
 case_ "report --base with a bad budget" 2 "the budget after @ is not a positive number" "$KV" report --db "$ref" --table compare --base snapkv@0x
+case_ "report --base with bad settings" 2 "the settings after : are not KEY=VALUE" "$KV" report --db "$ref" --table compare --base snapkv:window
+case_ "report --base with settings no run has" 1 "no results of snapkv at each row's budget with window=999 in this run" \
+    "$KV" report --db "$ref" --table compare --base snapkv:window=999
 case_ "plot --figure unknown" 2 "--figure 'bogus' is unknown" "$KV" plot --db "$ref" --figure bogus
 case_ "run --budget 0" 2 "--budget '0': expected a fraction" "$KV" run --budget 0 --db "$ref"
 case_ "run --ctx 8" 2 "--ctx '8': expected an integer in 16..4194304" "$KV" run --ctx 8 --db "$ref"

@@ -360,6 +360,34 @@ import csv, sys
 rows = {float(r["budget"]): r for r in csv.DictReader(open(sys.argv[1])) if r["method"] == "snapkv"}
 assert float(rows[0.05]["base_budget"]) == 0.05 and float(rows[0.02]["base_budget"]) == 0.02, rows
 EOF2
+# --base M:K=V picks one of several parameter sets of the base method (issue 32: the trained
+# SeKV file against the untrained router in one file): the set holding every setting, with
+# the fewest others; two sets that tie are refused, and so is a setting no run has.
+S=(run --workload synthetic-niah --methods snapkv,chunkkv --budget 0.05 --ctx 2048 --layers 2 --depths 0.1,0.3,0.5,0.7,0.9
+   --quiet --db "$dir/p3.db")
+"$KVBENCH" "${S[@]}" >/dev/null 2>&1 || fail "the default-params run"
+for p in "window=16,kernel=3" "window=16,kernel=5"; do
+    "$KVBENCH" "${S[@]}" --params "snapkv:$p" >/dev/null 2>&1 || fail "the run with snapkv:$p"
+done
+for base in snapkv "snapkv:window=16,kernel=3" "snapkv@0.05:kernel=5"; do
+    "${KV[@]}" report --db "$dir/p3.db" --table compare --base "$base" --run all --csv "$dir/p3.csv" >"$dir/p3.md" \
+        || fail "report --table compare --base $base (three parameter sets)"
+    "$PY" tests/report_compare_ref.py "$dir/p3.db" "$base" all "$dir/p3.csv" "$dir/p3.md" \
+        || fail "compare --base $base on three parameter sets differs from the reference"
+done
+grep -q "^| snapkv | 0.05 | 5 | snapkv kernel=5 window=16 | " "$dir/p3.md" && grep -q "whose params hold kernel=5" "$dir/p3.md" ||
+    fail "--base snapkv@0.05:kernel=5: the table does not name the base's params: $(grep -E 'snapkv|Each row' "$dir/p3.md")"
+rc=0
+"${KV[@]}" report --db "$dir/p3.db" --table compare --base "snapkv:window=16" --run all >/dev/null 2>"$dir/err" || rc=$?
+[ $rc -ne 0 ] && grep -q "matches 2 parameter sets of snapkv" "$dir/err" ||
+    fail "--base snapkv:window=16 (two sets tie) was not refused: exit $rc, $(cat "$dir/err")"
+rc=0
+"${KV[@]}" report --db "$dir/p3.db" --table compare --base "snapkv:window=99" --run all >/dev/null 2>"$dir/err" || rc=$?
+[ $rc -ne 0 ] && grep -q "its params here: .*'kernel=3,window=16'" "$dir/err" ||
+    fail "--base snapkv:window=99 (no such run) was not refused with the params run: exit $rc, $(cat "$dir/err")"
+expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv:window
+expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv:=3
+expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv@0.1:window=1,
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv@zero
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base nosuch@0.1
 # the help names the test compare uses

@@ -2,7 +2,8 @@
  * file is made: odd, the rest of the input is the file's bytes; even, it is an SQL
  * script run into a fresh file (files, pragmas and attachments refused, run time
  * capped), so the fuzzer reaches well-formed files with hostile contents. Then the
- * default table, every --table and the CSV output are printed to /dev/null. */
+ * default table, every --table (compare with a --base that names settings) and the CSV
+ * output are printed to /dev/null. */
 #include <sqlite3.h>
 #include "fuzz.h"
 #include "../../harness/cli/commands.h"
@@ -52,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     }
     FILE *saved = stderr;
     stderr = fuzz_null();                          /* the reports' refusals */
-    char *v[][6] = {{"report", "--db", db},
+    char *v[][8] = {{"report", "--db", db},
                     {"report", "--db", db, "--csv"},
                     {"report", "--db", db, "--by", "ctx"},
                     {"report", "--db", db, "--table", "main", "--csv"},
@@ -61,10 +62,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
                     {"report", "--db", db, "--table", "rank", "--csv"},
                     {"report", "--db", db, "--table", "ablation"},
                     {"report", "--db", db, "--table", "memory"},
-                    {"report", "--db", db, "--table", "latency"}};
+                    {"report", "--db", db, "--table", "latency"},
+                    {"report", "--db", db, "--table", "compare", "--base", "snapkv:window=8"},
+                    {"report", "--db", db, "--table", "compare", "--base", "sekv@0.1:params_file=none", "--csv"}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         int argc = 0;
-        while (argc < 6 && v[i][argc]) argc++;
+        while (argc < 8 && v[i][argc]) argc++;
         (void)cmd_report(argc, v[i]);
     }
     stderr = saved;
