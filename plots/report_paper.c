@@ -332,12 +332,16 @@ static void judge(const cases *c, const kv_claim *cl, const char *m, const char 
 static void emit(FILE *md, FILE *csv, const char *run, const char *section, const char *id, const char *what,
                  const char *paper, const char *m, const char *params, double budget, const verdict *v) {
     if (md) {
-        char p[32] = "-";
-        if (!isnan(v->p)) snprintf(p, sizeof p, "%.3g", v->p);
+        /* a row every result of which was infeasible was not run there: its zeros are no
+         * number to read (the CSV keeps them, with the infeasible count) */
+        int untested = !strcmp(v->holds, "untested (infeasible)");
+        char p[32] = "-", number[256];
+        if (!isnan(v->p) && !untested) snprintf(p, sizeof p, "%.3g", v->p);
+        snprintf(number, sizeof number, "%s", untested ? "- (every result infeasible)" : v->number);
         char suffix[160];
         rt_params_suffix(params, suffix, sizeof suffix);
-        fprintf(md, "| %s | %s | %s | %s%s | %s | %s | %s | %d | %s |\n", id, what, paper, m, suffix, v->number,
-                v->n, p, v->infeasible, v->holds);
+        fprintf(md, "| %s | %s | %s | %s%s | %s | %s | %s | %d | %s |\n", id, what, paper, m, suffix, number, v->n,
+                p, v->infeasible, v->holds);
     }
     if (!csv) return;
     kv_csv_line(csv, "%s,paper,%s,,%s,%s,%g,%s,%.17g,%s,%.17g,%.17g,,%d", run, section, m, params, budget, id, v->value,

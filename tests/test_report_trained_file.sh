@@ -37,5 +37,15 @@ grep -Eq "^\| $row \| 0.1 \| [1-4] \|" "$T/zoom" || fail "zoom table lacks the f
 # the ablation (two settings) stays out of the zoom table
 "$KVBENCH" report --db "$T/f.db" --table zoom --run 2 >"$T/zoom2" 2>&1 || true
 grep -q "trained_zoom" "$T/zoom2" && fail "the ablation entered the zoom table: $(cat "$T/zoom2")"
+# A row none of whose results ran (sekv-ref at 5% here: its spans alone exceed the budget)
+# prints no number and no p beside "untested (infeasible)": its zeros were never measured.
+"$KVBENCH" run --model random:tiny-llama --workload niah --ctx 300,400 --depths 20,50 --max-new 3 --budget 0.05 \
+    --db "$T/inf.db" --quiet --methods fullkv,snapkv,chunkkv,sentencekv,sekv-ref >/dev/null 2>"$T/err" ||
+    fail "infeasible run: $(cat "$T/err")"
+"$KVBENCH" report --db "$T/inf.db" --table paper --run all >"$T/inf" 2>&1 || fail "paper (infeasible): $(cat "$T/inf")"
+n_un=$(grep -c '^| C4 .*| sekv-ref | .*untested (infeasible) |$' "$T/inf" || true)
+[ "$n_un" = 3 ] || fail "want 3 C4 rows of sekv-ref untested, got $n_un: $(grep '^| C4' "$T/inf")"
+grep '^| C4 .*untested (infeasible)' "$T/inf" | grep -Evq '\| - \(every result infeasible\) \| 4 \| - \| 4 \|' &&
+    fail "an untested row prints a number or a p: $(grep 'untested' "$T/inf")"
 [ $fails = 0 ] && echo "test_report_trained_file: ok"
 exit $((fails > 0))
