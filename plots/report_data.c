@@ -428,19 +428,29 @@ void rt_grid_set(rt_grid *g, int i, int j, rt_samples *s) {
     if (!c->n) g->lo[k] = g->hi[k] = NAN;
 }
 
-void rt_params_suffix(const char *params, char *buf, size_t n) {
+int rt_params_file_item(const char *params, char *buf, size_t n) {
     snprintf(buf, n, "%s", "");
     for (const char *p = params; p && *p;) {
         size_t len = strcspn(p, ",");
         if (len > 12 && !strncmp(p, "params_file=", 12)) {
-            const char *v = p + 12, *e = p + len, *base = v;
-            for (const char *q = v; q < e; q++)
-                if (*q == '/') base = q + 1;
-            if (e - v == 4 && !strncmp(v, "none", 4)) snprintf(buf, n, "%s", RT_UNTRAINED);
-            else if (!(e - v == 7 && !strncmp(v, "default", 7))) snprintf(buf, n, " (params %.*s)", (int)(e - base), base);
+            snprintf(buf, n, "%.*s", (int)len, p);
+            return (int)len;
         }
         p += len + (p[len] == ',');
     }
+    return 0;
+}
+
+void rt_params_suffix(const char *params, char *buf, size_t n) {
+    char item[512];
+    int len = rt_params_file_item(params, item, sizeof item);
+    snprintf(buf, n, "%s", "");
+    if (!len) return;
+    const char *v = item + 12, *base = v;
+    for (const char *q = v; *q; q++)
+        if (*q == '/') base = q + 1;
+    if (!strcmp(v, "none")) snprintf(buf, n, "%s", RT_UNTRAINED);
+    else if (strcmp(v, "default")) snprintf(buf, n, " (params %s)", base);
 }
 
 int rt_params_file_only(const char *params) {

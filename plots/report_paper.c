@@ -616,13 +616,11 @@ int rt_paper(const rt_data *d, sqlite3 *h, int64_t run_id, FILE *md, FILE *csv, 
                 const rt_family *f = &d->fam[d->rec[k].fam];
                 if (strcmp(f->method, rows[si]) || strcmp(f->model, c.model)) continue;
                 plain |= params_match(f->params, b, NULL), untr |= params_match(f->params, ub, NULL);
-                const char *pf = strstr(f->params, "params_file=");
-                if (*file || !pf || (pf != f->params && pf[-1] != ',')) continue;
-                char cand[256];
-                int len = (int)strcspn(pf, ",");
-                snprintf(cand, sizeof cand, "%.*s%s%s", len, pf, *b ? "," : "", b);
-                if (strncmp(pf, "params_file=none", (size_t)(len > 16 ? len : 16)) && params_match(f->params, cand, NULL))
-                    snprintf(file, sizeof file, "%s", cand);
+                char item[256], cand[256];
+                if (*file || !rt_params_file_item(f->params, item, sizeof item) || !strcmp(item, "params_file=none"))
+                    continue;
+                if (snprintf(cand, sizeof cand, "%s%s%s", item, *b ? "," : "", b) >= (int)sizeof cand) continue;
+                if (params_match(f->params, cand, NULL)) snprintf(file, sizeof file, "%s", cand);
             }
             snprintf(row_base[si][bi], sizeof row_base[si][bi], "%s", plain ? b : *file ? file : untr ? ub : b);
         }

@@ -169,6 +169,9 @@ void rt_family_label(const rt_family *f, char *buf, size_t n);
 /* The row-name suffix of params (normalised "k=v,k=v"): " (untrained)" for params_file=none,
  * " (params BASENAME)" for params_file=PATH other than default, "" otherwise. */
 void rt_params_suffix(const char *params, char *buf, size_t n);
+/* The params_file item of params ("params_file=VALUE") into buf and its length, or 0 (buf
+ * "") when params has none: the one parser of that setting. */
+int rt_params_file_item(const char *params, char *buf, size_t n);
 /* 1 when params is empty or holds only a params_file setting: a row's own settings, no
  * ablation. */
 int rt_params_file_only(const char *params);
