@@ -380,7 +380,7 @@ static void usage(FILE *f) {
             "  --base M[@B][:K=V,..]  --table compare: the method every row is compared with (default: the\n"
             "                reference), at each row's own budget, or at budget B when given (M@B); with :K=V,..\n"
             "                the run of M whose params hold those settings (the one with the fewest others), e.g.\n"
-            "                sekv:params_file=none (the untrained router); else M's default params if run\n"
+            "                M:params_file=none for SeKV's untrained router; else M's default params if run\n"
             "  --table NAME  a paper-style table instead, rows = methods (with their params) and budgets:\n"
             "                main      score per workload (workload:task), Avg of the workloads\n"
             "                niah      score per context length, averaged over needle depths, overall\n"
