@@ -128,9 +128,10 @@ int rt_base_parse(const char *arg, rt_base *b) {
     }
     if (at) {
         char num[64], *end;
-        snprintf(num, sizeof num, "%.*s", (int)(head - (size_t)(at + 1 - arg)), at + 1);
+        size_t len = head - (size_t)(at + 1 - arg);   /* the budget's characters, up to the ':' */
+        snprintf(num, sizeof num, "%.*s", (int)(len < sizeof num ? len : sizeof num - 1), at + 1);
         b->budget = strtod(num, &end);
-        if (end == num || *end || !(b->budget > 0)) {
+        if (len >= sizeof num || end == num || *end || !(b->budget > 0)) {
             fprintf(stderr, "kvbench report: --base '%s': the budget after @ is not a positive number\n", arg);
             return -1;
         }

@@ -388,6 +388,7 @@ rc=0
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv:window
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv:=3
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv@0.1:window=1,
+expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base "snapkv@0.1$(printf '0%.0s' {1..70})x"
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base snapkv@zero
 expect_fail_early "${KV[@]}" report --db "$dir/t.db" --table compare --base nosuch@0.1
 # the help names the test compare uses
