@@ -32,31 +32,29 @@ static void csv_num(FILE *f, double x, int last) {
     csv_put(f, b, last);
 }
 
+/* Whether the comma list holds the item item[0..len). */
+static int list_has(const char *list, const char *item, size_t len) {
+    for (const char *q = list; *q;) {
+        size_t ql = strcspn(q, ",");
+        if (ql == len && !strncmp(q, item, len)) return 1;
+        q += ql + (q[ql] == ',');
+    }
+    return 0;
+}
+
 /* Whether params (normalised "k=v,k=v") holds every k=v item of settings: -1 when one is
  * missing, else how many of its items are not among the settings. */
 static int settings_extra(const char *params, const char *settings) {
+    for (const char *q = settings; *q;) {   /* every setting must be there */
+        size_t ql = strcspn(q, ",");
+        if (!list_has(params, q, ql)) return -1;
+        q += ql + (q[ql] == ',');
+    }
     int extra = 0;
     for (const char *p = params; *p;) {
         size_t len = strcspn(p, ",");
-        int named = 0;
-        for (const char *q = settings; *q && !named;) {
-            size_t ql = strcspn(q, ",");
-            named = ql == len && !strncmp(p, q, len);
-            q += ql + (q[ql] == ',');
-        }
-        extra += !named;
+        extra += !list_has(settings, p, len);
         p += len + (p[len] == ',');
-    }
-    for (const char *q = settings; *q;) {   /* every setting must be there */
-        size_t ql = strcspn(q, ",");
-        int found = 0;
-        for (const char *p = params; *p && !found;) {
-            size_t len = strcspn(p, ",");
-            found = ql == len && !strncmp(p, q, len);
-            p += len + (p[len] == ',');
-        }
-        if (!found) return -1;
-        q += ql + (q[ql] == ',');
     }
     return extra;
 }
