@@ -1,7 +1,8 @@
 /* SeKV's tiers on the CUDA backend (sekv_dev.c, kernels/cuda_spans.cu) against the host
  * path, on fresh random K/V/Q and surprisal, with zoom active (tau=0, room in the budget)
- * and a budget just over twice the prompt's persistent rows, so that the 20 decode steps
- * fold decoded tokens into new spans (the device rows' valid marks at work).
+ * and a budget just over twice the prompt's persistent rows (raised where the room would
+ * not hold a longest span at the last step), so that the 20 decode steps fold decoded
+ * tokens into new spans (the device rows' valid marks at work).
  * Every build, with f32, bf16 and f16 rows: the CPU backend's run; with f32 rows and
  * gate=0, its outputs step by step against a float64 attention over the rows the state
  * says it attended (persistent rows, coarse rows with bias ln|S|, the expanded spans
@@ -222,13 +223,16 @@ static void run(const scen *s, const char *params, int budget, int kt, int on_de
 }
 
 /* The budget: just over twice the prompt's persistent rows (a probe run), so that
- * P passes B/2 after a few steps and decoded tokens are folded. */
-static int pick_budget(const scen *s, const char *params) {
+ * P passes B/2 after a few steps and decoded tokens are folded; and at least enough that
+ * the room B - P still holds a span of l_max at the last step, when the STEPS decoded
+ * rows sit in P (else a prompt with few persistent rows stops zooming halfway). */
+static int pick_budget(const scen *s, const char *params, int l_max) {
     kv_state *st = start(s, params, 4 * s->n, KB_F32);
     if (!st) return 4 * s->n;
     int P = sekv_rows(st, 0, NULL, NULL);
     kv_sekv_spread.free(st);
-    return 2 * P + 6;
+    int fold = 2 * P + 6, last = P + STEPS + l_max + 6;
+    return fold > last ? fold : last;
 }
 
 /* One scenario with gate (0 or 2), K/V type kt and longest span l_max: the CPU run (against
@@ -243,7 +247,7 @@ static void test_case(int gate, int cuda, int kt, int l_max) {
     char params[128];
     /* p_max=0.5 pinned: the budget below is sized so that P passes B/2 */
     snprintf(params, sizeof params, "alpha=1,rank=%d,gate=%d,tau=0,local=8,sinks=2,l_max=%d,p_max=0.5", RANK, gate, l_max);
-    int budget = pick_budget(&s, params), ref = gate == 0 && kt == KB_F32;
+    int budget = pick_budget(&s, params, l_max), ref = gate == 0 && kt == KB_F32;
     record rc = new_record(), rg = new_record();
     kb_select("cpu", NULL);
     run(&s, params, budget, kt, 0, ref, &rc);
