@@ -1,7 +1,9 @@
 /* kvbench sim --check-run DB: the CPU engine's memory model (sim_engine_memory) against
  * the peak RSS a model run measured, per case (over the shared prefill) and per result
  * (over one method's compression and decode). The method term is the result's own
- * accounting (steady fast tier + slow-tier peak, f32 rows as the engine stores them). */
+ * accounting (steady fast tier + slow-tier peak, f32 rows as the engine stores them);
+ * in a batched run (--batch 1, the default) every pair of the case holds its store and
+ * its logits row at once, so each result's peak has all of them. */
 #include "sim.h"
 #include "../../results/db.h"
 #include "../../results/query.h"
@@ -52,14 +54,15 @@ static kv_needs case_needs(sqlite3 *s, int64_t case_id, const kv_model_config *c
 /* The stores of the case's finished methods, summed: all, and those that ingest only
  * after the last layer (late); *any_late: one such method is in the case; *most: the
  * largest one. */
-static void case_stores(sqlite3 *s, int64_t case_id, double *all, double *late, int *any_late, double *most) {
-    *all = *late = *most = 0, *any_late = 0;
+static void case_stores(sqlite3 *s, int64_t case_id, double *all, double *late, int *any_late, double *most,
+                        int *count) {
+    *all = *late = *most = 0, *any_late = 0, *count = 0;
     sqlite3_stmt *st = kvq_case_stores(s, case_id);
     if (!st) return;
     while (sqlite3_step(st) == SQLITE_ROW) {
         const kv_method *m = kv_method_find((const char *)sqlite3_column_text(st, 0));
         double b = sqlite3_column_double(st, 1);
-        *all += b;
+        *all += b, ++*count;
         if (b > *most) *most = b;
         if (m && m->needs_surprisal) *late += b, *any_late = 1;
     }
@@ -93,23 +96,27 @@ int sim_check_run(const char *db_path, char *err, size_t errlen) {
         sh.cfg.n_params = (int64_t)sh.n_params;
         kv_needs nd = case_needs(s, cid, &sh.cfg, n);
         const char *cfg = (const char *)sqlite3_column_text(st, 3);
-        int streamed = cfg && strstr(cfg, "\"prefill\":\"streamed\"");
-        double method = sqlite3_column_double(st, 6) + sqlite3_column_double(st, 7), all, late, most;
-        int any_late;
-        case_stores(s, cid, &all, &late, &any_late, &most);
+        int streamed = cfg && strstr(cfg, "\"prefill\":\"streamed\""),
+            batched = cfg && strstr(cfg, "\"decode_pairs\":\"batched\"");
+        double own = sqlite3_column_double(st, 6) + sqlite3_column_double(st, 7), all, late, most;
+        int any_late, pairs;
+        case_stores(s, cid, &all, &late, &any_late, &most, &pairs);
         if (cid != last_case) done_before = 0;
-        /* streamed: each result frees its method's store when it ends, so result i's peak
-         * holds the stores of results i, i+1, ... (in result order) */
+        /* one at a time, streamed: each result frees its method's store when it ends, so
+         * result i's peak holds the stores of results i, i+1, ... (in result order);
+         * batched: every pair begins (its store and a logits row of the vocabulary) before
+         * the first step, and each result's peak is measured from its own begin */
+        double batch = batched ? all + 4.0 * pairs * sh.cfg.n_vocab : 0, method = batched ? batch : own;
         sim_engine_mem em;
         sim_engine_memory(&sh.cfg, sh.is_random ? sh.random_weight_bytes : sh.file_weight_bytes, n, &nd, method,
-                          streamed, all - done_before, late, any_late, &em);
-        done_before += method;
+                          streamed, batched ? batch : all - done_before, late, any_late, &em);
+        done_before += own;
         const char *mode = streamed ? "streamed" : "kept";
         if (cid != last_case && sqlite3_column_type(st, 2) != SQLITE_NULL) {
             /* cases.rss_peak: the whole case, its prefill and every result after it */
             sim_engine_mem big;
-            sim_engine_memory(&sh.cfg, sh.is_random ? sh.random_weight_bytes : sh.file_weight_bytes, n, &nd, most,
-                              streamed, all, late, any_late, &big);
+            sim_engine_memory(&sh.cfg, sh.is_random ? sh.random_weight_bytes : sh.file_weight_bytes, n, &nd,
+                              batched ? batch : most, streamed, batched ? batch : all, late, any_late, &big);
             double model = em.peak_prefill > big.peak_method ? em.peak_prefill : big.peak_method;
             double meas = sqlite3_column_double(st, 2), e = model / meas - 1;
             printf("| %lld | %d | %s | (case) | %.1f | %.1f | %+.1f%% | %.1f | %.1f | %.1f | act %.1f (%.1f) | %.1f |\n",
