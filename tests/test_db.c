@@ -615,6 +615,13 @@ static int make_tables_fixture(const char *path) {
         runs[n++] = (tables_run){keys[i], "niah", A, niah, ctx_ab, d3, 1, sekv, i == 3 ? b2 : b1, ablations[i]};
     }
     runs[n++] = (tables_run){"tables-model-b", "niah", B, niah, ctx1, d2, 1, small, b1, NULL};
+    /* C8 and C9 on RULER too (the paper states them across benchmarks): per-workload claim rows */
+    static const char *const ruler_ab[] = {"fixed_chunk=same", "rank=8", "rank=64"};
+    char rkeys[3][64];
+    for (int i = 0; i < 3; i++) {
+        snprintf(rkeys[i], sizeof rkeys[i], "tables-ruler-sekv-%d", i);
+        runs[n++] = (tables_run){rkeys[i], "ruler", A, ruler, ctx2, none, 2, sekv, b1, ruler_ab[i]};
+    }
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) rc = tables_one(db, &runs[i]);
     /* and a run that recorded nothing yet (the latest) */

@@ -454,7 +454,7 @@ expect_fail "needs a value" "${KV[@]}" report --db
 expect_fail "--figure" "${KV[@]}" plot --db "$dir/f.db" --figure pie
 expect_fail "gnuplot not found" env PATH=/nonexistent "${KV[@]}" plot --db "$dir/f.db" --out "$dir/nognuplot"
 # the latest run (the default) recorded nothing yet
-expect_fail "run 12 has no results yet" "${KV[@]}" report --db "$dir/t.db" --table main
+expect_fail "run 15 has no results yet" "${KV[@]}" report --db "$dir/t.db" --table main
 expect_fail "unknown --table 'pie' (valid: main, niah, budget, rank, ablation, memory, latency, compare, paper, zoom)" \
     "${KV[@]}" report --db "$dir/t.db" --table pie
 expect_fail "needs a value" "${KV[@]}" report --db "$dir/t.db" --table
