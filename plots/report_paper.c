@@ -283,6 +283,7 @@ static void judge(const cases *c, const kv_claim *cl, const char *m, const char 
             e = cl->kind == KV_CLAIM_MARGIN ? paired(c, se, o) : paired(c, o, se);   /* row - other; ablation - row */
             pct(v->number, sizeof v->number, &e, 1);
             set_holds(v, e.n, cl->kind == KV_CLAIM_MARGIN ? e.mean > 0 : e.mean < 0, ran, e.p);
+            common(c, se, &o, 1);   /* the ceiling below: FullKV over the cells compared */
         }
         free(o);
     } else if (cl->kind == KV_CLAIM_RANK) {

@@ -34,6 +34,16 @@ q "$T/mid.db" "UPDATE results SET score = 1 WHERE method = 'fullkv' AND case_id 
 h=$(heads "$T/mid.db" --table niah)
 grep -q '| ctx 300 |' <<<"$h" && grep -q '| ctx 400 (low ceiling) |' <<<"$h" && grep -q '| overall (low ceiling) |' <<<"$h" ||
     fail "FullKV 100% at ctx 300, 0% at 400 (overall 50%): $h"
+# the ceiling of a paired claim is FullKV's over the cells compared: fixed_chunk=same ran at
+# ctx 300 only (FullKV 100% there), so C8 is decided there, not "undecidable: ceiling" by
+# FullKV's 50% over every cell of the row
+cp "$T/mid.db" "$T/abl.db"
+"$KVBENCH" run --model random:tiny-llama --workload niah --ctx 300 --depths 20,50 --max-new 2 --budget 0.1 \
+    --methods sekv-spread --params "sekv-spread:fixed_chunk=same" --db "$T/abl.db" --quiet >/dev/null 2>"$T/err" ||
+    fail "ablation run: $(cat "$T/err")"
+"$KVBENCH" report --db "$T/abl.db" --table paper --run all >"$T/paper" 2>&1 || fail "paper: $(cat "$T/paper")"
+grep -Eq "^\| C8 fixed_chunk=same \|.*\| sekv-spread \|.*\| 2 \| [0-9.e-]+ \| [0-9]+ \| not significant \|$" "$T/paper" ||
+    fail "C8 on the ctx-300 cells (FullKV 100%) is not decided there: $(grep '^| C8' "$T/paper")"
 h=$(heads "$T/mid.db" --by ctx)
 grep -q 'ctx 300 score |' <<<"$h" && grep -q 'ctx 400 score (low ceiling) |' <<<"$h" || fail "--by ctx at mid ceiling: $h"
 # FullKV at exactly 80% in every column (0.7 and 0.9, whose double mean is 0.7999999999999999)
