@@ -194,7 +194,7 @@ def main(db_path, csv_path):
             if kind in ("drop", "rank"):
                 for col in wl_order:
                     w = col.split(":")[0]
-                    if w != "niah" and w not in others:
+                    if not w.startswith("niah") and w not in others:
                         others.append(w)
             for extra in settings:
                 col = cid if kind != "drop" or other else f"C8 {extra}"
